@@ -1,0 +1,14 @@
+#include "cli/commands.h"
+#include "util/error.h"
+
+namespace mha::cli {
+
+void add_run(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("run", "(not yet available)");
+  sub->callback([&exit_code]() {
+    exit_code = 2;
+    throw InputError("'mha run' is not implemented yet");
+  });
+}
+
+}  // namespace mha::cli

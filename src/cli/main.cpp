@@ -1,0 +1,36 @@
+// mha: the command-line front end. It only parses flags and maps errors to
+// exit codes; all work happens in the library (src/ outside cli/).
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mha: run, benchmark and compare multi-head attention"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "mha 0.1.0");
+  int exit_code = 0;
+  mha::cli::add_compare(app, exit_code);
+  mha::cli::add_inspect(app, exit_code);
+  mha::cli::add_run(app, exit_code);
+  mha::cli::add_bench(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  } catch (const mha::InputError& e) {
+    std::fprintf(stderr, "mha: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "mha: error: out of memory\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mha: internal error: %s\n", e.what());
+    return 3;
+  }
+  return exit_code;
+}

@@ -1,0 +1,57 @@
+#pragma once
+// Tensor: an element type, a shape and contiguous row-major (C order) bytes.
+//
+// It is the one currency between file formats, configs, variants and
+// backends. Storage is owned by value; copying a Tensor copies its bytes.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace mha {
+
+using Shape = std::vector<int64_t>;
+
+// Number of elements; throws InputError if a dim is negative or the product
+// overflows int64 (shapes come from untrusted files).
+int64_t shape_numel(const Shape& shape);
+std::string shape_str(const Shape& shape);  // "(2, 6, 3)"
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DType dtype, Shape shape);  // zero-filled
+
+  static Tensor from_f32(Shape shape, std::vector<float> values);
+  static Tensor from_f64(Shape shape, const std::vector<double>& values);
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  std::size_t nbytes() const { return bytes_.size(); }
+
+  uint8_t* raw() { return bytes_.data(); }
+  const uint8_t* raw() const { return bytes_.data(); }
+  // Typed views; throw std::logic_error when T does not match dtype().
+  template <class T> T* data();
+  template <class T> const T* data() const;
+
+  // Element i (row-major) converted to double / every element converted.
+  double get_f64(int64_t i) const;
+  std::vector<double> to_f64() const;
+  std::vector<float> to_f32() const;
+  Tensor cast(DType to) const;
+  // Same bytes, new shape of the same element count.
+  Tensor reshaped(Shape shape) const;
+
+ private:
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  int64_t numel_ = 0;
+  std::vector<uint8_t> bytes_;
+};
+
+}  // namespace mha

@@ -1,0 +1,88 @@
+#include "test_support.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace mha::test {
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "mha-test-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+CommandResult run_command(const std::string& command_line) {
+  TempDir dir;
+  std::string out = dir.file("out"), err = dir.file("err");
+  std::string full = "(" + command_line + ") >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
+  int status = std::system(full.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(out);
+  r.err = read_text(err);
+  return r;
+}
+
+CommandResult run_mha(const std::string& args) { return run_command(std::string(MHA_BINARY) + " " + args); }
+
+CommandResult run_python(const std::string& script) {
+  TempDir dir;
+  std::string path = dir.file("script.py");
+  write_text(path, script);
+  return run_command("cd " + shell_quote(source_dir()) + " && /usr/bin/python3 " + shell_quote(path));
+}
+
+std::string source_dir() { return MHA_SOURCE_DIR; }
+
+::testing::AssertionResult tensors_close(const Tensor& a, const Tensor& b, double atol, double rtol) {
+  if (a.shape() != b.shape())
+    return ::testing::AssertionFailure() << "shape " << shape_str(a.shape()) << " vs " << shape_str(b.shape());
+  std::vector<double> x = a.to_f64(), y = b.to_f64();
+  int64_t bad = 0, worst = -1;
+  double worst_excess = -1;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+    if (x[i] == y[i]) continue;  // equal infinities
+    double diff = std::fabs(x[i] - y[i]);
+    double excess = diff - (atol + rtol * std::fabs(y[i]));
+    if (!(excess <= 0)) {
+      ++bad;
+      if (std::isnan(excess) || excess > worst_excess) { worst_excess = std::isnan(excess) ? 1e300 : excess; worst = static_cast<int64_t>(i); }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << x.size() << " elements differ; worst at flat index "
+                                       << worst << ": " << x[worst] << " vs " << y[worst] << " (atol " << atol
+                                       << ", rtol " << rtol << ")";
+}
+
+}  // namespace mha::test

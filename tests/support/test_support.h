@@ -1,0 +1,47 @@
+#pragma once
+// Helpers shared by every test binary: running the mha binary and
+// /usr/bin/python3, temporary folders, and tensor comparison with tolerance.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace mha::test {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs a shell command line; captures stdout and stderr separately.
+CommandResult run_command(const std::string& command_line);
+// Runs the mha binary under test with the given argument string.
+CommandResult run_mha(const std::string& args);
+// Runs Debian's /usr/bin/python3 (where torch and numpy import) on a script text.
+CommandResult run_python(const std::string& script);
+std::string source_dir();  // the repository root
+// A fresh empty folder, removed when the TempDir is destroyed.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+std::string read_text(const std::string& path);
+void write_text(const std::string& path, const std::string& text);
+std::string shell_quote(const std::string& s);
+
+// Expects equal shapes and |a - b| <= atol + rtol * |b| elementwise (NaN
+// matches NaN); reports the worst element on failure.
+::testing::AssertionResult tensors_close(const Tensor& a, const Tensor& b, double atol, double rtol);
+
+}  // namespace mha::test

@@ -1,0 +1,40 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tensor/half.h"
+#include "tensor/tensor.h"
+#include "util/error.h"
+
+using namespace mha;
+
+TEST(Tensor, ShapeNumelRejectsOverflowAndNegatives) {
+  EXPECT_EQ(shape_numel({2, 3, 4}), 24);
+  EXPECT_EQ(shape_numel({}), 1);
+  EXPECT_EQ(shape_numel({5, 0, 7}), 0);
+  EXPECT_THROW(shape_numel({int64_t(1) << 40, int64_t(1) << 40}), InputError);
+  EXPECT_THROW(shape_numel({-1, 2}), InputError);
+}
+
+TEST(Tensor, CastRoundTripsAndConvertsHalfTypes) {
+  Tensor t = Tensor::from_f32({3}, {1.0f, -2.5f, 65504.0f});
+  Tensor h = t.cast(DType::F16);
+  EXPECT_EQ(h.to_f64(), (std::vector<double>{1.0, -2.5, 65504.0}));
+  Tensor b = Tensor::from_f32({1}, {1.00390625f}).cast(DType::BF16);  // tie: rounds to even (1.0)
+  EXPECT_EQ(b.get_f64(0), 1.0);
+}
+
+TEST(Half, F16CoversSubnormalsInfAndNaN) {
+  EXPECT_EQ(f32_from_f16(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(f16_from_f32(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(f16_from_f32(70000.0f), 0x7c00);
+  EXPECT_TRUE(std::isnan(f32_from_f16(f16_from_f32(std::numeric_limits<float>::quiet_NaN()))));
+  for (uint32_t h = 0; h < 0x7c00; ++h) ASSERT_EQ(f16_from_f32(f32_from_f16(static_cast<uint16_t>(h))), h);
+}
+
+TEST(Half, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(bf16_from_f32(f32_from_bits(0x3f808000u)), 0x3f80);  // tie, even below
+  EXPECT_EQ(bf16_from_f32(f32_from_bits(0x3f818000u)), 0x3f82);  // tie, even above
+  EXPECT_EQ(bf16_from_f32(f32_from_bits(0x3f808001u)), 0x3f81);
+}

@@ -5,6 +5,7 @@
 // backends. Storage is owned by value; copying a Tensor copies its bytes.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/dtype.h"
@@ -54,4 +55,9 @@ class Tensor {
   std::vector<uint8_t> bytes_;
 };
 
+}  // namespace mha
+
+namespace mha {
+// Tensors by name, in file / construction order (state_dict order).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 }  // namespace mha

@@ -1,0 +1,33 @@
+#pragma once
+// Reading and writing tensor files: .npy, .npz, .safetensors, and a folder of
+// .npy files. Every byte read is treated as hostile: header sizes bounded,
+// sizes overflow-checked, offsets checked against the file. Errors are
+// InputError with one line naming the file (and tensor) and the problem.
+// Every writer writes a temporary file in the destination folder and renames
+// it into place, so a failed write never leaves a half-written file.
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace mha::io {
+
+Tensor read_npy(const std::string& path);
+void write_npy(const std::string& path, const Tensor& t);
+
+NamedTensors read_npz(const std::string& path);  // stored and deflated members
+void write_npz(const std::string& path, const NamedTensors& tensors);
+
+NamedTensors read_safetensors(const std::string& path);
+void write_safetensors(const std::string& path, const NamedTensors& tensors);
+
+// Every tensor in a .npy (named after the file stem), .npz, .safetensors, or
+// a folder of NAME.npy files, chosen by extension / file type.
+NamedTensors read_all(const std::string& path);
+
+// One tensor by spec: "FILE.npy", "FILE.npz:NAME" or "FILE.safetensors:NAME".
+Tensor read_tensor(const std::string& spec);
+
+// Writes `bytes` to `path` through a temporary file renamed into place.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+}  // namespace mha::io

@@ -1,0 +1,38 @@
+#pragma once
+// A backend executes the canonical AttentionSpec (model/attention.h).
+//
+// A backend keeps a plan cache: the first run for a given spec and input
+// shapes builds a plan (packed weights, workspaces, tt-sim programs); later
+// runs reuse it. Callers keep the same AttentionSpec object alive between
+// runs; a plan is keyed by the spec's address plus every shape, so a changed
+// spec must be a new object.
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/attention.h"
+
+namespace mha {
+
+struct CacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) = 0;
+  virtual CacheStats cache_stats() const { return {}; }
+  // Backend-specific facts for reports (tt-sim: device, dtype, fidelity...).
+  virtual nlohmann::json describe() const { return nlohmann::json::object(); }
+};
+
+// Names: "reference", "cpu", "tt-sim". `options` is the config's "backend"
+// object (without "name"); `json_path` locates it for error messages.
+std::unique_ptr<Backend> make_backend(const std::string& name, const nlohmann::ordered_json& options,
+                                      const std::string& json_path);
+
+}  // namespace mha

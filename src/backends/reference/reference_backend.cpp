@@ -1,0 +1,125 @@
+#include "backends/reference/reference_backend.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "model/dropout.h"
+
+namespace mha {
+
+namespace {
+
+using Vec = std::vector<double>;
+
+// y[n, out] = x[n, in] @ w[out, in]^T + b[out], all in double.
+Vec project(const Vec& x, int64_t n, const Projection& p) {
+  int64_t out = p.weight.dim(0), in = p.weight.dim(1);
+  Vec w = p.weight.to_f64(), b = p.bias ? p.bias->to_f64() : Vec(out, 0.0);
+  Vec y(n * out);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = 0.0;
+      for (int64_t i = 0; i < in; ++i) acc += x[r * in + i] * w[o * in + i];
+      y[r * out + o] = acc + b[o];
+    }
+  return y;
+}
+
+class ReferenceBackend : public Backend {
+ public:
+  std::string name() const override { return "reference"; }
+
+  AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
+    validate_inputs(spec, in);
+    const int64_t B = in.query.dim(0), L = in.query.dim(1), S = in.key.dim(1);
+    const int64_t H = spec.num_heads, Hkv = spec.num_kv_heads, dh = spec.head_dim, dv = spec.head_dim_v;
+    const int64_t St = S + spec.extra_keys(), group = H / Hkv;
+    const double inf = std::numeric_limits<double>::infinity();
+
+    Vec xq = in.query.to_f64(), xk = in.key.to_f64(), xv = in.value.to_f64();
+    Vec q = project(xq, B * L, spec.q), k = project(xk, B * S, spec.k), v = project(xv, B * S, spec.v);
+    Vec mask = in.mask ? in.mask->to_f64() : Vec();
+    Vec bk = spec.bias_k ? spec.bias_k->to_f64() : Vec(), bv = spec.bias_v ? spec.bias_v->to_f64() : Vec();
+
+    // Per-head views with the extra key rows appended: [B, H, *, d].
+    Vec Q(B * H * L * dh), K(B * Hkv * St * dh, 0.0), V(B * Hkv * St * dv, 0.0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < L; ++i)
+          for (int64_t d = 0; d < dh; ++d) Q[((b * H + h) * L + i) * dh + d] = q[(b * L + i) * H * dh + h * dh + d];
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t j = 0; j < St; ++j) {
+          for (int64_t d = 0; d < dh; ++d) {
+            double x = j < S ? k[(b * S + j) * Hkv * dh + h * dh + d] : (j == S && spec.bias_k ? bk[h * dh + d] : 0.0);
+            K[((b * Hkv + h) * St + j) * dh + d] = x;
+          }
+          for (int64_t d = 0; d < dv; ++d) {
+            double x = j < S ? v[(b * S + j) * Hkv * dv + h * dv + d] : (j == S && spec.bias_v ? bv[h * dv + d] : 0.0);
+            V[((b * Hkv + h) * St + j) * dv + d] = x;
+          }
+        }
+
+    Vec raw(B * H * L * St), masked(B * H * L * St), W(B * H * L * St), ctx(B * L * H * dv, 0.0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        const double* Kh = &K[(b * Hkv + h / group) * St * dh];
+        const double* Vh = &V[(b * Hkv + h / group) * St * dv];
+        for (int64_t i = 0; i < L; ++i) {
+          const double* qi = &Q[((b * H + h) * L + i) * dh];
+          int64_t row = ((b * H + h) * L + i) * St;
+          double mx = -inf;
+          for (int64_t j = 0; j < St; ++j) {
+            double s = 0.0;
+            for (int64_t d = 0; d < dh; ++d) s += qi[d] * Kh[j * dh + d];
+            raw[row + j] = s;
+            double m = spec.scale * s;
+            if (in.mask) {
+              const Tensor& mt = *in.mask;
+              int64_t mb = mt.dim(0) == 1 ? 0 : b, mh = mt.dim(1) == 1 ? 0 : h;
+              m += mask[((mb * mt.dim(1) + mh) * L + i) * St + j];
+            }
+            if (spec.causal && j > i) m = -inf;
+            if (spec.window > 0 && j < i - spec.window + 1) m = -inf;
+            masked[row + j] = m;
+            mx = std::max(mx, m);
+          }
+          // A row of -inf keeps mx = -inf, so exp(NaN) spreads NaN as torch does.
+          double sum = 0.0;
+          for (int64_t j = 0; j < St; ++j) sum += (W[row + j] = std::exp(masked[row + j] - mx));
+          for (int64_t j = 0; j < St; ++j) W[row + j] /= sum;
+          if (in.training && spec.dropout > 0.0)
+            for (int64_t j = 0; j < St; ++j)
+              W[row + j] = dropout_keep(in.dropout_seed, row + j, spec.dropout) ? W[row + j] / (1.0 - spec.dropout) : 0.0;
+          for (int64_t d = 0; d < dv; ++d) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < St; ++j) acc += W[row + j] * Vh[j * dv + d];
+            ctx[(b * L + i) * H * dv + h * dv + d] = acc;
+          }
+        }
+      }
+
+    AttentionResult r;
+    Vec out = spec.out ? project(ctx, B * L, *spec.out) : ctx;
+    r.output = Tensor::from_f64({B, L, spec.out_dim()}, out);
+    if (opt.need_weights) r.weights = Tensor::from_f64({B, H, L, St}, W);
+    if (opt.collect_stages) {
+      r.stages = {{"q", Tensor::from_f64({B, H, L, dh}, Q)},
+                  {"k", Tensor::from_f64({B, Hkv, St, dh}, K)},
+                  {"v", Tensor::from_f64({B, Hkv, St, dv}, V)},
+                  {"scores", Tensor::from_f64({B, H, L, St}, raw)},
+                  {"masked_scores", Tensor::from_f64({B, H, L, St}, masked)},
+                  {"weights", Tensor::from_f64({B, H, L, St}, W)},
+                  {"context", Tensor::from_f64({B, L, H * dv}, ctx)},
+                  {"output", r.output}};
+    }
+    return r;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
+
+}  // namespace mha

@@ -1,0 +1,88 @@
+#pragma once
+// The one canonical description of multi-head attention that every variant
+// maps onto and every backend executes.
+//
+//   Q = query @ wq^T + bq            query [B, L, q_in]   wq [H*dh,  q_in]
+//   K = key   @ wk^T + bk            key   [B, S, k_in]   wk [Hkv*dh, k_in]
+//   V = value @ wv^T + bv            value [B, S, v_in]   wv [Hkv*dv, v_in]
+//   (bias_k, bias_v appended as one more key/value row; then, with
+//    add_zero_attn, one all-zero row: S_total = S + extras)
+//   per head h (kv head h / (H / Hkv)):
+//     scores  = scale * Q_h @ K_h^T + mask     [B, H, L, S_total]
+//     causal: scores[i, j] = -inf for j > i (top-left aligned, as the seeds'
+//             triu(ones(L, S), diagonal=1) mask)
+//     window: scores[i, j] = -inf for j < i - window + 1 (sliding window)
+//     weights = softmax(scores) (a row of all -inf gives NaN, as torch does)
+//     ctx_h   = weights @ V_h                  [B, L, dv]
+//   context = concat_h ctx_h                   [B, L, H*dv]
+//   output  = context @ wo^T + bo               wo [E_out, H*dv]  (or context)
+//
+// Weights are float32 Tensors, as the PyTorch modules hold them; backends
+// convert to their own precision and layout when they build a plan.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace mha {
+
+struct Projection {
+  Tensor weight;               // [out, in] float32, applied as x @ weight^T
+  std::optional<Tensor> bias;  // [out] float32
+};
+
+struct AttentionSpec {
+  std::string variant;  // for messages and for tt-sim's choice of pipeline
+  int64_t num_heads = 1;
+  int64_t num_kv_heads = 1;  // == num_heads except for grouped-query attention
+  int64_t head_dim = 1;      // dh: query/key width per head
+  int64_t head_dim_v = 1;    // dv: value width per head
+  Projection q, k, v;
+  std::optional<Projection> out;  // absent: output is the concatenated context
+  double scale = 1.0;
+  bool causal = false;
+  int64_t window = 0;  // sliding window size; 0 = unlimited
+  std::optional<Tensor> bias_k, bias_v;  // [Hkv*dh] / [Hkv*dv], appended after projection
+  bool add_zero_attn = false;
+  double dropout = 0.0;  // applied to weights only when training
+
+  int64_t q_in() const { return q.weight.dim(1); }
+  int64_t k_in() const { return k.weight.dim(1); }
+  int64_t v_in() const { return v.weight.dim(1); }
+  int64_t out_dim() const { return out ? out->weight.dim(0) : num_heads * head_dim_v; }
+  int64_t extra_keys() const { return (bias_k ? 1 : 0) + (add_zero_attn ? 1 : 0); }
+};
+
+struct AttentionInputs {
+  Tensor query, key, value;  // float32 [B, L, q_in], [B, S, k_in], [B, S, v_in]
+  // Additive float32 mask, broadcast over [B, H, L, S_total]: shape
+  // [Bm, Hm, L, S_total] with Bm in {1, B} and Hm in {1, H}; -inf masks.
+  std::optional<Tensor> mask;
+  bool training = false;
+  uint64_t dropout_seed = 0;
+};
+
+struct RunOptions {
+  bool need_weights = false;      // return attention weights [B, H, L, S_total]
+  bool collect_stages = false;    // fill AttentionResult::stages
+};
+
+struct AttentionResult {
+  Tensor output;                  // [B, L, out_dim]
+  std::optional<Tensor> weights;  // [B, H, L, S_total] when asked for
+  // Intermediates, in pipeline order, when asked for: q, k, v [B, H, *, d],
+  // scores, masked_scores, weights [B, H, L, S_total], context [B, L, H*dv],
+  // output. A backend may add its own (tt-sim adds per-op stages).
+  NamedTensors stages;
+};
+
+// Checks that inputs fit the spec; throws InputError naming the input,
+// the expected and the found shape.
+void validate_inputs(const AttentionSpec& spec, const AttentionInputs& in);
+
+// Multiply-add count of one forward pass (projections and attention;
+// causal and windowed masks halve / shrink the attention part).
+double attention_flops(const AttentionSpec& spec, const AttentionInputs& in);
+
+}  // namespace mha

@@ -1,13 +1,23 @@
+#include <cstdio>
+#include <memory>
+
 #include "cli/commands.h"
-#include "util/error.h"
+#include "io/inspect.h"
 
 namespace mha::cli {
 
 void add_inspect(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("inspect", "(not yet available)");
-  sub->callback([&exit_code]() {
-    exit_code = 2;
-    throw InputError("'mha inspect' is not implemented yet");
+  auto* sub = app.add_subcommand(
+      "inspect", "Show dtype, shape and statistics of every tensor in a .npy, .npz, .safetensors or folder of .npy");
+  auto path = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  sub->add_option("file", *path, "tensor file or folder of .npy files")->required();
+  sub->add_flag("--json", *json, "print JSON for machines");
+  sub->callback([path, json, &exit_code]() {
+    const auto stats = io::inspect_path(*path);
+    const std::string text = *json ? io::format_stats_json(*path, stats) : io::format_stats_table(stats);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    exit_code = 0;
   });
 }
 

@@ -1,0 +1,38 @@
+#include "io/io_util.h"
+#include "io/npy.h"
+#include "io/tensor_file.h"
+#include "io/zip.h"
+#include "util/error.h"
+
+namespace mha::io {
+
+using namespace detail;
+
+NamedTensors read_npz(const std::string& path) {
+  const std::string bytes = read_file_bytes(path);
+  ZipReader zip(bytes, where_file(path));
+  NamedTensors out;
+  for (const ZipEntry& e : zip.entries()) {
+    if (!e.name.empty() && e.name.back() == '/') continue;  // folder entries hold no data
+    // numpy.load names members NAME.npy as NAME and keeps other names whole.
+    std::string name = e.name;
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) name.resize(name.size() - 4);
+    std::string member = zip.extract(e);
+    out.emplace_back(name, decode_npy(member, where_tensor(path, name)));
+  }
+  return out;
+}
+
+// Stored members, as numpy.savez writes them: fastest to write and read back.
+void write_npz(const std::string& path, const NamedTensors& tensors) {
+  std::vector<ZipMember> members;
+  members.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    for (const ZipMember& m : members)
+      if (m.name == name + ".npy") throw InputError(where_file(path) + ": tensor name '" + printable(name) + "' appears twice");
+    members.push_back({name + ".npy", encode_npy(t)});
+  }
+  write_file_atomic(path, write_zip(members, false));
+}
+
+}  // namespace mha::io

@@ -1,14 +1,117 @@
+// `mha run --config FILE`: prints the output as PyTorch does, timings of the
+// first and the cached runs, and the comparison with the configured
+// reference (exit 1 when it fails).
+#include <cstdio>
+#include <filesystem>
+
 #include "cli/commands.h"
+#include "compare/report.h"
+#include "io/tensor_file.h"
+#include "run/runner.h"
+#include "tensor/format.h"
 #include "util/error.h"
 
 namespace mha::cli {
 
+namespace {
+
+struct RunFlags {
+  std::string config, backend, output, attn_weights, dump_stages, json;
+  int64_t warmup = -1, iterations = -1;
+};
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+void dump_stages(const std::string& dir, const NamedTensors& stages) {
+  std::filesystem::create_directories(dir);
+  for (const auto& [name, t] : stages) io::write_npy(dir + "/" + name + ".npy", t);
+}
+
+nlohmann::json report_json(const PreparedRun& run, const RunReport& rep) {
+  nlohmann::json j;
+  j["name"] = run.config.name;
+  j["config"] = run.config.file;
+  j["variant"] = run.config.variant;
+  j["backend"] = rep.backend_name;
+  j["backend_info"] = rep.backend_info;
+  const Tensor& out = rep.result.output;
+  j["output"] = {{"shape", out.shape()}, {"dtype", dtype_name(out.dtype())}};
+  if (out.numel() <= 100000) j["output"]["values"] = out.to_f64();
+  if (rep.result.weights) j["attn_weights"] = {{"shape", rep.result.weights->shape()}};
+  j["timing"] = timing_json(rep.timing);
+  j["cache"] = {{"hits", rep.cache.hits}, {"misses", rep.cache.misses}};
+  if (rep.comparison) j["comparison"] = compare::to_json(*rep.comparison);
+  return j;
+}
+
+int run_command(const RunFlags& f) {
+  RunConfig config = load_config(f.config);
+  if (!f.backend.empty()) config.backend = f.backend;
+  PreparedRun run = prepare_run(config);
+  std::unique_ptr<Backend> backend = make_backend(config.backend, config.backend_options, f.config + ": backend");
+
+  RunRequest req;
+  req.need_weights = !f.attn_weights.empty();
+  req.collect_stages = !f.dump_stages.empty();
+  if (f.warmup >= 0) req.warmup = f.warmup;
+  if (f.iterations >= 1) req.iterations = f.iterations;
+  RunReport rep = execute_run(run, *backend, req);
+
+  const Tensor& out = rep.result.output;
+  std::printf("%s: variant %s on backend %s\n", config.name.c_str(), config.variant.c_str(), rep.backend_name.c_str());
+  std::printf("output:\n%s\n", format_torch(out).c_str());
+  std::printf("shape %s, dtype %s\n", shape_str(out.shape()).c_str(), dtype_name(out.dtype()));
+  if (rep.result.weights) {
+    std::printf("attention weights:\n%s\n", format_torch(*rep.result.weights).c_str());
+    std::printf("shape %s\n", shape_str(rep.result.weights->shape()).c_str());
+  }
+  const Timing& t = rep.timing;
+  std::printf("first run: %s ms (%s GFLOP/s), includes building the plan\n", fmt("%.3f", t.first_ms).c_str(),
+              fmt("%.2f", t.gflops_first()).c_str());
+  std::printf("cached runs (%zu): median %s ms, min %s ms, max %s ms (%s GFLOP/s)\n", t.cached_ms.size(),
+              fmt("%.3f", t.median_ms).c_str(), fmt("%.3f", t.min_ms).c_str(), fmt("%.3f", t.max_ms).c_str(),
+              fmt("%.2f", t.gflops_cached()).c_str());
+  std::printf("plan cache: %lld hits, %lld misses\n", static_cast<long long>(rep.cache.hits),
+              static_cast<long long>(rep.cache.misses));
+
+  if (!f.output.empty()) io::write_npy(f.output, out);
+  if (!f.attn_weights.empty()) {
+    if (!rep.result.weights) throw InputError("--attn-weights: backend " + rep.backend_name + " returned no weights");
+    io::write_npy(f.attn_weights, *rep.result.weights);
+  }
+  if (!f.dump_stages.empty()) dump_stages(f.dump_stages, rep.result.stages);
+  int code = 0;
+  if (rep.comparison) {
+    std::printf("comparison with reference %s:\n%s", config.reference->file.c_str(),
+                compare::format_text(*rep.comparison).c_str());
+    if (!rep.comparison->passed) code = 1;
+  }
+  if (!f.json.empty()) {
+    std::string text = report_json(run, rep).dump(2) + "\n";
+    if (f.json == "-") std::fputs(text.c_str(), stdout);
+    else io::write_file_atomic(f.json, text);
+  }
+  return code;
+}
+
+}  // namespace
+
 void add_run(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("run", "(not yet available)");
-  sub->callback([&exit_code]() {
-    exit_code = 2;
-    throw InputError("'mha run' is not implemented yet");
-  });
+  auto flags = std::make_shared<RunFlags>();
+  auto* sub = app.add_subcommand("run", "Run an attention variant from a JSON config");
+  sub->add_option("--config,-c", flags->config, "config file (see configs/)")->required();
+  sub->add_option("--backend,-b", flags->backend, "override the config's backend: reference, cpu, tt-sim");
+  sub->add_option("--output,-o", flags->output, "save the output tensor as .npy");
+  sub->add_option("--attn-weights", flags->attn_weights, "save the attention weights as .npy");
+  sub->add_option("--dump-stages", flags->dump_stages, "save every intermediate tensor as DIR/NAME.npy");
+  sub->add_option("--json", flags->json, "write the whole report as JSON (- for stdout)");
+  sub->add_option("--warmup", flags->warmup, "untimed runs after the first (overrides runs.warmup)");
+  sub->add_option("--iterations,-n", flags->iterations, "timed cached runs (overrides runs.iterations)");
+  sub->callback([flags, &exit_code]() { exit_code = run_command(*flags); });
 }
 
 }  // namespace mha::cli

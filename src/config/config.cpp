@@ -1,0 +1,156 @@
+#include "config/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace mha {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string resolve(const std::string& dir, const std::string& p) {
+  if (p.empty() || fs::path(p).is_absolute()) return p;
+  return (fs::path(dir) / p).lexically_normal().string();
+}
+
+// "a.npz:x" keeps its member name while the file part is resolved.
+std::string resolve_spec(const std::string& dir, const std::string& spec) {
+  for (const char* ext : {".npz:", ".safetensors:"}) {
+    auto pos = spec.rfind(ext);
+    if (pos != std::string::npos) {
+      std::size_t cut = pos + std::string(ext).size() - 1;
+      return resolve(dir, spec.substr(0, cut)) + spec.substr(cut);
+    }
+  }
+  return resolve(dir, spec);
+}
+
+Shape parse_shape(const ordered_json& v, const std::string& path) {
+  if (!v.is_array() || v.empty()) throw InputError(path + ": expected a non-empty array of dimensions, found " + json_brief(v));
+  Shape s;
+  for (std::size_t i = 0; i < v.size(); ++i) s.push_back(as_int(v[i], path + "[" + std::to_string(i) + "]", 0));
+  shape_numel(s);
+  return s;
+}
+
+WeightsConfig parse_weights(const ordered_json& w, const std::string& dir) {
+  WeightsConfig c;
+  require_object(w, "weights");
+  if (find(w, "init")) {
+    check_keys(w, "weights", {"init", "seed"});
+    std::string init = as_string(w["init"], "weights.init");
+    if (init == "torch") c.kind = WeightsConfig::Kind::TorchInit;
+    else if (init == "rand") c.kind = WeightsConfig::Kind::RandInit;
+    else throw InputError("weights.init: expected \"torch\" or \"rand\", found \"" + init + "\"");
+    c.seed = find(w, "seed") ? as_seed(w["seed"], "weights.seed") : 0;
+  } else if (find(w, "file")) {
+    check_keys(w, "weights", {"file"});
+    c.kind = WeightsConfig::Kind::File;
+    c.path = resolve(dir, as_string(w["file"], "weights.file"));
+  } else if (find(w, "dir")) {
+    check_keys(w, "weights", {"dir"});
+    c.kind = WeightsConfig::Kind::Dir;
+    c.path = resolve(dir, as_string(w["dir"], "weights.dir"));
+  } else {
+    throw InputError("weights: expected one of {\"init\": ...}, {\"file\": ...} or {\"dir\": ...}, found " +
+                     json_brief(w));
+  }
+  return c;
+}
+
+void parse_inputs(const ordered_json& in, const std::string& dir, RunConfig& c) {
+  require_object(in, "inputs");
+  for (auto it = in.begin(); it != in.end(); ++it) {
+    std::string path = "inputs." + it.key();
+    if (it.key() == "seed") {
+      c.inputs_seed = as_seed(*it, path);
+      continue;
+    }
+    InputConfig ic;
+    ic.name = it.key();
+    if (it->is_string()) {
+      ic.kind = InputConfig::Kind::File;
+      ic.path = resolve_spec(dir, it->get<std::string>());
+    } else if (it->is_object() && it->size() == 1 && (find(*it, "rand") || find(*it, "randn"))) {
+      bool rand = find(*it, "rand") != nullptr;
+      ic.kind = rand ? InputConfig::Kind::Rand : InputConfig::Kind::Randn;
+      ic.shape = parse_shape(it->begin().value(), path + (rand ? ".rand" : ".randn"));
+    } else {
+      throw InputError(path + ": expected a tensor file path, {\"rand\": [shape]} or {\"randn\": [shape]}, found " +
+                       json_brief(*it));
+    }
+    c.inputs.push_back(std::move(ic));
+  }
+}
+
+}  // namespace
+
+RunConfig parse_config(const ordered_json& j, const std::string& dir, const std::string& file) {
+  RunConfig c;
+  c.file = file;
+  require_object(j, "config");
+  check_keys(j, "config", {"name", "variant", "params", "weights", "inputs", "options", "backend", "runs", "reference"});
+  c.name = find(j, "name") ? as_string(j["name"], "name") : fs::path(file).stem().string();
+  if (!find(j, "variant")) throw InputError("variant: required key is missing");
+  c.variant = as_string(j["variant"], "variant");
+  if (find(j, "params")) c.params = require_object(j["params"], "params");
+  if (find(j, "weights")) c.weights = parse_weights(j["weights"], dir);
+  if (find(j, "inputs")) parse_inputs(j["inputs"], dir, c);
+  if (find(j, "options")) c.options = require_object(j["options"], "options");
+  if (find(j, "backend")) {
+    const ordered_json& b = j["backend"];
+    if (b.is_string()) {
+      c.backend = b.get<std::string>();
+    } else {
+      require_object(b, "backend");
+      for (auto it = b.begin(); it != b.end(); ++it) {
+        if (it.key() == "name") c.backend = as_string(*it, "backend.name");
+        else c.backend_options[it.key()] = *it;
+      }
+    }
+  }
+  if (find(j, "runs")) {
+    const ordered_json& r = require_object(j["runs"], "runs");
+    check_keys(r, "runs", {"warmup", "iterations"});
+    c.warmup = get_int(r, "warmup", "runs", 0, 0);
+    c.iterations = get_int(r, "iterations", "runs", 10, 1);
+  }
+  if (find(j, "reference")) {
+    const ordered_json& r = require_object(j["reference"], "reference");
+    check_keys(r, "reference", {"file", "atol", "rtol", "pcc"});
+    ReferenceConfig rc;
+    if (!find(r, "file")) throw InputError("reference.file: required key is missing");
+    rc.file = resolve_spec(dir, as_string(r["file"], "reference.file"));
+    if (find(r, "atol")) rc.atol = as_number(r["atol"], "reference.atol");
+    if (find(r, "rtol")) rc.rtol = as_number(r["rtol"], "reference.rtol");
+    if (find(r, "pcc")) rc.pcc = as_number(r["pcc"], "reference.pcc");
+    c.reference = rc;
+  }
+  return c;
+}
+
+RunConfig load_config(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot open config file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  ordered_json j;
+  try {
+    j = ordered_json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(path + ": invalid JSON: " + e.what());
+  }
+  std::string dir = fs::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  try {
+    return parse_config(j, dir, path);
+  } catch (const InputError& e) {
+    throw InputError(path + ": " + e.what());
+  }
+}
+
+}  // namespace mha

@@ -1,0 +1,53 @@
+#pragma once
+// The run configuration (SPEC section 3), parsed and checked. Every unknown
+// key, wrong type or impossible value is an InputError that names the config
+// file and the JSON path. Paths are resolved against the config's folder.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/json_util.h"
+#include "tensor/tensor.h"
+
+namespace mha {
+
+struct WeightsConfig {
+  enum class Kind { TorchInit, RandInit, File, Dir } kind = Kind::TorchInit;
+  uint64_t seed = 0;
+  std::string path;  // resolved, for File / Dir
+};
+
+struct InputConfig {
+  enum class Kind { File, Rand, Randn } kind = Kind::File;
+  std::string name;
+  std::string path;  // resolved tensor spec for File ("a.npy", "b.npz:x")
+  Shape shape;       // for Rand / Randn
+};
+
+struct ReferenceConfig {
+  std::string file;  // resolved tensor spec
+  std::optional<double> atol, rtol, pcc;
+};
+
+struct RunConfig {
+  std::string file;  // the config file, for messages
+  std::string name;
+  std::string variant;
+  ordered_json params = ordered_json::object();
+  WeightsConfig weights;
+  std::vector<InputConfig> inputs;  // in the order the config lists them
+  uint64_t inputs_seed = 0;
+  ordered_json options = ordered_json::object();
+  std::string backend = "cpu";
+  ordered_json backend_options = ordered_json::object();  // the backend object without "name"
+  int64_t warmup = 0;
+  int64_t iterations = 10;
+  std::optional<ReferenceConfig> reference;
+};
+
+RunConfig load_config(const std::string& path);
+// `dir` resolves relative paths; `file` prefixes messages.
+RunConfig parse_config(const ordered_json& j, const std::string& dir, const std::string& file);
+
+}  // namespace mha

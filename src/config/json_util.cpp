@@ -1,0 +1,113 @@
+#include "config/json_util.h"
+
+#include "util/error.h"
+
+namespace mha {
+
+std::string json_brief(const ordered_json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+static std::string kind(const ordered_json& v) {
+  switch (v.type()) {
+    case ordered_json::value_t::null: return "null";
+    case ordered_json::value_t::object: return "an object";
+    case ordered_json::value_t::array: return "an array";
+    case ordered_json::value_t::string: return "the string " + json_brief(v);
+    case ordered_json::value_t::boolean: return json_brief(v);
+    default: return json_brief(v);
+  }
+}
+
+[[noreturn]] static void fail(const std::string& path, const std::string& expected, const ordered_json& v) {
+  throw InputError(path + ": expected " + expected + ", found " + kind(v));
+}
+
+void check_keys(const ordered_json& obj, const std::string& path, std::initializer_list<const char*> allowed) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || it.key() == a;
+    if (!ok) {
+      std::string list;
+      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      throw InputError(path + "." + it.key() + ": unknown key (expected one of: " + list + ")");
+    }
+  }
+}
+
+const ordered_json& require_object(const ordered_json& v, const std::string& path) {
+  if (!v.is_object()) fail(path, "an object", v);
+  return v;
+}
+
+const ordered_json* find(const ordered_json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+int64_t as_int(const ordered_json& v, const std::string& path, int64_t min_value) {
+  std::string what = min_value == 1 ? "a positive integer" : min_value == 0 ? "a non-negative integer" : "an integer";
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) fail(path, what, v);
+    int64_t x = static_cast<int64_t>(v.get<uint64_t>());
+    if (x < min_value) fail(path, what, v);
+    return x;
+  }
+  if (!v.is_number_integer()) fail(path, what, v);
+  int64_t x = v.get<int64_t>();
+  if (x < min_value) fail(path, what, v);
+  return x;
+}
+
+double as_number(const ordered_json& v, const std::string& path) {
+  if (!v.is_number()) fail(path, "a number", v);
+  return v.get<double>();
+}
+
+bool as_bool(const ordered_json& v, const std::string& path) {
+  if (!v.is_boolean()) fail(path, "true or false", v);
+  return v.get<bool>();
+}
+
+std::string as_string(const ordered_json& v, const std::string& path) {
+  if (!v.is_string()) fail(path, "a string", v);
+  return v.get<std::string>();
+}
+
+uint64_t as_seed(const ordered_json& v, const std::string& path) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer()) return static_cast<uint64_t>(v.get<int64_t>());  // torch wraps negatives too
+  fail(path, "an integer seed", v);
+}
+
+int64_t get_int(const ordered_json& obj, const char* key, const std::string& path, std::optional<int64_t> dflt,
+                int64_t min_value) {
+  const ordered_json* v = find(obj, key);
+  if (!v) {
+    if (!dflt) throw InputError(path + "." + key + ": required key is missing");
+    return *dflt;
+  }
+  return as_int(*v, path + "." + key, min_value);
+}
+
+double get_number(const ordered_json& obj, const char* key, const std::string& path, std::optional<double> dflt) {
+  const ordered_json* v = find(obj, key);
+  if (!v) {
+    if (!dflt) throw InputError(path + "." + key + ": required key is missing");
+    return *dflt;
+  }
+  return as_number(*v, path + "." + key);
+}
+
+bool get_bool(const ordered_json& obj, const char* key, const std::string& path, std::optional<bool> dflt) {
+  const ordered_json* v = find(obj, key);
+  if (!v) {
+    if (!dflt) throw InputError(path + "." + key + ": required key is missing");
+    return *dflt;
+  }
+  return as_bool(*v, path + "." + key);
+}
+
+}  // namespace mha

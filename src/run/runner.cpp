@@ -1,0 +1,123 @@
+#include "run/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "init/torch_generator.h"
+#include "io/tensor_file.h"
+#include "util/error.h"
+
+namespace mha {
+
+namespace fs = std::filesystem;
+
+TensorMap load_weights(const Variant& v, const WeightsConfig& w) {
+  switch (w.kind) {
+    case WeightsConfig::Kind::TorchInit: return bind_weights(v, v.init_torch(w.seed), "weights (init torch)");
+    case WeightsConfig::Kind::RandInit: return bind_weights(v, v.init_rand(w.seed), "weights (init rand)");
+    case WeightsConfig::Kind::File:
+    case WeightsConfig::Kind::Dir: {
+      if (w.kind == WeightsConfig::Kind::Dir && !fs::is_directory(w.path))
+        throw InputError(w.path + ": weights.dir is not a folder");
+      return bind_weights(v, io::read_all(w.path), w.path);
+    }
+  }
+  throw std::logic_error("unknown weights kind");
+}
+
+PreparedRun prepare_run(const RunConfig& config) {
+  PreparedRun r;
+  r.config = config;
+  r.variant = make_variant(config.variant, config.params);
+  r.options = r.variant->parse_options(config.options);
+  r.weights = load_weights(*r.variant, config.weights);
+  r.spec = r.variant->build_spec(r.weights, r.options);
+
+  TensorMap inputs;
+  TorchGenerator gen(config.inputs_seed);
+  for (const InputConfig& ic : config.inputs) {
+    switch (ic.kind) {
+      case InputConfig::Kind::File: inputs[ic.name] = io::read_tensor(ic.path); break;
+      case InputConfig::Kind::Rand: inputs[ic.name] = gen.rand(ic.shape); break;
+      case InputConfig::Kind::Randn: inputs[ic.name] = gen.randn(ic.shape); break;
+    }
+  }
+  r.inputs = r.variant->build_inputs(inputs, r.options);
+  r.inputs.dropout_seed = config.inputs_seed;
+  validate_inputs(r.spec, r.inputs);
+  return r;
+}
+
+void summarize_timing(Timing& t) {
+  std::vector<double> v = t.cached_ms;
+  if (v.empty()) return;
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  t.median_ms = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  t.min_ms = v.front();
+  t.max_ms = v.back();
+  double sum = 0, sq = 0;
+  for (double x : v) sum += x;
+  t.mean_ms = sum / n;
+  for (double x : v) sq += (x - t.mean_ms) * (x - t.mean_ms);
+  t.stddev_ms = n > 1 ? std::sqrt(sq / (n - 1)) : 0.0;
+}
+
+nlohmann::json timing_json(const Timing& t) {
+  return {{"first_ms", t.first_ms},     {"cached_ms", t.cached_ms}, {"median_ms", t.median_ms},
+          {"min_ms", t.min_ms},         {"max_ms", t.max_ms},       {"mean_ms", t.mean_ms},
+          {"stddev_ms", t.stddev_ms},   {"flops", t.flops},         {"gflops_cached", t.gflops_cached()},
+          {"gflops_first", t.gflops_first()}};
+}
+
+RunReport execute_run(PreparedRun& run, Backend& backend, const RunRequest& request) {
+  RunOptions opt;
+  opt.need_weights = request.need_weights || run.options.need_weights;
+  const int64_t warmup = request.warmup.value_or(run.config.warmup);
+  const int64_t iterations = request.iterations.value_or(run.config.iterations);
+  using clock = std::chrono::steady_clock;
+  auto ms_since = [](clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  };
+
+  RunReport rep;
+  rep.backend_name = backend.name();
+  rep.timing.flops = attention_flops(run.spec, run.inputs);
+  // The first run builds the plan; stages, when asked for, come from an
+  // extra run so that they never distort the timings.
+  auto t0 = clock::now();
+  AttentionResult result = backend.run(run.spec, run.inputs, opt);
+  rep.timing.first_ms = ms_since(t0);
+  for (int64_t i = 0; i < warmup; ++i) backend.run(run.spec, run.inputs, opt);
+  for (int64_t i = 0; i < iterations; ++i) {
+    t0 = clock::now();
+    result = backend.run(run.spec, run.inputs, opt);
+    rep.timing.cached_ms.push_back(ms_since(t0));
+  }
+  summarize_timing(rep.timing);
+  if (request.collect_stages) {
+    RunOptions so = opt;
+    so.collect_stages = true;
+    result.stages = backend.run(run.spec, run.inputs, so).stages;
+  }
+  rep.cache = backend.cache_stats();
+  rep.backend_info = backend.describe();
+  rep.result = run.variant->finish(std::move(result), run.options);
+
+  if (run.config.reference) {
+    const ReferenceConfig& rc = *run.config.reference;
+    Tensor ref = io::read_tensor(rc.file);
+    compare::Options co;
+    co.atol = rc.atol;
+    co.rtol = rc.rtol;
+    co.pcc = rc.pcc;
+    co.ref_name = rc.file;
+    co.out_name = "output";
+    rep.comparison = compare::compare(ref, rep.result.output, co);
+  }
+  return rep;
+}
+
+}  // namespace mha

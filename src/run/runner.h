@@ -1,0 +1,68 @@
+#pragma once
+// `mha run` as a library: a config becomes a variant, weights, inputs and a
+// canonical AttentionSpec; a backend runs it once cold (building its plan)
+// and `iterations` times cached; the result is compared with the configured
+// reference. The CLI only prints what this returns.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/backend.h"
+#include "compare/compare.h"
+#include "config/config.h"
+#include "variants/variant.h"
+
+namespace mha {
+
+struct PreparedRun {
+  RunConfig config;
+  std::unique_ptr<Variant> variant;
+  ForwardOptions options;
+  TensorMap weights;
+  AttentionSpec spec;
+  AttentionInputs inputs;
+};
+
+// Resolves weights (init, file or folder) and inputs (files or rand/randn
+// from one generator seeded by inputs.seed, in config order).
+PreparedRun prepare_run(const RunConfig& config);
+
+// Loads every weight of `v` from a .safetensors / .npz file or a folder of
+// NAME.npy files and binds them to its state_dict slots.
+TensorMap load_weights(const Variant& v, const WeightsConfig& w);
+
+struct Timing {
+  double first_ms = 0;
+  std::vector<double> cached_ms;
+  double median_ms = 0, min_ms = 0, max_ms = 0, mean_ms = 0, stddev_ms = 0;
+  double flops = 0;  // per forward pass
+  double gflops_cached() const { return median_ms > 0 ? flops / (median_ms * 1e6) : 0; }
+  double gflops_first() const { return first_ms > 0 ? flops / (first_ms * 1e6) : 0; }
+};
+
+struct RunRequest {
+  bool need_weights = false;   // on top of the variant's need_weights option
+  bool collect_stages = false;
+  std::optional<int64_t> warmup, iterations;  // override the config's runs
+};
+
+struct RunReport {
+  AttentionResult result;  // in the module's conventions (finish() applied)
+  Timing timing;
+  CacheStats cache;
+  nlohmann::json backend_info;
+  std::string backend_name;
+  std::optional<compare::Report> comparison;
+};
+
+RunReport execute_run(PreparedRun& run, Backend& backend, const RunRequest& request);
+
+// Summary statistics of a list of durations.
+void summarize_timing(Timing& t);
+
+nlohmann::json timing_json(const Timing& t);
+
+}  // namespace mha

@@ -1,0 +1,133 @@
+// Seed 002 (the TT-NN tutorial): BERT-style attention written with plain
+// TT-NN ops (ttnn_mha) and the optimised fused version (ttnn_mha_fused).
+// Weights are stored (in x out) and used as x @ W + b; the mask is additive,
+// shape (b, 1, 1, s).
+#include <cmath>
+#include <cstring>
+
+#include "util/error.h"
+#include "variants/common.h"
+#include "variants/registry.h"
+#include "init/torch_init.h"
+#include "variants/weight_ops.h"
+
+namespace mha {
+
+namespace {
+
+class TtnnBase : public Variant {
+ public:
+  explicit TtnnBase(const ordered_json& p) {
+    check_params(p, {{"hidden_size"}, {"num_heads"}});
+    hidden_ = param_int(p, {"hidden_size"}, std::nullopt);
+    heads_ = param_int(p, {"num_heads"}, std::nullopt);
+    check_divisible(hidden_, "hidden_size", heads_, "num_heads");
+  }
+  std::vector<InputSlot> input_slots() const override { return {{"x", true}, {"attention_mask", false}}; }
+
+  // x [B, S, hidden]; attention_mask (B or 1, 1, 1, S) added to every row.
+  AttentionInputs build_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
+    TensorMap xs;
+    for (const auto& [name, t] : inputs) {
+      if (name == "x") xs[name] = t;
+      else if (name != "attention_mask")
+        throw InputError("inputs." + name + ": unknown input (expected x, attention_mask)");
+    }
+    AttentionInputs in = self_attention_inputs(xs, hidden_, 0);
+    in.training = opt.training;
+    if (const Tensor* m = find_input(inputs, "attention_mask", false)) {
+      Tensor mask = float_input(*m, "attention_mask");
+      int64_t b = in.query.dim(0), s = in.query.dim(1);
+      if (mask.ndim() != 4 || (mask.dim(0) != b && mask.dim(0) != 1) || mask.dim(1) != 1 || mask.dim(2) != 1 ||
+          mask.dim(3) != s)
+        throw InputError("inputs.attention_mask: expected shape (" + std::to_string(b) + ", 1, 1, " +
+                         std::to_string(s) + "), found " + shape_str(mask.shape()));
+      // Spread over the query rows: the canonical mask has one row per query.
+      Tensor full(DType::F32, {mask.dim(0), 1, s, s});
+      for (int64_t bi = 0; bi < mask.dim(0); ++bi)
+        for (int64_t i = 0; i < s; ++i)
+          std::memcpy(full.data<float>() + (bi * s + i) * s, mask.data<float>() + bi * s, s * sizeof(float));
+      in.mask = std::move(full);
+    }
+    return in;
+  }
+  NamedTensors init_torch(uint64_t seed) const override {
+    TorchGenerator gen(seed);
+    return to_layout(init_ttnn_torch(gen, hidden_));
+  }
+  NamedTensors init_rand(uint64_t seed) const override {
+    TorchGenerator gen(seed);
+    return to_layout(init_ttnn_rand(gen, hidden_));
+  }
+
+ protected:
+  // The separate query/key/value/output weights in this variant's layout.
+  virtual NamedTensors to_layout(NamedTensors separate) const { return separate; }
+  AttentionSpec base_spec() const {
+    AttentionSpec s;
+    s.variant = name();
+    s.num_heads = s.num_kv_heads = heads_;
+    s.head_dim = s.head_dim_v = hidden_ / heads_;
+    s.scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+    return s;
+  }
+  int64_t hidden_, heads_;
+};
+
+class TtnnMha : public TtnnBase {
+ public:
+  using TtnnBase::TtnnBase;
+  std::string name() const override { return "ttnn_mha"; }
+  std::vector<WeightSlot> weight_slots() const override {
+    std::vector<WeightSlot> s;
+    for (std::string n : {"query", "key", "value", "output"}) {
+      s.push_back({n + "_weight", {hidden_, hidden_}, {}});
+      s.push_back({n + "_bias", {hidden_}, {}});
+    }
+    return s;
+  }
+  AttentionSpec build_spec(const TensorMap& w, const ForwardOptions&) const override {
+    AttentionSpec s = base_spec();
+    auto proj = [&](const std::string& n) { return Projection{transpose2d(w.at(n + "_weight")), w.at(n + "_bias")}; };
+    s.q = proj("query");
+    s.k = proj("key");
+    s.v = proj("value");
+    s.out = proj("output");
+    return s;
+  }
+};
+
+class TtnnMhaFused : public TtnnBase {
+ public:
+  using TtnnBase::TtnnBase;
+  std::string name() const override { return "ttnn_mha_fused"; }
+  std::vector<WeightSlot> weight_slots() const override {
+    return {{"fused_qkv_weight", {hidden_, 3 * hidden_}, {}},
+            {"fused_qkv_bias", {3 * hidden_}, {}},
+            {"self_output_weight", {hidden_, hidden_}, {}},
+            {"self_output_bias", {hidden_}, {}}};
+  }
+  // fused_qkv columns are [Q all heads | K all heads | V all heads].
+  AttentionSpec build_spec(const TensorMap& w, const ForwardOptions&) const override {
+    AttentionSpec s = base_spec();
+    Tensor wt = transpose2d(w.at("fused_qkv_weight"));  // [3h, h]
+    const Tensor& b = w.at("fused_qkv_bias");
+    for (int64_t part = 0; part < 3; ++part) {
+      Projection p{slice_rows(wt, part * hidden_, hidden_), slice_rows(b, part * hidden_, hidden_)};
+      (part == 0 ? s.q : part == 1 ? s.k : s.v) = p;
+    }
+    s.out = Projection{transpose2d(w.at("self_output_weight")), w.at("self_output_bias")};
+    return s;
+  }
+
+ protected:
+  // As the seed's pre-processing: concat weights and biases on the last dim.
+  NamedTensors to_layout(NamedTensors separate) const override { return fuse_ttnn_qkv(separate); }
+};
+
+}  // namespace
+
+std::unique_ptr<Variant> make_ttnn_mha(const ordered_json& p) { return std::make_unique<TtnnMha>(p); }
+std::unique_ptr<Variant> make_ttnn_mha_fused(const ordered_json& p) { return std::make_unique<TtnnMhaFused>(p); }
+
+}  // namespace mha

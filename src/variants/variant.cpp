@@ -1,0 +1,78 @@
+#include "variants/variant.h"
+
+#include <set>
+
+#include "util/error.h"
+#include "variants/registry.h"
+#include "variants/weight_ops.h"
+
+namespace mha {
+
+NamedTensors Variant::init_rand(uint64_t) const {
+  throw InputError("weights.init: \"rand\" is only defined for the ttnn variants (seed 002); variant '" + name() +
+                   "' takes \"torch\"");
+}
+
+ForwardOptions Variant::parse_options(const ordered_json& options) const {
+  check_keys(options, "options", {"need_weights", "training"});
+  ForwardOptions o;
+  o.need_weights = get_bool(options, "need_weights", "options", false);
+  o.training = get_bool(options, "training", "options", false);
+  return o;
+}
+
+AttentionResult Variant::finish(AttentionResult r, const ForwardOptions&) const { return r; }
+
+TensorMap bind_weights(const Variant& v, const NamedTensors& loaded, const std::string& source) {
+  TensorMap out;
+  std::set<std::string> used;
+  for (const WeightSlot& slot : v.weight_slots()) {
+    const Tensor* found = nullptr;
+    std::string found_name;
+    for (const auto& [name, t] : loaded) {
+      bool match = name == slot.name;
+      for (const std::string& a : slot.aliases) match = match || name == a;
+      if (!match) continue;
+      if (found)
+        throw InputError(source + ": tensors '" + found_name + "' and '" + name + "' both give weight '" + slot.name + "'");
+      found = &t;
+      found_name = name;
+    }
+    if (!found) {
+      std::string also;
+      for (const std::string& a : slot.aliases) also += " or '" + a + "'";
+      throw InputError(source + ": missing tensor '" + slot.name + "'" + also + " of shape " + shape_str(slot.shape) +
+                       " for variant " + v.name());
+    }
+    if (found->shape() != slot.shape)
+      throw InputError(source + ": tensor '" + found_name + "': expected shape " + shape_str(slot.shape) + ", found " +
+                       shape_str(found->shape()));
+    if (!dtype_is_float(found->dtype()))
+      throw InputError(source + ": tensor '" + found_name + "': expected a floating-point dtype, found " +
+                       dtype_name(found->dtype()));
+    out[slot.name] = as_f32(*found);
+    used.insert(found_name);
+  }
+  for (const auto& [name, t] : loaded)
+    if (!used.count(name))
+      throw InputError(source + ": unexpected tensor '" + name + "' of shape " + shape_str(t.shape()) +
+                       " (not a state_dict entry of variant " + v.name() + ")");
+  return out;
+}
+
+std::unique_ptr<Variant> make_variant(const std::string& name, const ordered_json& params) {
+  require_object(params, "params");
+  for (const VariantEntry& e : variant_registry())
+    if (name == e.name) return e.make(params);
+  std::string list;
+  for (const std::string& n : variant_names()) list += (list.empty() ? "" : ", ") + n;
+  throw InputError("variant: unknown variant '" + name + "' (expected one of: " + list + ")");
+}
+
+std::vector<std::string> variant_names() {
+  std::vector<std::string> names;
+  for (const VariantEntry& e : variant_registry()) names.push_back(e.name);
+  return names;
+}
+
+}  // namespace mha

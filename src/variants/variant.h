@@ -1,0 +1,68 @@
+#pragma once
+// A variant is one seed notebook's module. It only maps the module's
+// constructor arguments (params), state_dict names and forward arguments onto
+// the canonical AttentionSpec / AttentionInputs (model/attention.h), and maps
+// results back to the module's conventions. It never computes attention.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/json_util.h"
+#include "model/attention.h"
+
+namespace mha {
+
+using TensorMap = std::map<std::string, Tensor>;
+
+// Forward arguments from the config's "options" object.
+struct ForwardOptions {
+  bool need_weights = false;
+  bool average_attn_weights = true;
+  bool is_causal = false;
+  bool training = false;
+};
+
+// One state_dict entry: its name as the seed module spells it, the shape,
+// and other spellings accepted on load (seed 003: W_q for W_query, ...).
+struct WeightSlot {
+  std::string name;
+  Shape shape;
+  std::vector<std::string> aliases;
+};
+
+struct InputSlot {
+  std::string name;
+  bool required = true;
+};
+
+class Variant {
+ public:
+  virtual ~Variant() = default;
+  virtual std::string name() const = 0;
+  virtual std::vector<WeightSlot> weight_slots() const = 0;
+  // state_dict after torch.manual_seed(seed) and constructing the module.
+  virtual NamedTensors init_torch(uint64_t seed) const = 0;
+  // torch.rand weights in the seed's listing order (seed 002's variants only).
+  virtual NamedTensors init_rand(uint64_t seed) const;
+  virtual std::vector<InputSlot> input_slots() const = 0;
+  virtual ForwardOptions parse_options(const ordered_json& options) const;
+  // `w` holds every slot by its canonical name, float32, shapes checked.
+  // Forward options that change the computation (is_causal) arrive here too.
+  virtual AttentionSpec build_spec(const TensorMap& w, const ForwardOptions& opt) const = 0;
+  // `inputs` holds the inputs the config gave, by name, as loaded.
+  virtual AttentionInputs build_inputs(const TensorMap& inputs, const ForwardOptions& opt) const = 0;
+  // Back to the module's conventions (batch_first=False, averaged weights).
+  virtual AttentionResult finish(AttentionResult r, const ForwardOptions& opt) const;
+};
+
+// `params` is the config's params object (path "params" for messages).
+std::unique_ptr<Variant> make_variant(const std::string& name, const ordered_json& params);
+std::vector<std::string> variant_names();
+
+// Matches loaded tensors to the variant's slots (aliases resolved, cast to
+// float32); missing, extra or misshapen tensors are InputErrors naming the
+// tensor, the expected and the found shape. `source` names the file.
+TensorMap bind_weights(const Variant& v, const NamedTensors& loaded, const std::string& source);
+
+}  // namespace mha

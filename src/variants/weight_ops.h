@@ -1,0 +1,16 @@
+#pragma once
+// Small float32 tensor rearrangements that variants use to map a module's
+// weights onto the canonical projections.
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace mha {
+
+Tensor transpose2d(const Tensor& t);                              // [r, c] -> [c, r]
+Tensor take_rows(const Tensor& t, const std::vector<int64_t>& rows);  // [r, ...] -> [rows.size(), ...]
+Tensor slice_rows(const Tensor& t, int64_t start, int64_t count);   // rows [start, start + count)
+Tensor concat_rows(const std::vector<Tensor>& parts);             // along dim 0
+Tensor as_f32(const Tensor& t);
+
+}  // namespace mha

@@ -16,7 +16,7 @@ namespace mha::cli {
 namespace {
 
 struct RunFlags {
-  std::string config, backend, output, attn_weights, dump_stages, json;
+  std::string config, backend, output, attn_weights, dump_stages, json, save_weights;
   int64_t warmup = -1, iterations = -1;
 };
 
@@ -29,6 +29,14 @@ std::string fmt(const char* f, double v) {
 void dump_stages(const std::string& dir, const NamedTensors& stages) {
   std::filesystem::create_directories(dir);
   for (const auto& [name, t] : stages) io::write_npy(dir + "/" + name + ".npy", t);
+}
+
+// The state_dict as the module names it (slot order), as .safetensors or .npz.
+void save_weights(const std::string& path, const Variant& v, const TensorMap& w) {
+  NamedTensors named;
+  for (const WeightSlot& s : v.weight_slots()) named.emplace_back(s.name, w.at(s.name));
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npz") == 0) io::write_npz(path, named);
+  else io::write_safetensors(path, named);
 }
 
 nlohmann::json report_json(const PreparedRun& run, const RunReport& rep) {
@@ -79,6 +87,7 @@ int run_command(const RunFlags& f) {
               static_cast<long long>(rep.cache.misses));
 
   if (!f.output.empty()) io::write_npy(f.output, out);
+  if (!f.save_weights.empty()) save_weights(f.save_weights, *run.variant, run.weights);
   if (!f.attn_weights.empty()) {
     if (!rep.result.weights) throw InputError("--attn-weights: backend " + rep.backend_name + " returned no weights");
     io::write_npy(f.attn_weights, *rep.result.weights);
@@ -108,6 +117,7 @@ void add_run(CLI::App& app, int& exit_code) {
   sub->add_option("--output,-o", flags->output, "save the output tensor as .npy");
   sub->add_option("--attn-weights", flags->attn_weights, "save the attention weights as .npy");
   sub->add_option("--dump-stages", flags->dump_stages, "save every intermediate tensor as DIR/NAME.npy");
+  sub->add_option("--save-weights", flags->save_weights, "save the weights used as .safetensors (or .npz)");
   sub->add_option("--json", flags->json, "write the whole report as JSON (- for stdout)");
   sub->add_option("--warmup", flags->warmup, "untimed runs after the first (overrides runs.warmup)");
   sub->add_option("--iterations,-n", flags->iterations, "timed cached runs (overrides runs.iterations)");

@@ -1,0 +1,152 @@
+#include "ttsim/formats.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "tensor/half.h"
+#include "util/error.h"
+
+namespace mha::ttsim {
+
+const char* format_name(DataFormat f) {
+  switch (f) {
+    case DataFormat::Float32: return "float32";
+    case DataFormat::Bfloat16: return "bfloat16";
+    case DataFormat::Bfp8_b: return "bfloat8_b";
+    case DataFormat::Bfp4_b: return "bfloat4_b";
+  }
+  return "?";
+}
+
+DataFormat format_from_name(const std::string& name) {
+  if (name == "float32") return DataFormat::Float32;
+  if (name == "bfloat16") return DataFormat::Bfloat16;
+  if (name == "bfloat8_b") return DataFormat::Bfp8_b;
+  if (name == "bfloat4_b") return DataFormat::Bfp4_b;
+  throw InputError("unknown tt-sim dtype '" + name +
+                   "': expected one of float32, bfloat16, bfloat8_b, bfloat4_b");
+}
+
+int bfp_magnitude_bits(DataFormat f) {
+  if (f == DataFormat::Bfp8_b) return 7;
+  if (f == DataFormat::Bfp4_b) return 3;
+  return 0;
+}
+
+float host_round_bf16(float x) { return round_bf16(x); }
+
+BfpRow host_encode_bfp_row(const float in[16], int mag_bits) {
+  BfpRow row;
+  uint32_t words[16];
+  uint32_t shared = 0;
+  for (int j = 0; j < 16; ++j) {
+    words[j] = f32_bits(in[j]);
+    shared = std::max(shared, (words[j] >> 23) & 255u);
+  }
+  row.shared_exp = static_cast<uint8_t>(shared);
+  const int shift = 24 - mag_bits;
+  const uint32_t limit = (1u << mag_bits) - 1;
+  for (int j = 0; j < 16; ++j) {
+    uint32_t e = (words[j] >> 23) & 255u;
+    if (e == 0) continue;  // zero or denormal: code 0, sign dropped
+    uint32_t gap = shared - e;
+    uint32_t m = (words[j] & 0x7fffffu) | 0x800000u;
+    m = gap >= 32 ? 0 : m >> gap;  // bits shifted out do not reach the rounding
+    uint32_t odd = (m >> shift) & 1u;
+    m = (m + (1u << (shift - 1)) - 1 + odd) >> shift;  // nearest, ties to even
+    m = std::min(m, limit);  // a round-up past all-ones saturates, exponent stays
+    if (m) row.codes[j] = static_cast<uint8_t>(m | ((words[j] >> 31) << mag_bits));
+  }
+  return row;
+}
+
+void decode_bfp_row(const BfpRow& row, int mag_bits, float out[16]) {
+  const uint32_t mag_mask = (1u << mag_bits) - 1;
+  const uint32_t top = 1u << (mag_bits - 1);
+  for (int j = 0; j < 16; ++j) {
+    uint32_t code = row.codes[j];
+    uint32_t sign = (code >> mag_bits) & 1u;
+    uint32_t m = code & mag_mask;
+    if (m == 0) {
+      out[j] = f32_from_bits(sign << 31);
+      continue;
+    }
+    int shift = 0;
+    while ((m & top) == 0) {
+      m <<= 1;
+      ++shift;
+    }
+    int e = static_cast<int>(row.shared_exp) - shift;
+    if (e < 0) {  // tt-metal's unpack flushes what would underflow
+      out[j] = 0.0f;
+      continue;
+    }
+    uint32_t frac = (m << 1) & mag_mask;  // drop the hidden bit
+    uint32_t bits = (sign << 31) | (static_cast<uint32_t>(e) << 23) | (frac << (23 - mag_bits));
+    out[j] = f32_from_bits(bits);
+  }
+}
+
+void host_quantize_bfp_row(const float in[16], float out[16], int mag_bits) {
+  BfpRow row = host_encode_bfp_row(in, mag_bits);
+  decode_bfp_row(row, mag_bits, out);
+}
+
+void host_quantize(const float* in, float* out, int64_t n, DataFormat f) {
+  switch (f) {
+    case DataFormat::Float32:
+      if (in != out) std::memmove(out, in, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DataFormat::Bfloat16:
+      for (int64_t i = 0; i < n; ++i) out[i] = host_round_bf16(in[i]);
+      return;
+    case DataFormat::Bfp8_b:
+    case DataFormat::Bfp4_b: {
+      int bits = bfp_magnitude_bits(f);
+      for (int64_t i = 0; i + 16 <= n; i += 16) host_quantize_bfp_row(in + i, out + i, bits);
+      return;
+    }
+  }
+}
+
+float pack_fp32_to_bf16(float x) {
+  uint32_t u = f32_bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) u = (u & 0x80000000u) | 0x7f800000u;
+  uint32_t h = (u + 0x8000u) >> 16;  // carries into the exponent and on to Inf
+  if ((h & 0x7fffu) < 0x80u) h = 0;
+  return f32_from_bits(h << 16);
+}
+
+float pack_bf16_passthrough(float x) {
+  uint32_t h = f32_bits(x) >> 16;
+  if ((h & 0x7fffu) > 0x7f80u) h = (h & 0x8000u) | 0x7f80u;
+  else if ((h & 0x7fffu) < 0x80u) h = 0;
+  return f32_from_bits(h << 16);
+}
+
+BfpRow pack_bf16_row_to_bfp(const float in[16], int mag_bits) {
+  BfpRow row;
+  uint32_t h[16];
+  uint32_t shared = 0;
+  for (int j = 0; j < 16; ++j) {
+    h[j] = f32_bits(in[j]) >> 16;
+    shared = std::max(shared, (h[j] >> 7) & 255u);  // 255 is just a big exponent here
+  }
+  row.shared_exp = static_cast<uint8_t>(shared);
+  for (int j = 0; j < 16; ++j) {
+    uint32_t e = (h[j] >> 7) & 255u;
+    uint32_t m = (h[j] & 127u) | (e ? 128u : 0u);
+    uint32_t gap = shared - e;
+    if (gap >= 8) {
+      m = 0;
+    } else {
+      m = (m + (1u << gap)) >> (gap + 1);  // round half up at the 7-bit boundary
+      if (m == 128) m = 127;
+    }
+    m >>= 7 - mag_bits;  // bfp4 keeps the top 3 of the rounded 7 bits
+    if (m) row.codes[j] = static_cast<uint8_t>(m | ((h[j] >> 15) << mag_bits));
+  }
+  return row;
+}
+
+}  // namespace mha::ttsim

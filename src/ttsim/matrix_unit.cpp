@@ -1,0 +1,149 @@
+#include "ttsim/matrix_unit.h"
+
+#include <cblas.h>
+
+#include <vector>
+
+#include "tensor/half.h"
+#include "ttsim/fpu_internal.h"
+#include "util/error.h"
+
+namespace mha::ttsim {
+
+const char* fidelity_name(MathFidelity f) {
+  switch (f) {
+    case MathFidelity::LoFi: return "LoFi";
+    case MathFidelity::HiFi2: return "HiFi2";
+    case MathFidelity::HiFi3: return "HiFi3";
+    case MathFidelity::HiFi4: return "HiFi4";
+  }
+  return "?";
+}
+
+MathFidelity fidelity_from_name(const std::string& name) {
+  if (name == "LoFi") return MathFidelity::LoFi;
+  if (name == "HiFi2") return MathFidelity::HiFi2;
+  if (name == "HiFi3") return MathFidelity::HiFi3;
+  if (name == "HiFi4") return MathFidelity::HiFi4;
+  throw InputError("unknown math_fidelity '" + name + "': expected LoFi, HiFi2, HiFi3 or HiFi4");
+}
+
+const char* numerics_name(Numerics n) { return n == Numerics::Exact ? "exact" : "fast"; }
+
+Numerics numerics_from_name(const std::string& name) {
+  if (name == "exact") return Numerics::Exact;
+  if (name == "fast") return Numerics::Fast;
+  throw InputError("unknown numerics '" + name + "': expected exact or fast");
+}
+
+int fidelity_phase_count(MathFidelity f) { return f == MathFidelity::LoFi ? 1 : static_cast<int>(f); }
+
+float unpack_to_src(float x, DataFormat f, bool fp32_dest) {
+  if (f != DataFormat::Float32) return x;
+  uint32_t u = f32_bits(x);
+  if ((u & 0x7f800000u) == 0) return f32_from_bits(u & 0x80000000u);
+  return f32_from_bits(u & (fp32_dest ? 0xffffe000u : 0xffff0000u));  // truncation, no rounding
+}
+
+void pack_from_dst(const float* dst, float* out, int64_t n, DataFormat out_format, bool fp32_dest) {
+  if (out_format == DataFormat::Float32) {
+    for (int64_t i = 0; i < n; ++i) out[i] = dst[i];
+    return;
+  }
+  // TT-Metal packs bfp outputs from a bf16 intermediate (pack_src_format
+  // Float16_b), so every non-fp32 output first becomes bf16.
+  for (int64_t i = 0; i < n; ++i) out[i] = fp32_dest ? pack_fp32_to_bf16(dst[i]) : pack_bf16_passthrough(dst[i]);
+  int bits = bfp_magnitude_bits(out_format);
+  if (bits == 0) return;
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    BfpRow row = pack_bf16_row_to_bfp(out + i, bits);
+    decode_bfp_row(row, bits, out + i);
+  }
+}
+
+namespace {
+
+void check_shapes(const TileTensor& a, const TileTensor& b) {
+  if (a.cols != b.rows)
+    throw InputError("tt-sim matmul: inner dimensions differ: a " + shape_str(a.shape) + " @ b " +
+                     shape_str(b.shape));
+  if (b.batch != 1 && b.batch != a.batch)
+    throw InputError("tt-sim matmul: batch dimensions differ: a " + shape_str(a.shape) + " @ b " +
+                     shape_str(b.shape));
+}
+
+// Dst values for one batch, exact numerics: per output element, per K tile,
+// phases outer and the two 16-wide K faces inner, as the LLK's MOP runs them.
+void matmul_exact(const float* a, const float* b, float* dst, int64_t M, int64_t K, int64_t N,
+                  DataFormat fa, DataFormat fb, const ComputeConfig& cfg) {
+  const bool fp32 = cfg.fp32_dest_acc_en;
+  std::vector<detail::SrcDatum> ea(static_cast<size_t>(M * K)), eb(static_cast<size_t>(N * K));
+  for (int64_t i = 0; i < M * K; ++i) ea[i] = detail::encode_srcb(unpack_to_src(a[i], fa, fp32));
+  for (int64_t k = 0; k < K; ++k)  // B transposed so a column is contiguous along K
+    for (int64_t n = 0; n < N; ++n) eb[n * K + k] = detail::encode_srca(unpack_to_src(b[k * N + n], fb, fp32));
+  const int phases = fidelity_phase_count(cfg.math_fidelity);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      uint32_t acc = 0;
+      for (int64_t kt = 0; kt < K; kt += kTile)
+        for (int p = 0; p < phases; ++p)
+          for (int64_t kf = kt; kf < kt + kTile; kf += kFace)
+            acc = detail::dot16(&ea[m * K + kf], &eb[n * K + kf], acc, p, fp32);
+      dst[m * N + n] = f32_from_bits(acc);
+    }
+}
+
+// Splits Src values into the pieces the phases multiply (see matrix_unit.h).
+inline float high_bits(float x, uint32_t mask) { return f32_from_bits(f32_bits(x) & mask); }
+
+// Dst values for one batch, fast numerics: the phases' partial products are
+// summed exactly per element pair, so the fidelity loss is a truncation of
+// the operands; the K sum is an fp32 sgemm, rounded to bf16 once at the end
+// when Dst is 16-bit.
+void matmul_fast(const float* a, const float* b, float* dst, int64_t M, int64_t K, int64_t N,
+                 DataFormat fa, DataFormat fb, const ComputeConfig& cfg) {
+  const bool fp32 = cfg.fp32_dest_acc_en;
+  std::vector<float> ahi(static_cast<size_t>(M * K)), bq(static_cast<size_t>(K * N));
+  std::vector<float> alo, bhi;
+  const MathFidelity f = cfg.math_fidelity;
+  for (int64_t i = 0; i < M * K; ++i) {
+    float x = unpack_to_src(a[i], fa, fp32);
+    ahi[i] = f == MathFidelity::HiFi4 ? x : high_bits(x, 0xfffe0000u);  // SrcB: hidden + 6
+    if (f == MathFidelity::HiFi3) alo.push_back(x - ahi[i]);
+  }
+  for (int64_t i = 0; i < K * N; ++i) {
+    float x = unpack_to_src(b[i], fb, fp32);
+    bq[i] = f == MathFidelity::LoFi ? high_bits(x, 0xfff80000u) : x;  // SrcA: hidden + 4
+    if (f == MathFidelity::HiFi3) bhi.push_back(high_bits(x, 0xfff80000u));
+  }
+  const int m = static_cast<int>(M), k = static_cast<int>(K), n = static_cast<int>(N);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, ahi.data(), k, bq.data(), n,
+              0.0f, dst, n);
+  if (f == MathFidelity::HiFi3)  // phase 2: SrcB's last bit times SrcA's high piece
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, alo.data(), k, bhi.data(), n,
+                1.0f, dst, n);
+  if (!fp32)
+    for (int64_t i = 0; i < M * N; ++i) dst[i] = pack_fp32_to_bf16(dst[i]);
+}
+
+}  // namespace
+
+void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const ComputeConfig& cfg) {
+  check_shapes(a, b);
+  Shape shape = a.shape;
+  if (shape.size() < 2) shape.insert(shape.begin(), 1);
+  shape.back() = b.cols;
+  out = make_tile_tensor(shape, cfg.output);
+  const int64_t M = a.prows, K = a.pcols, N = b.pcols;
+  std::vector<float> dst(static_cast<size_t>(M * N));
+  for (int64_t bi = 0; bi < a.batch; ++bi) {
+    const float* bm = b.matrix(b.batch == 1 ? 0 : bi);
+    if (cfg.numerics == Numerics::Exact)
+      matmul_exact(a.matrix(bi), bm, dst.data(), M, K, N, a.format, b.format, cfg);
+    else
+      matmul_fast(a.matrix(bi), bm, dst.data(), M, K, N, a.format, b.format, cfg);
+    pack_from_dst(dst.data(), out.matrix(bi), M * N, cfg.output, cfg.fp32_dest_acc_en);
+  }
+}
+
+}  // namespace mha::ttsim

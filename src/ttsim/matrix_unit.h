@@ -1,0 +1,76 @@
+#pragma once
+// The Tensix matrix unit (FPU) and the packer, as TT-NN's matmul uses them.
+//
+// matmul(in0, in1): in0 is unpacked to SrcB, in1 to SrcA, and each MVMUL adds
+// an 8x16 (SrcB rows) by 16x16 (SrcA) product into Dst. The multipliers see
+// at most 7 significand bits of SrcB and 5 of SrcA, so math fidelity picks
+// how many phases (each one MVMUL) run:
+//   phase 0: SrcA hidden+4 top bits  x SrcB hidden+6 top bits
+//   phase 1: SrcA next bits (3 of bf16) x SrcB hidden+6 top bits
+//   phase 2: SrcA hidden+4 top bits  x SrcB last bit (bf16)
+//   phase 3: SrcA next bits             x SrcB last bit
+// LoFi runs phase 0, HiFi2 phases 0-1, HiFi3 0-2, HiFi4 0-3. Each phase's
+// 16-term dot product is aligned and rounded as two groups of 8, then added
+// into Dst (FP32, or BF16 re-rounded on every add). Rules and sources:
+// docs/TTSIM.md.
+#include <cstdint>
+#include <string>
+
+#include "ttsim/formats.h"
+#include "ttsim/tile.h"
+
+namespace mha::ttsim {
+
+enum class MathFidelity { LoFi = 0, HiFi2 = 2, HiFi3 = 3, HiFi4 = 4 };
+enum class Numerics { Exact, Fast };
+
+const char* fidelity_name(MathFidelity f);
+MathFidelity fidelity_from_name(const std::string& name);  // throws InputError
+const char* numerics_name(Numerics n);
+Numerics numerics_from_name(const std::string& name);  // "exact" | "fast"; throws InputError
+// Number of fidelity phases the LLK runs (LoFi 1, HiFi2 2, HiFi3 3, HiFi4 4).
+int fidelity_phase_count(MathFidelity f);
+
+// TT-NN's WormholeComputeKernelConfig plus tt-sim's numerics switch and the
+// op's output dtype.
+struct ComputeConfig {
+  MathFidelity math_fidelity = MathFidelity::HiFi2;
+  bool fp32_dest_acc_en = false;
+  bool math_approx_mode = true;
+  Numerics numerics = Numerics::Exact;
+  DataFormat output = DataFormat::Bfloat16;
+};
+
+// --- bit-level primitives (exact numerics) ------------------------------------
+
+// One MVMUL lane for one fidelity phase: dst + sum_k srcb[k] * srca[k] over
+// 16 terms, as the FPU rounds it. srcb are in0 values (one row of A), srca
+// in1 values (one column of B); both must already be what Src holds (bf16
+// values, or tf32 when tf32_src). dst and the result are Dst values: FP32
+// when fp32_dest, else bf16 values.
+float fpu_dot16(const float* srcb, const float* srca, float dst, int phase, bool fp32_dest,
+                bool tf32_src = false);
+// ELWMUL lane for one phase: dst + srca * srcb (partial product of the phase).
+float fpu_mul_phase(float srca, float srcb, float dst, int phase, bool fp32_dest);
+// A full elementwise product over the phases of `fidelity`, Dst zeroed first.
+float fpu_mul(float srca, float srcb, MathFidelity fidelity, bool fp32_dest);
+// ELWADD / ELWSUB lane (Dst not accumulated): a + b or a - b.
+float fpu_add(float a, float b, bool fp32_dest);
+
+// What Src holds after unpacking a value of format `f`: Float32 inputs are
+// truncated to TF32 when fp32_dest_acc_en, else to BF16 (denormals flushed);
+// other formats are already bf16-exact.
+float unpack_to_src(float x, DataFormat f, bool fp32_dest);
+
+// Packs n Dst values (n a multiple of 16 for block-float outputs, taken as
+// face rows) to `out` format: bf16 conversion first, then block float.
+void pack_from_dst(const float* dst, float* out, int64_t n, DataFormat out_format, bool fp32_dest);
+
+// out = a @ b.  a: (..., M, K); b: (..., K, N) with the same leading dims as
+// a, or (K, N) shared by every batch; out becomes (..., M, N) in cfg.output.
+// Exact numerics run the bit-level model per element (cost ~ M*N*K*phases/16
+// lane-dots); fast numerics use sgemm on the fidelity-truncated operands and
+// round only at the end. Throws InputError on mismatched shapes.
+void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const ComputeConfig& cfg);
+
+}  // namespace mha::ttsim

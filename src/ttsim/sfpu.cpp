@@ -1,0 +1,198 @@
+// SFPU exp / reciprocal and TT-NN's softmax. Algorithms learned from tt-llk
+// tt_llk_wormhole_b0/common/inc/sfpu/ckernel_sfpu_exp.h and
+// ckernel_sfpu_recip.h, tt-metal's metal/llk_api/llk_sfpu/ckernel_sfpu_exp.h
+// and the softmax compute kernel; written independently. SFPMAD is modelled as
+// an IEEE fused multiply-add (std::fmaf), which Wormhole matches except for
+// denormal and NaN corner cases.
+#include "ttsim/sfpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "tensor/half.h"
+#include "ttsim/fpu_internal.h"
+
+namespace mha::ttsim {
+
+ExpAlgorithm exp_algorithm(bool math_approx_mode, bool fp32_dest_acc_en) {
+  if (math_approx_mode) return ExpAlgorithm::FastApprox;
+  return fp32_dest_acc_en ? ExpAlgorithm::AccurateFp32 : ExpAlgorithm::Accurate21f;
+}
+
+float sfpu_store(float v, bool fp32_dest) {
+  return fp32_dest ? v : f32_from_bits(f32_bits(v) & 0xffff0000u);
+}
+
+namespace {
+
+// SFP_STOCH_RND FP32 -> FP16B with stochastic rounding off: half away from
+// zero on the magnitude, exponent-0 flushed to +0, Inf/NaN -> Inf.
+float sfpu_round_bf16(float v) {
+  uint32_t u = f32_bits(v);
+  uint32_t e = (u >> 23) & 255u;
+  if (e == 0) return 0.0f;
+  if (e == 255) return f32_from_bits(u & 0xff800000u);
+  uint32_t low = u & 0xffffu;
+  u -= low;
+  if (low >= 0x8000u) u += 0x10000u;
+  return f32_from_bits(u);
+}
+
+// SFP_STOCH_RND FP32 -> unsigned int16: half away from zero, negatives to 0,
+// saturating at 65535.
+uint32_t sfpu_to_uint16(float v) {
+  if (!(v > 0.0f)) return 0;
+  if (v >= 65535.0f) return 65535;
+  return static_cast<uint32_t>(std::floor(static_cast<double>(v) + 0.5));
+}
+
+// Schraudolph: the bit pattern of 2^y is linear in y. The input is clamped at
+// -88.5 first, computed as A*x + (B - C) with A = 256/ln2, rounded to a
+// 16-bit integer and shifted into the exponent and top mantissa bits.
+float exp_fast_approx(float x) {
+  const float A = 256.0f * 1.4426950408889634f;
+  const float b_minus_c = 32500.818359375f;
+  float y = std::isnan(x) ? x : std::max(x, -88.5f);
+  uint32_t i = sfpu_to_uint16(std::fmaf(A, y, b_minus_c));
+  return f32_from_bits(i << 15);
+}
+
+// 2^(x/ln2) with the fractional part used linearly as the mantissa: x/ln2 +
+// 192 places the integer part in a fixed exponent, an integer add rebiases
+// it, and a shift moves it into the exponent field. Saturates outside
+// [-42, 89).
+float exp_approx(float x) {
+  if (x >= 89.0f) return std::numeric_limits<float>::infinity();
+  if (x < -42.0f) return 0.0f;
+  float t = std::fmaf(x, 1.442695f, 192.0f);
+  uint32_t s = f32_bits(t) + 0xbd3f0000u;  // drop the fixed exponent, add the 127 bias
+  return f32_from_bits(s << 7);
+}
+
+// exp_21f (Moroz et al. 2022): z = x/ln2 + 127 clamped to [0, 255], its
+// fixed-point value split into exponent (integer part) and fraction, the
+// fraction refined by a degree-2 polynomial. Rounded to bf16 for 16-bit Dst.
+float exp_21f(float x, bool fp32_dest) {
+  float z = std::fmaf(x, 1.4426950216293334961f, 127.0f);
+  if (std::isnan(z)) z = 0.0f;
+  z = std::min(std::max(z, 0.0f), 255.0f);
+  uint32_t fixed;  // z * 2^23 as an integer, bits below the point truncated
+  {
+    int e = static_cast<int>((f32_bits(z) >> 23) & 255u) - 127;
+    uint32_t man = (f32_bits(z) & 0x7fffffu) | 0x800000u;
+    if (z == 0.0f) fixed = 0;
+    else fixed = e >= 0 ? man << e : (e > -32 ? man >> -e : 0);
+  }
+  uint32_t exp_part = (fixed >> 23) & 255u;
+  float frac = static_cast<float>(fixed & 0x7fffffu);
+  frac = std::fmaf(std::fmaf(frac, 4.791750143340323e-15f, 7.839635491371155e-08f), frac, 1.0017248f);
+  float y = exp_part >= 255 ? std::numeric_limits<float>::infinity()
+                            : f32_from_bits((f32_bits(frac) & 0x807fffffu) | (exp_part << 23));
+  return fp32_dest ? y : sfpu_round_bf16(y);
+}
+
+// Cody-Waite: k = round(x/ln2) (ties to even), r = x - k*ln2 in two parts,
+// exp(r) by a degree-7 Taylor polynomial, then k added to the exponent.
+float exp_fp32_accurate(float x) {
+  float z = x * 1.4426950408889634f;
+  if (std::isnan(z)) return std::numeric_limits<float>::quiet_NaN();
+  if (z >= 128.0f) return std::numeric_limits<float>::infinity();
+  if (z <= -127.0f) return 0.0f;
+  const float c231 = f32_from_bits(0x4b400000u);
+  float tmp = z + c231;
+  float k = tmp - c231;
+  int32_t k_int = static_cast<int32_t>(f32_bits(tmp) - f32_bits(c231));
+  float r = std::fmaf(k, -0.6931152343750000f, x);
+  r = std::fmaf(k, -3.19461832987e-05f, r);
+  const float c[8] = {1.0f, 1.0f, 0.5f, 1.0f / 6.0f, 1.0f / 24.0f, 1.0f / 120.0f, 1.0f / 720.0f, 1.0f / 5040.0f};
+  float p = c[7];
+  for (int i = 6; i >= 0; --i) p = std::fmaf(p, r, c[i]);
+  int32_t e = static_cast<int32_t>((f32_bits(p) >> 23) & 255u) + k_int;
+  return f32_from_bits((f32_bits(p) & 0x807fffffu) | ((static_cast<uint32_t>(e) & 255u) << 23));
+}
+
+}  // namespace
+
+float sfpu_exp_lane(float x, ExpAlgorithm algo) {
+  switch (algo) {
+    case ExpAlgorithm::FastApprox: return exp_fast_approx(x);
+    case ExpAlgorithm::Approx: return exp_approx(x);
+    case ExpAlgorithm::Accurate21f: return exp_21f(x, false);
+    case ExpAlgorithm::AccurateFp32: return exp_fp32_accurate(x);
+  }
+  return 0.0f;
+}
+
+float sfpu_exp(float x, bool math_approx_mode, bool fp32_dest) {
+  return sfpu_store(sfpu_exp_lane(x, exp_algorithm(math_approx_mode, fp32_dest)), fp32_dest);
+}
+
+float sfpu_reciprocal_lane(float x, int newton_iters) {
+  // Significand of x as -m with m in [1, 2); the scale 2^(254 - exp) is built
+  // from the complemented exponent, so 0 -> Inf and Inf -> 0 fall out.
+  uint32_t u = f32_bits(x);
+  float neg_m = f32_from_bits(0xbf800000u | (u & 0x7fffffu));
+  float y = std::fmaf(0.3232325017452239990234375f, neg_m, 1.4545459747314453125f);
+  y = std::fmaf(y, neg_m, 2.121212482452392578125f);
+  float scale = f32_from_bits((~u) & 0x7f800000u) * 0.5f;
+  for (int i = 0; i < std::max(newton_iters, 1); ++i) {
+    float t = std::fmaf(neg_m, y, 1.0f);
+    y = std::fmaf(y, t, y);
+  }
+  y = y * scale;
+  return f32_from_bits((f32_bits(y) & 0x7fffffffu) | (u & 0x80000000u));
+}
+
+float sfpu_reciprocal(float x, bool math_approx_mode, bool fp32_dest) {
+  float y;
+  if (math_approx_mode) y = sfpu_reciprocal_lane(x, 0);
+  else if (fp32_dest) y = sfpu_reciprocal_lane(x, 2);
+  else y = sfpu_round_bf16(sfpu_reciprocal_lane(x, 1));
+  return sfpu_store(y, fp32_dest);
+}
+
+ComputeConfig softmax_default_config() {
+  ComputeConfig c;
+  c.math_fidelity = MathFidelity::HiFi4;
+  c.math_approx_mode = true;
+  c.fp32_dest_acc_en = false;
+  return c;
+}
+
+void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg) {
+  const bool fp32 = cfg.fp32_dest_acc_en;
+  const DataFormat im = fp32 ? DataFormat::Float32 : DataFormat::Bfloat16;
+  const int phases = fidelity_phase_count(cfg.math_fidelity);
+  out = make_tile_tensor(in.shape, cfg.output);
+  const int64_t W = in.pcols;
+  std::vector<float> e(static_cast<size_t>(W)), o(static_cast<size_t>(W));
+  const detail::SrcDatum one = detail::encode_srcb(1.0f);
+  const detail::SrcDatum ones[16] = {one, one, one, one, one, one, one, one,
+                                     one, one, one, one, one, one, one, one};
+  std::vector<detail::SrcDatum> ea(static_cast<size_t>(W));
+  for (int64_t b = 0; b < in.batch; ++b)
+    for (int64_t r = 0; r < in.prows; ++r) {
+      for (int64_t c = 0; c < W; ++c) {
+        // Padded columns get -inf added before exp, so they contribute 0.
+        float x = c < in.cols ? unpack_to_src(in.at(b, r, c), in.format, fp32)
+                              : -std::numeric_limits<float>::infinity();
+        e[c] = sfpu_exp(x, cfg.math_approx_mode, fp32);
+      }
+      pack_from_dst(e.data(), e.data(), W, im, fp32);
+      // Row sum: the reduce runs on the matrix unit, data in SrcA and a
+      // scaler of 1.0 in SrcB, tile by tile, phases outer, faces inner.
+      for (int64_t c = 0; c < W; ++c) ea[c] = detail::encode_srca(e[c]);
+      uint32_t acc = 0;
+      for (int64_t kt = 0; kt < W; kt += kTile)
+        for (int p = 0; p < phases; ++p)
+          for (int64_t kf = kt; kf < kt + kTile; kf += kFace) acc = detail::dot16(ones, &ea[kf], acc, p, fp32);
+      float recip = sfpu_reciprocal(f32_from_bits(acc), cfg.math_approx_mode, fp32);
+      pack_from_dst(&recip, &recip, 1, im, fp32);
+      for (int64_t c = 0; c < W; ++c) o[c] = fpu_mul(e[c], recip, cfg.math_fidelity, fp32);
+      pack_from_dst(o.data(), &out.at(b, r, 0), W, cfg.output, fp32);
+    }
+}
+
+}  // namespace mha::ttsim

@@ -1,0 +1,48 @@
+#pragma once
+// The Tensix vector unit (SFPU) functions softmax needs, and TT-NN's softmax.
+//
+// SFPU lanes compute in FP32 (SFPMAD is a fused multiply-add); results go
+// back to Dst with SFPSTORE, which truncates to bf16 when Dst is 16-bit.
+// Algorithms follow tt-llk's ckernel_sfpu_exp.h / ckernel_sfpu_recip.h; see
+// docs/TTSIM.md for which TT-NN setting selects which.
+#include "ttsim/matrix_unit.h"
+#include "ttsim/tile.h"
+
+namespace mha::ttsim {
+
+enum class ExpAlgorithm {
+  FastApprox,   // approx mode, fast_and_approx (TT-NN default): Schraudolph, clamp at -88.5
+  Approx,       // approx mode without fast_and_approx: 2^(x/ln2) with a linear mantissa
+  Accurate21f,  // exact mode, 16-bit Dst: Moroz et al. exp_21f, rounded to bf16
+  AccurateFp32, // exact mode, fp32 Dst: Cody-Waite reduction + degree-7 Taylor polynomial
+};
+
+// The algorithm exp_tile<approx> runs for this configuration.
+ExpAlgorithm exp_algorithm(bool math_approx_mode, bool fp32_dest_acc_en);
+
+// SFPSTORE into Dst: identity for FP32 Dst, truncation to bf16 otherwise.
+float sfpu_store(float v, bool fp32_dest);
+
+// exp of one lane value, FP32 result before the store.
+float sfpu_exp_lane(float x, ExpAlgorithm algo);
+// exp_tile on one Dst value: algorithm chosen from the flags, then stored.
+float sfpu_exp(float x, bool math_approx_mode, bool fp32_dest);
+
+// Reciprocal lane: quadratic estimate on [1,2) and `newton_iters` Newton steps.
+float sfpu_reciprocal_lane(float x, int newton_iters);
+// recip_tile on one Dst value (approx: 1 step, stored; exact: 1 step and a
+// bf16 rounding for 16-bit Dst, 2 steps for FP32 Dst).
+float sfpu_reciprocal(float x, bool math_approx_mode, bool fp32_dest);
+
+// ttnn.softmax(x, dim=-1) with numeric_stable=false, on the logical columns
+// of every row of `in` (bf16/bfp/fp32 tile tensor). Intermediates as the
+// kernel keeps them: exp in Dst then packed to the intermediate format (bf16,
+// or fp32 with fp32_dest_acc_en), row sums on the matrix unit against a
+// scaler of 1.0, the reciprocal on the SFPU, then an FPU multiply; padded
+// columns are masked to -inf before exp. `out` gets cfg.output format.
+void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg);
+
+// TT-NN's softmax defaults: HiFi4, approx mode on, fp32 accumulation off.
+ComputeConfig softmax_default_config();
+
+}  // namespace mha::ttsim

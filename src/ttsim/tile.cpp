@@ -1,0 +1,95 @@
+#include "ttsim/tile.h"
+
+#include <stdexcept>
+
+#include "util/error.h"
+
+namespace mha::ttsim {
+
+TileTensor make_tile_tensor(const Shape& shape, DataFormat format) {
+  if (shape.empty()) throw InputError("tt-sim: a tile tensor needs at least one dimension");
+  TileTensor t;
+  t.format = format;
+  t.shape = shape;
+  shape_numel(shape);  // validates dims and overflow
+  int n = static_cast<int>(shape.size());
+  t.cols = shape[n - 1];
+  t.rows = n >= 2 ? shape[n - 2] : 1;
+  t.batch = 1;
+  for (int i = 0; i + 2 < n; ++i) t.batch *= shape[i];
+  t.prows = pad_to_tile(t.rows);
+  t.pcols = pad_to_tile(t.cols);
+  t.data.assign(static_cast<size_t>(t.batch * t.prows * t.pcols), 0.0f);
+  return t;
+}
+
+void requantize_host(TileTensor& t) {
+  host_quantize(t.data.data(), t.data.data(), static_cast<int64_t>(t.data.size()), t.format);
+}
+
+TileTensor to_tile_layout(const float* values, const Shape& shape, DataFormat format,
+                          float pad_value) {
+  TileTensor t = make_tile_tensor(shape, format);
+  for (int64_t b = 0; b < t.batch; ++b)
+    for (int64_t r = 0; r < t.prows; ++r)
+      for (int64_t c = 0; c < t.pcols; ++c)
+        t.at(b, r, c) = (r < t.rows && c < t.cols) ? values[(b * t.rows + r) * t.cols + c] : pad_value;
+  requantize_host(t);
+  return t;
+}
+
+TileTensor to_tile_layout(const Tensor& t, DataFormat format, float pad_value) {
+  std::vector<float> v = t.to_f32();
+  return to_tile_layout(v.data(), t.shape(), format, pad_value);
+}
+
+std::vector<float> to_row_major(const TileTensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.batch * t.rows * t.cols));
+  for (int64_t b = 0; b < t.batch; ++b)
+    for (int64_t r = 0; r < t.rows; ++r)
+      for (int64_t c = 0; c < t.cols; ++c) out[(b * t.rows + r) * t.cols + c] = t.at(b, r, c);
+  return out;
+}
+
+Tensor to_tensor(const TileTensor& t) { return Tensor::from_f32(t.shape, to_row_major(t)); }
+
+namespace {
+
+// Position in a padded row-major matrix of the i-th element in tile order.
+inline void tile_order_pos(int64_t i, int64_t pcols, int64_t& r, int64_t& c) {
+  int64_t tiles_per_row = pcols / kTile;
+  int64_t tile = i / (kTile * kTile), in_tile = i % (kTile * kTile);
+  int64_t face = in_tile / (kFace * kFace), in_face = in_tile % (kFace * kFace);
+  r = (tile / tiles_per_row) * kTile + (face / 2) * kFace + in_face / kFace;
+  c = (tile % tiles_per_row) * kTile + (face % 2) * kFace + in_face % kFace;
+}
+
+}  // namespace
+
+std::vector<float> tilize(const TileTensor& t) {
+  std::vector<float> out(t.data.size());
+  int64_t per = t.prows * t.pcols;
+  for (int64_t b = 0; b < t.batch; ++b)
+    for (int64_t i = 0; i < per; ++i) {
+      int64_t r, c;
+      tile_order_pos(i, t.pcols, r, c);
+      out[b * per + i] = t.at(b, r, c);
+    }
+  return out;
+}
+
+TileTensor untilize(const std::vector<float>& tiled, const Shape& shape, DataFormat format) {
+  TileTensor t = make_tile_tensor(shape, format);
+  if (tiled.size() != t.data.size())
+    throw std::logic_error("untilize: tiled data has the wrong number of elements");
+  int64_t per = t.prows * t.pcols;
+  for (int64_t b = 0; b < t.batch; ++b)
+    for (int64_t i = 0; i < per; ++i) {
+      int64_t r, c;
+      tile_order_pos(i, t.pcols, r, c);
+      t.at(b, r, c) = tiled[b * per + i];
+    }
+  return t;
+}
+
+}  // namespace mha::ttsim

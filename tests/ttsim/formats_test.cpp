@@ -1,0 +1,150 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tensor/half.h"
+#include "ttsim/formats.h"
+
+using namespace mha;
+using namespace mha::ttsim;
+
+namespace {
+float bits(uint32_t u) { return f32_from_bits(u); }
+// A row of 16 values with x at index 0 and fill elsewhere.
+void row_of(float out[16], float x, float fill) {
+  for (int i = 0; i < 16; ++i) out[i] = fill;
+  out[0] = x;
+}
+}  // namespace
+
+TEST(TtsimFormats, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(host_round_bf16(bits(0x3f808000u)), bits(0x3f800000u));  // tie, even stays
+  EXPECT_EQ(host_round_bf16(bits(0x3f818000u)), bits(0x3f820000u));  // tie, odd goes up
+  EXPECT_EQ(host_round_bf16(bits(0x3f808001u)), bits(0x3f810000u));
+  EXPECT_TRUE(std::isnan(host_round_bf16(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST(TtsimFormats, Bfp8SharedExponentAndExactValues) {
+  float in[16], out[16];
+  for (int i = 0; i < 16; ++i) in[i] = 0.25f * i;  // max 3.75: exponent of 2
+  BfpRow row = host_encode_bfp_row(in, 7);
+  EXPECT_EQ(row.shared_exp, 128);
+  decode_bfp_row(row, 7, out);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], in[i]) << i;  // multiples of 2^-5 survive
+}
+
+TEST(TtsimFormats, Bfp8TiesGoToEvenAfterTheShift) {
+  float in[16], out[16];
+  // Shared exponent 2^1 (from 2.0): step is 2^1 / 64 = 1/32.
+  row_of(in, 2.0f, 0.0f);
+  in[1] = 1.0f + 1.0f / 64;   // 32.5 steps -> tie -> 32 (even)
+  in[2] = 1.0f + 3.0f / 64;   // 33.5 steps -> tie -> 34 (even)
+  in[3] = 1.0f + 1.0f / 64 + 1.0f / 1024;  // above the tie -> 33
+  host_quantize_bfp_row(in, out, 7);
+  EXPECT_EQ(out[1], 1.0f);
+  EXPECT_EQ(out[2], 1.0f + 4.0f / 64);
+  EXPECT_EQ(out[3], 1.0f + 2.0f / 64);
+}
+
+TEST(TtsimFormats, Bfp8RoundUpOverflowSaturates) {
+  float in[16], out[16];
+  row_of(in, bits(0x3fffffffu), 0.0f);  // 1.99999: rounds to 128 -> saturates at 127
+  host_quantize_bfp_row(in, out, 7);
+  EXPECT_EQ(out[0], 127.0f / 64);
+  float in4[16], out4[16];
+  row_of(in4, 1.9f, 0.0f);  // bfp4: 1.9 * 4 = 7.6 -> 8 -> saturates at 7
+  host_quantize_bfp_row(in4, out4, 3);
+  EXPECT_EQ(out4[0], 1.75f);
+}
+
+TEST(TtsimFormats, ZerosAndDenormalsFlushAndDropSign) {
+  float in[16], out[16];
+  row_of(in, 1.0f, 0.0f);
+  in[1] = -0.0f;
+  in[2] = bits(0x00400000u);   // denormal
+  in[3] = -bits(0x00000001u);  // negative denormal
+  in[4] = -1e-30f;             // underflows after the shift
+  BfpRow row = host_encode_bfp_row(in, 7);
+  for (int i = 1; i < 5; ++i) EXPECT_EQ(row.codes[i], 0) << i;
+  decode_bfp_row(row, 7, out);
+  for (int i = 1; i < 5; ++i) EXPECT_EQ(f32_bits(out[i]), 0u) << i;
+}
+
+TEST(TtsimFormats, WideExponentSpreadLosesSmallValues) {
+  float in[16], out[16];
+  row_of(in, 1024.0f, 1.0f);  // gap 10 > 7 bits: the ones vanish
+  in[1] = 16.0f;              // gap 6: kept as the lowest magnitude bit
+  in[2] = 8.0f;               // gap 7: shifted out entirely
+  host_quantize_bfp_row(in, out, 7);
+  EXPECT_EQ(out[0], 1024.0f);
+  EXPECT_EQ(out[1], 16.0f);
+  EXPECT_EQ(out[2], 0.0f);
+  for (int i = 3; i < 16; ++i) EXPECT_EQ(out[i], 0.0f);
+}
+
+TEST(TtsimFormats, InfPoisonsItsRowNaNStaysNaN) {
+  float in[16], out[16];
+  row_of(in, std::numeric_limits<float>::infinity(), 1.5f);
+  in[1] = -2.0f;
+  host_quantize_bfp_row(in, out, 7);
+  EXPECT_EQ(out[0], std::numeric_limits<float>::infinity());
+  for (int i = 1; i < 16; ++i) EXPECT_EQ(out[i], 0.0f) << i;
+  row_of(in, -std::numeric_limits<float>::quiet_NaN(), 3.0f);
+  host_quantize_bfp_row(in, out, 7);
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_TRUE(std::signbit(out[0]));
+  for (int i = 1; i < 16; ++i) EXPECT_EQ(out[i], 0.0f) << i;
+  // A NaN whose payload sits below the kept bits reads back as Inf.
+  row_of(in, bits(0x7f800001u), 0.0f);
+  host_quantize_bfp_row(in, out, 7);
+  EXPECT_EQ(out[0], std::numeric_limits<float>::infinity());
+}
+
+TEST(TtsimFormats, Bfp4KeepsThreeMagnitudeBits) {
+  float in[16], out[16];
+  row_of(in, 1.0f, 0.0f);
+  in[1] = 0.75f;   // 3 steps of 0.25
+  in[2] = 0.3f;    // 1.2 steps -> 1
+  in[3] = -0.375f; // 1.5 steps -> tie -> 2 (even)
+  in[4] = 0.125f;  // 0.5 steps -> tie -> 0: sign dropped
+  host_quantize_bfp_row(in, out, 3);
+  EXPECT_EQ(out[1], 0.75f);
+  EXPECT_EQ(out[2], 0.25f);
+  EXPECT_EQ(out[3], -0.5f);
+  EXPECT_EQ(f32_bits(out[4]), 0u);
+}
+
+TEST(TtsimFormats, PackerBf16RoundsHalfAwayAndFlushes) {
+  EXPECT_EQ(pack_fp32_to_bf16(bits(0x3f808000u)), bits(0x3f810000u));  // tie goes up, not to even
+  EXPECT_EQ(pack_fp32_to_bf16(bits(0xbf808000u)), bits(0xbf810000u));
+  EXPECT_EQ(pack_fp32_to_bf16(bits(0x3f807fffu)), bits(0x3f800000u));
+  EXPECT_EQ(pack_fp32_to_bf16(bits(0x7f7fffffu)), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(pack_fp32_to_bf16(std::numeric_limits<float>::quiet_NaN()), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(f32_bits(pack_fp32_to_bf16(-bits(0x00400000u))), 0u);
+}
+
+TEST(TtsimFormats, PackerBfp8RoundsHalfUpAndBfp4Truncates) {
+  float in[16], out[16];
+  row_of(in, 2.0f, 0.0f);
+  in[1] = bits(0x3f810000u);  // 1 + 1/128 at gap 1: 8-bit 129 -> (129+2)>>2 = 32 -> 1.0
+  in[2] = bits(0x3f830000u);  // 1 + 3/128: 131 -> 33 -> 1 + 1/32
+  in[3] = bits(0x3f820000u);  // 1 + 2/128: 130 -> 33 (a tie, rounded up)
+  BfpRow row = pack_bf16_row_to_bfp(in, 7);
+  decode_bfp_row(row, 7, out);
+  EXPECT_EQ(out[1], 1.0f);
+  EXPECT_EQ(out[2], 1.0f + 1.0f / 32);
+  EXPECT_EQ(out[3], 1.0f + 1.0f / 32);
+  float in4[16], out4[16];
+  row_of(in4, 1.0f, 0.0f);
+  in4[1] = 0.98f;  // bf16 0.98046875: 7 bits 126 -> truncated to 3 bits: 3 -> 0.75
+  row = pack_bf16_row_to_bfp(in4, 3);
+  decode_bfp_row(row, 3, out4);
+  EXPECT_EQ(out4[1], 0.75f);
+}
+
+TEST(TtsimFormats, NamesRoundTrip) {
+  for (DataFormat f : {DataFormat::Float32, DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b})
+    EXPECT_EQ(format_from_name(format_name(f)), f);
+  EXPECT_ANY_THROW(format_from_name("bfloat8"));
+}

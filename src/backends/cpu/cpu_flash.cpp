@@ -1,0 +1,189 @@
+#include "backends/cpu/cpu_flash.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/cpu_simd.h"
+#include "model/dropout.h"
+
+namespace mha::cpu {
+
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// Copies key or value rows [j0, j0 + n) of kv head g into a dense [n, ldl]
+// block: rows past S take the bias row (index S) or zeros (add_zero_attn and
+// padding), columns past d are zero so 16-wide tiles read no garbage.
+void load_rows(const float* src, int64_t ld, const float* bias, int64_t b, int64_t S, int64_t g, int64_t d,
+               int64_t j0, int64_t n, float* dst, int64_t ldl) {
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t jj = j0 + j;
+    float* out = dst + j * ldl;
+    const float* row = jj < S ? src + (b * S + jj) * ld + g * d : (jj == S && bias ? bias + g * d : nullptr);
+    if (row)
+      std::memcpy(out, row, sizeof(float) * d);
+    else
+      std::memset(out, 0, sizeof(float) * d);
+    if (ldl > d) std::memset(out + d, 0, sizeof(float) * (ldl - d));
+  }
+}
+
+}  // namespace
+
+void FlashScratch::resize(int64_t dh, int64_t dv) {
+  const int64_t dvp = round_up(dv, 16);
+  qt.assign(dh * kBr, 0.0f);
+  st.assign(kBc * kBr, 0.0f);
+  mt.assign(kBc * kBr, 0.0f);
+  kl.assign(kBc * dh, 0.0f);
+  vl.assign(kBc * dvp, 0.0f);
+  o.assign(kBr * dvp, 0.0f);
+  m.assign(kBr, 0.0f);
+  l.assign(kBr, 0.0f);
+  alpha.assign(kBr, 0.0f);
+}
+
+int64_t flash_query_blocks(int64_t L) { return (L + kBr - 1) / kBr; }
+
+// Shapes: Q block [nq <= kBr, dh] -> qt [dh, kBr]; per key block of nk <= kBc
+// rows: st = kl [nk, dh] . qt -> [nk, kBr] (lanes = queries, so the softmax
+// max/sum run down columns with plain vertical SIMD), then o [kBr, dv] +=
+// st^T . vl [nk, dv]. Scores are kept in log2 units (scale * log2 e folded
+// in once) so each exponential is a bare exp2 of a difference.
+void flash_task(const FlashArgs& a, int64_t t, FlashScratch& s) {
+  const int64_t nqb = flash_query_blocks(a.L);
+  // Last query blocks carry the most keys under a causal mask: hand them out
+  // first so the dynamic schedule finishes with small tasks.
+  const int64_t qb = nqb - 1 - t % nqb, bh = t / nqb, b = bh / a.H, h = bh % a.H;
+  const int64_t g = h / (a.H / a.Hkv);
+  const int64_t i0 = qb * kBr, nq = std::min(kBr, a.L - i0);
+  const int64_t nql = std::min(kBr, round_up(nq, 48));  // lanes computed: whole 16-lane and 6-row tiles
+  const int64_t dh = a.dh, dv = a.dv, dvp = round_up(dv, 16);
+
+  float* qt = s.qt.data();
+  for (int64_t ii = 0; ii < nql; ++ii) {
+    if (ii < nq) {
+      const float* row = a.q + (b * a.L + i0 + ii) * a.ldq + h * dh;
+      for (int64_t d = 0; d < dh; ++d) qt[d * kBr + ii] = row[d];
+    } else {
+      for (int64_t d = 0; d < dh; ++d) qt[d * kBr + ii] = 0.0f;
+    }
+  }
+  std::fill(s.o.begin(), s.o.end(), 0.0f);
+  std::fill(s.m.begin(), s.m.end(), -kInf);
+  std::fill(s.l.begin(), s.l.end(), 0.0f);
+
+  // Keys outside [j_lo, j_hi) are masked for every query of the block: skip them.
+  const int64_t j_lo = a.window > 0 ? std::max<int64_t>(0, i0 - a.window + 1) : 0;
+  const int64_t j_hi = a.causal ? std::min(a.St, i0 + nq) : a.St;
+  const float c1 = a.scale * kLog2e;
+  const float* mbase = nullptr;
+  if (a.mask) {
+    const int64_t mb = a.mask_b == 1 ? 0 : b, mh = a.mask_h == 1 ? 0 : h;
+    mbase = a.mask + (mb * a.mask_h + mh) * a.L * a.St;
+  }
+  float* st = s.st.data();
+  float* mt = s.mt.data();
+  float* o = s.o.data();
+  int32_t lo[kBc], hi[kBc];
+
+  for (int64_t j0 = j_lo; j0 < j_hi; j0 += kBc) {
+    const int64_t nk = std::min(kBc, j_hi - j0), nkp = round_up(nk, 6);
+    load_rows(a.k, a.ldk, a.bias_k, b, a.S, g, dh, j0, nkp, s.kl.data(), dh);
+    load_rows(a.v, a.ldv, a.bias_v, b, a.S, g, dv, j0, nkp, s.vl.data(), dvp);
+
+    for (int64_t r = 0; r < nkp; r += 6)
+      for (int64_t c = 0; c < nql; c += 16)
+        tile_6x16(dh, s.kl.data() + r * dh, dh, 1, qt + c, kBr, st + r * kBr + c, kBr, false);
+
+    // Lanes [lo[j], hi[j]) of key row j survive the causal / window / padding masks.
+    bool geometry = false;
+    for (int64_t j = 0; j < nkp; ++j) {
+      const int64_t jj = j0 + j;
+      int64_t l0 = 0, h0 = nql;
+      if (j >= nk) h0 = 0;
+      if (a.causal) l0 = std::max<int64_t>(l0, jj - i0);
+      if (a.window > 0) h0 = std::min<int64_t>(h0, jj + a.window - i0);
+      lo[j] = static_cast<int32_t>(std::min<int64_t>(l0, nql));
+      hi[j] = static_cast<int32_t>(std::max<int64_t>(std::min<int64_t>(h0, nql), lo[j]));
+      geometry |= lo[j] > 0 || hi[j] < nql;
+    }
+    if (mbase) {
+      for (int64_t ii = 0; ii < nql; ++ii) {
+        const float* mrow = mbase + (i0 + ii) * a.St + j0;
+        for (int64_t j = 0; j < nkp; ++j) mt[j * kBr + ii] = ii < nq && j < nk ? mrow[j] * kLog2e : 0.0f;
+      }
+    }
+
+    const __m256 vc1 = _mm256_set1_ps(c1), vninf = _mm256_set1_ps(-kInf), vzero = _mm256_setzero_ps();
+    bool rescale = false;
+    for (int64_t c = 0; c < nql; c += 8) {
+      const __m256i lane = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(c)),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      __m256 mx = vninf;
+      for (int64_t j = 0; j < nkp; ++j) {
+        float* p = st + j * kBr + c;
+        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(p), vc1);
+        if (mbase) x = _mm256_add_ps(x, _mm256_loadu_ps(mt + j * kBr + c));
+        if (geometry && (lo[j] > c || hi[j] < c + 8)) {
+          const __m256i keep = _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(lo[j] - 1)),
+                                                _mm256_cmpgt_epi32(_mm256_set1_epi32(hi[j]), lane));
+          x = _mm256_blendv_ps(vninf, x, _mm256_castsi256_ps(keep));
+        }
+        _mm256_storeu_ps(p, x);
+        mx = _mm256_max_ps(mx, x);
+      }
+      const __m256 mold = _mm256_loadu_ps(s.m.data() + c);
+      const __m256 mnew = _mm256_max_ps(mold, mx);
+      // A lane with every key so far masked keeps max -inf; subtracting 0
+      // instead keeps its exponentials at exp2(-inf) = 0 rather than NaN.
+      const __m256 msafe = _mm256_blendv_ps(mnew, vzero, _mm256_cmp_ps(mnew, vninf, _CMP_EQ_OQ));
+      const __m256 alpha = exp2_ps(_mm256_sub_ps(mold, msafe));
+      _mm256_storeu_ps(s.m.data() + c, mnew);
+      _mm256_storeu_ps(s.alpha.data() + c, alpha);
+      rescale |= _mm256_movemask_ps(_mm256_cmp_ps(alpha, _mm256_set1_ps(1.0f), _CMP_NEQ_UQ)) != 0;
+      __m256 sum = vzero;
+      for (int64_t j = 0; j < nkp; ++j) {
+        float* p = st + j * kBr + c;
+        const __m256 e = exp2_ps(_mm256_sub_ps(_mm256_loadu_ps(p), msafe));
+        _mm256_storeu_ps(p, e);
+        sum = _mm256_add_ps(sum, e);
+      }
+      _mm256_storeu_ps(s.l.data() + c, _mm256_fmadd_ps(_mm256_loadu_ps(s.l.data() + c), alpha, sum));
+    }
+    if (rescale)
+      for (int64_t ii = 0; ii < nql; ++ii) {
+        const float al = s.alpha[ii];
+        if (al != 1.0f)
+          for (int64_t d = 0; d < dvp; ++d) o[ii * dvp + d] *= al;
+      }
+    if (a.dropout) {
+      // The row sum above already holds the undropped weights: dropout acts
+      // on normalised weights, exactly as the reference applies it.
+      for (int64_t j = 0; j < nk; ++j)
+        for (int64_t ii = 0; ii < nq; ++ii) {
+          const uint64_t flat = static_cast<uint64_t>(((b * a.H + h) * a.L + i0 + ii) * a.St + j0 + j);
+          if (!dropout_keep(a.dropout_seed, flat, a.dropout_p)) st[j * kBr + ii] = 0.0f;
+        }
+    }
+    for (int64_t r = 0; r < nql; r += 6)
+      for (int64_t c = 0; c < dvp; c += 16)
+        tile_6x16(nkp, st + r, 1, kBr, s.vl.data() + c, dvp, o + r * dvp + c, dvp, true);
+  }
+
+  // p >= 1 drops everything; scale 0 keeps that a zero rather than 0 * inf.
+  const float keep_scale = !a.dropout ? 1.0f : a.dropout_p >= 1.0 ? 0.0f : static_cast<float>(1.0 / (1.0 - a.dropout_p));
+  for (int64_t ii = 0; ii < nq; ++ii) {
+    // A row whose keys are all masked has l = 0: NaN, as torch's softmax gives.
+    const float inv = s.l[ii] > 0.0f ? keep_scale / s.l[ii] : std::numeric_limits<float>::quiet_NaN();
+    float* dst = a.ctx + (b * a.L + i0 + ii) * a.ldc + h * dv;
+    for (int64_t d = 0; d < dv; ++d) dst[d] = o[ii * dvp + d] * inv;
+  }
+}
+
+}  // namespace mha::cpu

@@ -1,0 +1,54 @@
+#pragma once
+// Blockwise (flash) attention: one task = one (batch, head, block of kBr
+// queries); it streams key/value blocks of kBc rows with an online softmax,
+// so memory stays O(s*d) and no [L, S] matrix is ever formed.
+#include <cstdint>
+#include <vector>
+
+namespace mha::cpu {
+
+constexpr int64_t kBr = 96;  // queries per task: a multiple of 16 (score lanes) and 6 (P·V tile rows)
+constexpr int64_t kBc = 96;  // keys per block: a multiple of 6 (score tile rows)
+
+// Projected tensors as the projection GEMMs leave them, addressed by row
+// stride so the fused [B*L, Eq+Ek+Ev] buffer needs no repacking:
+//   q[(b*L + i)*ldq + h*dh + d], k[(b*S + j)*ldk + g*dh + d], v likewise with dv,
+//   ctx[(b*L + i)*ldc + h*dv + d] (may alias q when dv == dh: a task reads its
+//   own q rows before it writes the same ctx rows, and no other task reads them).
+struct FlashArgs {
+  int64_t B = 0, L = 0, S = 0, St = 0, H = 0, Hkv = 0, dh = 0, dv = 0;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t ldq = 0, ldk = 0, ldv = 0;
+  const float* bias_k = nullptr;  // [Hkv*dh]: key row S when present
+  const float* bias_v = nullptr;
+  float scale = 1.0f;
+  bool causal = false;
+  int64_t window = 0;
+  const float* mask = nullptr;  // [mask_b, mask_h, L, St] additive, broadcast
+  int64_t mask_b = 1, mask_h = 1;
+  bool dropout = false;
+  double dropout_p = 0.0;
+  uint64_t dropout_seed = 0;
+  float* ctx = nullptr;
+  int64_t ldc = 0;
+};
+
+// Per-thread scratch, sized once per plan.
+struct FlashScratch {
+  std::vector<float> qt;   // [dh, kBr]   Q block transposed: score lanes are queries
+  std::vector<float> st;   // [kBc, kBr]  scores, then probabilities, transposed
+  std::vector<float> mt;   // [kBc, kBr]  additive mask block, transposed
+  std::vector<float> kl;   // [kBc, dh]   key block (edge blocks padded with extras / zeros)
+  std::vector<float> vl;   // [kBc, dvp]  value block, dv padded to a multiple of 16
+  std::vector<float> o;    // [kBr, dvp]  unnormalised context accumulator
+  std::vector<float> m, l, alpha;  // [kBr] running max (log2 units), row sum, rescale
+  void resize(int64_t dh, int64_t dv);
+};
+
+int64_t flash_query_blocks(int64_t L);
+// Task index t in [0, B*H*flash_query_blocks(L)) -> one (b, h, query block).
+void flash_task(const FlashArgs& a, int64_t t, FlashScratch& s);
+
+}  // namespace mha::cpu

@@ -1,0 +1,134 @@
+#include "backends/cpu/cpu_plain.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "model/dropout.h"
+
+namespace mha::cpu {
+
+namespace {
+
+// dst[b, h, j, :] = row j of head h in a [B*rows, ld] projection (plus the
+// extra key rows: bias, then zeros), i.e. [B, heads, rows_total, d].
+void split_heads(const float* src, int64_t ld, int64_t B, int64_t rows, int64_t rows_total, int64_t heads, int64_t d,
+                 const std::vector<float>& bias, float* dst) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < rows_total; ++j) {
+        float* out = dst + ((b * heads + h) * rows_total + j) * d;
+        if (j < rows)
+          std::memcpy(out, src + (b * rows + j) * ld + h * d, sizeof(float) * d);
+        else if (j == rows && !bias.empty())
+          std::memcpy(out, bias.data() + h * d, sizeof(float) * d);
+        else
+          std::memset(out, 0, sizeof(float) * d);
+      }
+}
+
+// C[m, n] (row stride ldc) = A[m, k] . (transB ? B^T : B), all row-major.
+void gemm(bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb,
+          float* C, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::memset(C + i * ldc, 0, sizeof(float) * n);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, A, static_cast<blasint>(lda), B,
+              static_cast<blasint>(ldb), 0.0f, C, static_cast<blasint>(ldc));
+}
+
+}  // namespace
+
+// Shapes: q [B, H, L, dh], k [B, Hkv, St, dh], v [B, Hkv, St, dv];
+// scores -> masked -> weights in one [B, H, L, St] buffer (copied out as
+// stages on the way); context [B, L, H*dv]; output [B, L, out_dim].
+AttentionResult run_plain(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt, Plan& plan,
+                          ThreadPool& pool) {
+  const int64_t B = plan.B, L = plan.L, S = plan.S, H = spec.num_heads, Hkv = spec.num_kv_heads;
+  const int64_t dh = spec.head_dim, dv = spec.head_dim_v, St = S + spec.extra_keys(), group = H / Hkv;
+  const float inf = std::numeric_limits<float>::infinity();
+  project_qkv(pool, plan, in);
+
+  Tensor q(DType::F32, {B, H, L, dh}), k(DType::F32, {B, Hkv, St, dh}), v(DType::F32, {B, Hkv, St, dv});
+  split_heads(plan.q_ptr(), plan.ldq(), B, L, L, H, dh, {}, q.data<float>());
+  split_heads(plan.k_ptr(), plan.ldk(), B, S, St, Hkv, dh, plan.bias_k, k.data<float>());
+  split_heads(plan.v_ptr(), plan.ldv(), B, S, St, Hkv, dv, plan.bias_v, v.data<float>());
+
+  Tensor w(DType::F32, {B, H, L, St});
+  float* W = w.data<float>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      gemm(true, L, St, dh, q.data<float>() + (b * H + h) * L * dh, dh,
+           k.data<float>() + (b * Hkv + h / group) * St * dh, dh, W + (b * H + h) * L * St, St);
+  AttentionResult r;
+  if (opt.collect_stages) r.stages.emplace_back("scores", w);
+
+  std::vector<float> tmask;
+  const float* mask = in.mask ? f32_data(*in.mask, tmask) : nullptr;
+  const float scale = static_cast<float>(spec.scale);
+  pool.parallel_for(B * H, [&](int64_t bh, int) {
+    const int64_t b = bh / H, h = bh % H;
+    const float* mrow = nullptr;
+    if (mask) {
+      const int64_t mb = in.mask->dim(0) == 1 ? 0 : b, mh = in.mask->dim(1) == 1 ? 0 : h;
+      mrow = mask + (mb * in.mask->dim(1) + mh) * L * St;
+    }
+    for (int64_t i = 0; i < L; ++i) {
+      float* row = W + (bh * L + i) * St;
+      for (int64_t j = 0; j < St; ++j) {
+        float x = scale * row[j] + (mrow ? mrow[i * St + j] : 0.0f);
+        if ((spec.causal && j > i) || (spec.window > 0 && j < i - spec.window + 1)) x = -inf;
+        row[j] = x;
+      }
+    }
+  });
+  if (opt.collect_stages) r.stages.emplace_back("masked_scores", w);
+
+  const bool drop = in.training && spec.dropout > 0.0;
+  const float keep_scale = spec.dropout >= 1.0 ? 0.0f : static_cast<float>(1.0 / (1.0 - spec.dropout));
+  pool.parallel_for(B * H, [&](int64_t bh, int) {
+    for (int64_t i = 0; i < L; ++i) {
+      float* row = W + (bh * L + i) * St;
+      float mx = -inf, sum = 0.0f;
+      for (int64_t j = 0; j < St; ++j) mx = std::max(mx, row[j]);
+      // A row of -inf keeps mx = -inf and exp(NaN) spreads NaN, as torch does.
+      for (int64_t j = 0; j < St; ++j) sum += (row[j] = std::exp(row[j] - mx));
+      for (int64_t j = 0; j < St; ++j) row[j] /= sum;
+      if (drop)
+        for (int64_t j = 0; j < St; ++j) {
+          const uint64_t flat = static_cast<uint64_t>((bh * L + i) * St + j);
+          row[j] = dropout_keep(in.dropout_seed, flat, spec.dropout) ? row[j] * keep_scale : 0.0f;
+        }
+    }
+  });
+
+  Tensor ctx(DType::F32, {B, L, H * dv});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      gemm(false, L, dv, St, W + (b * H + h) * L * St, St, v.data<float>() + (b * Hkv + h / group) * St * dv, dv,
+           ctx.data<float>() + b * L * H * dv + h * dv, H * dv);
+
+  if (plan.out) {
+    r.output = Tensor(DType::F32, {B, L, spec.out_dim()});
+    linear(pool, *plan.out, ctx.data<float>(), H * dv, B * L, r.output.data<float>(), spec.out_dim());
+  } else {
+    r.output = ctx;
+  }
+  if (opt.collect_stages) {
+    r.stages.emplace_back("weights", w);
+    r.stages.emplace_back("context", ctx);
+    r.stages.emplace_back("output", r.output);
+    // Pipeline order: q, k, v first.
+    r.stages.insert(r.stages.begin(), {{"q", q}, {"k", k}, {"v", v}});
+  }
+  if (opt.need_weights) r.weights = std::move(w);
+  return r;
+}
+
+}  // namespace mha::cpu

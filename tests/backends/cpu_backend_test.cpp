@@ -1,0 +1,338 @@
+// The cpu backend against the float64 reference on specs built directly
+// (random weights), across odd shapes and every masking feature.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/reference/reference_backend.h"
+#include "support/test_support.h"
+#include "util/error.h"
+
+namespace mha {
+namespace {
+
+constexpr double kAtol = 1e-5, kRtol = 1.3e-6;  // torch.testing's float32 tolerances
+
+struct Case {
+  int64_t B = 2, L = 7, S = 7, H = 2, Hkv = 2, dh = 4, dv = 4;
+  int64_t q_in = 8, k_in = 8, v_in = 8;
+  bool self = true;  // query, key and value are one tensor (needs L == S, equal in-dims)
+  bool qkv_bias = true, out = true;
+  int64_t out_dim = 8;
+  bool causal = false;
+  int64_t window = 0;
+  bool bias_kv = false, zero_attn = false;
+  int mask = 0;  // 0 none, 1 (1,1,L,St), 2 (B,1,L,St), 3 (1,H,L,St), 4 (B,H,L,St)
+  bool inf_rows = false;  // mask some whole rows with -inf (NaN outputs) and scattered entries
+  double dropout = 0.0;
+};
+
+Tensor rand_tensor(std::mt19937& g, Shape shape, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(shape_numel(shape));
+  for (float& x : v) x = u(g);
+  return Tensor::from_f32(std::move(shape), std::move(v));
+}
+
+Projection rand_proj(std::mt19937& g, int64_t out, int64_t in, bool bias) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+  Projection p{rand_tensor(g, {out, in}, -bound, bound), std::nullopt};
+  if (bias) p.bias = rand_tensor(g, {out}, -bound, bound);
+  return p;
+}
+
+struct Problem {
+  AttentionSpec spec;
+  AttentionInputs in;
+};
+
+Problem make_problem(const Case& c, uint32_t seed = 1) {
+  std::mt19937 g(seed);
+  Problem p;
+  AttentionSpec& s = p.spec;
+  s.variant = "test";
+  s.num_heads = c.H, s.num_kv_heads = c.Hkv, s.head_dim = c.dh, s.head_dim_v = c.dv;
+  s.q = rand_proj(g, c.H * c.dh, c.q_in, c.qkv_bias);
+  s.k = rand_proj(g, c.Hkv * c.dh, c.k_in, c.qkv_bias);
+  s.v = rand_proj(g, c.Hkv * c.dv, c.v_in, c.qkv_bias);
+  if (c.out) s.out = rand_proj(g, c.out_dim, c.H * c.dv, true);
+  s.scale = 1.0 / std::sqrt(static_cast<double>(c.dh));
+  s.causal = c.causal, s.window = c.window;
+  if (c.bias_kv) {
+    s.bias_k = rand_tensor(g, {c.Hkv * c.dh}, -1, 1);
+    s.bias_v = rand_tensor(g, {c.Hkv * c.dv}, -1, 1);
+  }
+  s.add_zero_attn = c.zero_attn;
+  s.dropout = c.dropout;
+  AttentionInputs& in = p.in;
+  in.query = rand_tensor(g, {c.B, c.L, c.q_in}, -2, 2);
+  if (c.self) {
+    in.key = in.value = in.query;
+  } else {
+    in.key = rand_tensor(g, {c.B, c.S, c.k_in}, -2, 2);
+    in.value = rand_tensor(g, {c.B, c.S, c.v_in}, -2, 2);
+  }
+  if (c.mask) {
+    const int64_t St = c.S + s.extra_keys();
+    const int64_t mb = (c.mask == 2 || c.mask == 4) ? c.B : 1, mh = (c.mask == 3 || c.mask == 4) ? c.H : 1;
+    Tensor m = rand_tensor(g, {mb, mh, c.L, St}, -1, 1);
+    if (c.inf_rows) {
+      float* d = m.data<float>();
+      const float inf = std::numeric_limits<float>::infinity();
+      std::uniform_int_distribution<int64_t> pick(0, m.numel() - 1);
+      for (int n = 0; n < m.numel() / 5; ++n) d[pick(g)] = -inf;
+      for (int64_t r = 0; r < mb * mh * c.L; r += 3)
+        for (int64_t j = 0; j < St; ++j) d[r * St + j] = -inf;
+    }
+    in.mask = m;
+  }
+  if (c.dropout > 0) in.training = true, in.dropout_seed = 99;
+  return p;
+}
+
+std::unique_ptr<Backend> cpu_backend(int threads = 2) {
+  return make_cpu_backend(nlohmann::ordered_json{{"threads", threads}}, "$.backend");
+}
+
+void expect_matches_reference(const Case& c, RunOptions opt = {}) {
+  Problem p = make_problem(c);
+  auto cpu = cpu_backend();
+  AttentionResult got = cpu->run(p.spec, p.in, opt);
+  AttentionResult want = make_reference_backend()->run(p.spec, p.in, opt);
+  EXPECT_TRUE(test::tensors_close(got.output, want.output, kAtol, kRtol));
+  ASSERT_EQ(got.weights.has_value(), want.weights.has_value());
+  if (want.weights) {
+    EXPECT_TRUE(test::tensors_close(*got.weights, *want.weights, kAtol, kRtol));
+  }
+  if (opt.collect_stages) {
+    ASSERT_EQ(got.stages.size(), want.stages.size());
+    for (size_t i = 0; i < want.stages.size(); ++i) {
+      EXPECT_EQ(got.stages[i].first, want.stages[i].first);
+      // Raw scores grow with dh: compare them relative to their size.
+      const double scale = want.stages[i].first.find("scores") != std::string::npos ? 4.0 : 1.0;
+      EXPECT_TRUE(test::tensors_close(got.stages[i].second, want.stages[i].second, scale * kAtol, scale * kRtol))
+          << want.stages[i].first;
+    }
+  }
+}
+
+TEST(CpuBackend, SmallSelfAttention) { expect_matches_reference(Case{}); }
+
+TEST(CpuBackend, OddLengthsAndHeadDims) {
+  for (int64_t L : {1, 5, 95, 97, 193})
+    for (int64_t dh : {1, 3, 64, 100}) {
+      Case c;
+      c.B = 2, c.L = c.S = L, c.H = 2, c.Hkv = 2, c.dh = c.dv = dh, c.q_in = c.k_in = c.v_in = 24, c.out_dim = 24;
+      SCOPED_TRACE("L=" + std::to_string(L) + " dh=" + std::to_string(dh));
+      expect_matches_reference(c);
+      c.causal = true;
+      expect_matches_reference(c);
+    }
+}
+
+TEST(CpuBackend, CrossAttentionUnequalLengths) {
+  for (auto [L, S] : std::vector<std::pair<int64_t, int64_t>>{{1, 200}, {200, 1}, {97, 130}, {130, 97}, {96, 96}}) {
+    Case c;
+    c.self = false, c.L = L, c.S = S, c.q_in = 12, c.k_in = 20, c.v_in = 9, c.dh = 5, c.dv = 7, c.H = 3, c.Hkv = 3;
+    SCOPED_TRACE("L=" + std::to_string(L) + " S=" + std::to_string(S));
+    expect_matches_reference(c);
+    c.causal = true;  // top-left aligned, rows past S see every key
+    expect_matches_reference(c);
+  }
+}
+
+TEST(CpuBackend, SlidingWindow) {
+  for (int64_t w : {1, 2, 17, 96, 97, 500}) {
+    Case c;
+    c.L = c.S = 250, c.window = w;
+    SCOPED_TRACE("window=" + std::to_string(w));
+    expect_matches_reference(c);
+    c.causal = true;
+    expect_matches_reference(c);
+  }
+}
+
+TEST(CpuBackend, MaskBroadcastShapes) {
+  for (int mask = 1; mask <= 4; ++mask)
+    for (bool inf_rows : {false, true}) {
+      Case c;
+      c.L = c.S = 101, c.H = 3, c.Hkv = 3, c.mask = mask, c.inf_rows = inf_rows;
+      SCOPED_TRACE("mask=" + std::to_string(mask) + " inf_rows=" + std::to_string(inf_rows));
+      expect_matches_reference(c);
+      c.causal = true;
+      expect_matches_reference(c);
+    }
+}
+
+TEST(CpuBackend, FullyMaskedRowsAreNaN) {
+  Case c;
+  c.L = c.S = 10, c.mask = 1, c.inf_rows = true;
+  Problem p = make_problem(c);
+  AttentionResult r = cpu_backend()->run(p.spec, p.in, {});
+  EXPECT_TRUE(std::isnan(r.output.data<float>()[0]));  // row 0 is fully masked
+  EXPECT_FALSE(std::isnan(r.output.data<float>()[c.out_dim]));
+}
+
+TEST(CpuBackend, BiasKvAndZeroAttn) {
+  for (bool bias_kv : {false, true})
+    for (bool zero_attn : {false, true})
+      for (bool causal : {false, true})
+        for (int mask : {0, 4}) {
+          Case c;
+          c.L = c.S = 98, c.bias_kv = bias_kv, c.zero_attn = zero_attn, c.causal = causal, c.mask = mask;
+          c.self = false;
+          SCOPED_TRACE(std::to_string(bias_kv) + std::to_string(zero_attn) + std::to_string(causal) +
+                       std::to_string(mask));
+          expect_matches_reference(c);
+        }
+}
+
+TEST(CpuBackend, GroupedQueryHeads) {
+  for (auto [H, Hkv] : std::vector<std::pair<int64_t, int64_t>>{{4, 1}, {4, 2}, {6, 3}}) {
+    Case c;
+    c.L = c.S = 150, c.H = H, c.Hkv = Hkv, c.dh = 8, c.dv = 12, c.causal = true;
+    expect_matches_reference(c);
+  }
+}
+
+TEST(CpuBackend, NoBiasNoOutputProjection) {
+  Case c;
+  c.qkv_bias = false, c.out = false, c.L = c.S = 130;
+  expect_matches_reference(c);
+  c.dv = 6;  // context width differs from q's: not written in place
+  expect_matches_reference(c);
+}
+
+TEST(CpuBackend, DropoutInTraining) {
+  Case c;
+  c.L = c.S = 120, c.dropout = 0.3;
+  expect_matches_reference(c);
+  expect_matches_reference(c, {true, false});
+}
+
+TEST(CpuBackend, NeedWeights) {
+  Case c;
+  c.L = c.S = 77, c.causal = true, c.bias_kv = true, c.zero_attn = true, c.mask = 2;
+  expect_matches_reference(c, {true, false});
+  c.H = 4, c.Hkv = 2;
+  expect_matches_reference(c, {true, false});
+}
+
+TEST(CpuBackend, Stages) {
+  Case c;
+  c.L = c.S = 33, c.window = 5, c.mask = 3, c.bias_kv = true, c.self = false, c.S = 40;
+  c.causal = true;
+  expect_matches_reference(c, {false, true});
+  expect_matches_reference(c, {true, true});
+}
+
+TEST(CpuBackend, LargeModelShape) {
+  Case c;
+  c.B = 1, c.L = c.S = 300, c.H = 4, c.Hkv = 4, c.dh = c.dv = 64, c.q_in = c.k_in = c.v_in = 256, c.out_dim = 256;
+  expect_matches_reference(c);
+  c.causal = true;
+  expect_matches_reference(c);
+}
+
+TEST(CpuBackend, RunsAreBitIdentical) {
+  Case c;
+  c.B = 3, c.L = c.S = 257, c.H = 4, c.Hkv = 4, c.dh = c.dv = 32, c.q_in = c.k_in = c.v_in = 64, c.causal = true;
+  Problem p = make_problem(c);
+  auto cpu = cpu_backend();
+  Tensor first = cpu->run(p.spec, p.in, {}).output;
+  for (int i = 0; i < 3; ++i) {
+    Tensor again = cpu->run(p.spec, p.in, {}).output;
+    ASSERT_EQ(0, std::memcmp(first.raw(), again.raw(), first.nbytes()));
+  }
+  // A fresh backend (new plan, new workspaces) gives the same bits too.
+  Tensor fresh = cpu_backend()->run(p.spec, p.in, {}).output;
+  EXPECT_EQ(0, std::memcmp(first.raw(), fresh.raw(), first.nbytes()));
+}
+
+TEST(CpuBackend, PlanCacheHitsAndMisses) {
+  Case c;
+  Problem p = make_problem(c);
+  auto cpu = cpu_backend();
+  EXPECT_EQ(cpu->cache_stats().misses, 0);
+  cpu->run(p.spec, p.in, {});
+  cpu->run(p.spec, p.in, {});
+  cpu->run(p.spec, p.in, {});
+  EXPECT_EQ(cpu->cache_stats().misses, 1);
+  EXPECT_EQ(cpu->cache_stats().hits, 2);
+  cpu->run(p.spec, p.in, {true, false});  // a different path: its own plan
+  EXPECT_EQ(cpu->cache_stats().misses, 2);
+  Case longer = c;
+  longer.L = longer.S = 9;
+  Problem q = make_problem(longer);
+  cpu->run(p.spec, q.in, {});  // same spec, new shapes
+  EXPECT_EQ(cpu->cache_stats().misses, 3);
+  Problem other = make_problem(c, 2);  // a different spec object
+  cpu->run(other.spec, p.in, {});
+  EXPECT_EQ(cpu->cache_stats().misses, 4);
+  cpu->run(p.spec, p.in, {});
+  EXPECT_EQ(cpu->cache_stats().hits, 3);
+}
+
+TEST(CpuBackend, NewSpecAtAFreedSpecsAddressIsNotStale) {
+  Case c;
+  auto cpu = cpu_backend();
+  std::optional<Problem> p;
+  p.emplace(make_problem(c, 1));
+  const AttentionSpec* first = &p->spec;
+  cpu->run(p->spec, p->in, {});
+  p.reset();
+  p.emplace(make_problem(c, 2));  // same storage, same shapes, other weights
+  ASSERT_EQ(first, &p->spec);
+  AttentionResult got = cpu->run(p->spec, p->in, {});
+  AttentionResult want = make_reference_backend()->run(p->spec, p->in, {});
+  EXPECT_TRUE(test::tensors_close(got.output, want.output, kAtol, kRtol));
+  EXPECT_EQ(cpu->cache_stats().misses, 2);
+  p->spec.causal = true;  // scalars are checked as well as weights
+  got = cpu->run(p->spec, p->in, {});
+  want = make_reference_backend()->run(p->spec, p->in, {});
+  EXPECT_TRUE(test::tensors_close(got.output, want.output, kAtol, kRtol));
+  EXPECT_EQ(cpu->cache_stats().misses, 3);
+}
+
+TEST(CpuBackend, SingleThreadMatchesReference) {
+  Case c;
+  c.L = c.S = 200, c.causal = true;
+  Problem p = make_problem(c);
+  AttentionResult got = cpu_backend(1)->run(p.spec, p.in, {});
+  AttentionResult want = make_reference_backend()->run(p.spec, p.in, {});
+  EXPECT_TRUE(test::tensors_close(got.output, want.output, kAtol, kRtol));
+}
+
+TEST(CpuBackend, Options) {
+  EXPECT_NO_THROW(make_backend("cpu", nlohmann::ordered_json::object(), "$.backend"));
+  EXPECT_NO_THROW(make_backend("cpu", nlohmann::ordered_json{{"threads", 1}}, "$.backend"));
+  try {
+    make_backend("cpu", nlohmann::ordered_json{{"threads", 2}, {"thread", 2}}, "$.backend");
+    FAIL() << "unknown key accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("$.backend.thread"), std::string::npos) << e.what();
+  }
+  for (auto bad : {nlohmann::ordered_json(0), nlohmann::ordered_json("2"), nlohmann::ordered_json(1.5)}) {
+    try {
+      make_backend("cpu", nlohmann::ordered_json{{"threads", bad}}, "$.backend");
+      FAIL() << "threads " << bad.dump() << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("$.backend.threads"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CpuBackend, RejectsBadInputs) {
+  Case c;
+  Problem p = make_problem(c);
+  p.in.query = Tensor(DType::F32, {2, 7, 5});
+  EXPECT_THROW(cpu_backend()->run(p.spec, p.in, {}), InputError);
+}
+
+}  // namespace
+}  // namespace mha

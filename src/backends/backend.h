@@ -3,9 +3,8 @@
 //
 // A backend keeps a plan cache: the first run for a given spec and input
 // shapes builds a plan (packed weights, workspaces, tt-sim programs); later
-// runs reuse it. Callers keep the same AttentionSpec object alive between
-// runs; a plan is keyed by the spec's address plus every shape, so a changed
-// spec must be a new object.
+// runs reuse it. A plan is keyed by the spec's uid plus every shape, so a
+// changed spec must be a new object (AttentionSpec::uid).
 #include <memory>
 #include <string>
 

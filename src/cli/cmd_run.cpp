@@ -34,7 +34,8 @@ void dump_stages(const std::string& dir, const NamedTensors& stages) {
 // The state_dict as the module names it (slot order), as .safetensors or .npz.
 void save_weights(const std::string& path, const Variant& v, const TensorMap& w) {
   NamedTensors named;
-  for (const WeightSlot& s : v.weight_slots()) named.emplace_back(s.name, w.at(s.name));
+  for (const WeightSlot& s : v.weight_slots())
+    if (!s.buffer) named.emplace_back(s.name, w.at(s.name));
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npz") == 0) io::write_npz(path, named);
   else io::write_safetensors(path, named);
 }

@@ -1,8 +1,15 @@
 #include "model/attention.h"
 
+#include <atomic>
+
 #include "util/error.h"
 
 namespace mha {
+
+uint64_t new_spec_uid() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
 
 namespace {
 void expect_shape(const std::string& what, const Tensor& t, const Shape& want) {

@@ -32,7 +32,12 @@ struct Projection {
   std::optional<Tensor> bias;  // [out] float32
 };
 
+// A fresh identity per constructed spec, so that backends can key plan
+// caches on it (addresses get reused; copies are identical so share it).
+uint64_t new_spec_uid();
+
 struct AttentionSpec {
+  uint64_t uid = new_spec_uid();  // plan-cache identity; never edit a spec after running it
   std::string variant;  // for messages and for tt-sim's choice of pipeline
   int64_t num_heads = 1;
   int64_t num_kv_heads = 1;  // == num_heads except for grouped-query attention

@@ -52,6 +52,12 @@ class BookVariant : public Variant {
   }
 
  protected:
+  // Seed 003 registers its causal mask as a buffer, so exports carry it.
+  WeightSlot mask_buffer(const std::string& prefix) const {
+    WeightSlot w{prefix + "mask", {p_.context_length, p_.context_length}, {}};
+    w.buffer = true;
+    return w;
+  }
   AttentionSpec base_spec(int64_t heads, int64_t head_dim) const {
     AttentionSpec s;
     s.variant = name();
@@ -74,6 +80,7 @@ class CausalAttention : public BookVariant {
     add_linear_slots(s, "W_query", p_.d_in, p_.d_out, p_.qkv_bias, "W_q");
     add_linear_slots(s, "W_key", p_.d_in, p_.d_out, p_.qkv_bias, "W_k");
     add_linear_slots(s, "W_value", p_.d_in, p_.d_out, p_.qkv_bias, "W_v");
+    s.push_back(mask_buffer(""));
     return s;
   }
   NamedTensors init_torch(uint64_t seed) const override {
@@ -101,6 +108,7 @@ class Wrapper : public BookVariant {
       add_linear_slots(s, pre + "W_query", p_.d_in, p_.d_out, p_.qkv_bias, pre + "W_q");
       add_linear_slots(s, pre + "W_key", p_.d_in, p_.d_out, p_.qkv_bias, pre + "W_k");
       add_linear_slots(s, pre + "W_value", p_.d_in, p_.d_out, p_.qkv_bias, pre + "W_v");
+      s.push_back(mask_buffer(pre));
     }
     return s;
   }
@@ -141,6 +149,7 @@ class BookMha : public BookVariant {
     add_linear_slots(s, "W_key", p_.d_in, p_.d_out, p_.qkv_bias, "W_k");
     add_linear_slots(s, "W_value", p_.d_in, p_.d_out, p_.qkv_bias, "W_v");
     add_linear_slots(s, "out_proj", p_.d_out, p_.d_out, true, "output_projection");
+    s.push_back(mask_buffer(""));
     return s;
   }
   NamedTensors init_torch(uint64_t seed) const override {

@@ -38,6 +38,7 @@ TensorMap bind_weights(const Variant& v, const NamedTensors& loaded, const std::
       found = &t;
       found_name = name;
     }
+    if (!found && slot.buffer) continue;
     if (!found) {
       std::string also;
       for (const std::string& a : slot.aliases) also += " or '" + a + "'";
@@ -50,8 +51,8 @@ TensorMap bind_weights(const Variant& v, const NamedTensors& loaded, const std::
     if (!dtype_is_float(found->dtype()))
       throw InputError(source + ": tensor '" + found_name + "': expected a floating-point dtype, found " +
                        dtype_name(found->dtype()));
-    out[slot.name] = as_f32(*found);
     used.insert(found_name);
+    if (!slot.buffer) out[slot.name] = as_f32(*found);
   }
   for (const auto& [name, t] : loaded)
     if (!used.count(name))

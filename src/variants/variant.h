@@ -29,6 +29,9 @@ struct WeightSlot {
   std::string name;
   Shape shape;
   std::vector<std::string> aliases;
+  // A registered buffer (seed 003's causal `mask`): may be present in an
+  // exported state_dict, is shape-checked, and is never used.
+  bool buffer = false;
 };
 
 struct InputSlot {

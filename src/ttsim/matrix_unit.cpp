@@ -52,7 +52,11 @@ void pack_from_dst(const float* dst, float* out, int64_t n, DataFormat out_forma
   }
   // TT-Metal packs bfp outputs from a bf16 intermediate (pack_src_format
   // Float16_b), so every non-fp32 output first becomes bf16.
-  for (int64_t i = 0; i < n; ++i) out[i] = fp32_dest ? pack_fp32_to_bf16(dst[i]) : pack_bf16_passthrough(dst[i]);
+  if (fp32_dest) {
+    for (int64_t i = 0; i < n; ++i) out[i] = pack_fp32_to_bf16(dst[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = pack_bf16_passthrough(dst[i]);
+  }
   int bits = bfp_magnitude_bits(out_format);
   if (bits == 0) return;
   for (int64_t i = 0; i + 16 <= n; i += 16) {

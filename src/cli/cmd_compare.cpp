@@ -1,4 +1,6 @@
 // mha compare REF OUT: flags only; the comparison lives in src/compare/.
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -25,6 +27,18 @@ std::optional<double> given(CLI::App* sub, const char* flag, double v) {
   return sub->count(flag) ? std::optional<double>(v) : std::nullopt;
 }
 
+// CLI11's own range checks print the range's bounds to 300 digits.
+CLI::Validator number_in(double lo, double hi, const std::string& what) {
+  return CLI::Validator(
+      [lo, hi, what](std::string& s) -> std::string {
+        char* end = nullptr;
+        double v = std::strtod(s.c_str(), &end);
+        if (end == s.c_str() || *end != '\0' || !(v >= lo && v <= hi)) return "expected " + what + ", found '" + s + "'";
+        return "";
+      },
+      what);
+}
+
 }  // namespace
 
 void add_compare(CLI::App& app, int& exit_code) {
@@ -34,16 +48,17 @@ void add_compare(CLI::App& app, int& exit_code) {
   sub->add_option("OUT", args->out, "tensor to check, same forms as REF")->required();
   sub->add_option("--dtype", args->dtype, "cast both to this dtype before comparing")
       ->check(CLI::IsMember({"bfloat16", "float16", "float32"}));
+  const CLI::Validator non_negative = number_in(0, HUGE_VAL, "a number >= 0");
   sub->add_option("--atol", args->atol, "absolute tolerance (default: torch.testing.assert_close's for the dtype)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative);
   sub->add_option("--rtol", args->rtol, "relative tolerance (default: torch.testing.assert_close's for the dtype)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--pcc", args->pcc, "fail if PCC is below this")->check(CLI::Range(-1.0, 1.0));
-  sub->add_option("--max-abs", args->max_abs, "fail if max |out - ref| exceeds this")->check(CLI::NonNegativeNumber);
-  sub->add_option("--mean-abs", args->mean_abs, "fail if mean |out - ref| exceeds this")->check(CLI::NonNegativeNumber);
-  sub->add_option("--ulp", args->ulp, "fail if the max ULP distance exceeds this")->check(CLI::NonNegativeNumber);
+      ->check(non_negative);
+  sub->add_option("--pcc", args->pcc, "fail if PCC is below this")->check(number_in(-1, 1, "a number in [-1, 1]"));
+  sub->add_option("--max-abs", args->max_abs, "fail if max |out - ref| exceeds this")->check(non_negative);
+  sub->add_option("--mean-abs", args->mean_abs, "fail if mean |out - ref| exceeds this")->check(non_negative);
+  sub->add_option("--ulp", args->ulp, "fail if the max ULP distance exceeds this")->check(non_negative);
   sub->add_flag("--equal-nan", args->equal_nan, "NaN in both at the same position counts as a match");
-  sub->add_option("--top", args->top, "how many of the worst mismatches to list")->check(CLI::Range(0, 1000000));
+  sub->add_option("--top", args->top, "how many of the worst mismatches to list")->check(number_in(0, 1e6, "a count in [0, 1000000]"));
   sub->add_option("--json", args->json, "write every metric as JSON to FILE ('-' for stdout, replacing the text)");
 
   sub->callback([args, sub, &exit_code]() {

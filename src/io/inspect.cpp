@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "io/io_util.h"
@@ -36,6 +37,12 @@ TensorStats tensor_stats(const std::string& name, const Tensor& t) {
 
 std::vector<TensorStats> inspect_path(const std::string& path) {
   std::vector<TensorStats> out;
+  std::error_code ec;
+  const std::size_t colon = path.rfind(':');
+  if (colon != std::string::npos && !std::filesystem::exists(path, ec)) {  // FILE:NAME, one tensor
+    out.push_back(tensor_stats(path.substr(colon + 1), read_tensor(path)));
+    return out;
+  }
   for (const auto& [name, t] : read_all(path)) out.push_back(tensor_stats(name, t));
   return out;
 }

@@ -19,7 +19,8 @@ struct TensorStats {
 };
 
 TensorStats tensor_stats(const std::string& name, const Tensor& t);
-// Statistics of every tensor read_all finds at `path`.
+// Statistics of every tensor read_all finds at `path`, or of the one tensor
+// a FILE:NAME spec names.
 std::vector<TensorStats> inspect_path(const std::string& path);
 
 // One row per tensor under a header line; "-" where there are no finite values.

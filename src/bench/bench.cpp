@@ -1,0 +1,219 @@
+#include "bench/bench.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "backends/backend.h"
+#include "bench/peak_memory.h"
+#include "init/torch_generator.h"
+#include "util/error.h"
+
+namespace mha::bench {
+
+std::string Row::label() const {
+  return variant + " " + backend + " " + std::to_string(batch) + "x" + std::to_string(seq) + "x" +
+         std::to_string(hidden) + "/" + std::to_string(heads) + (causal ? " causal" : "");
+}
+
+double probe_sgemm_gflops(int64_t n) {
+  std::vector<float> a(n * n), b(n * n), c(n * n);
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (auto* v : {&a, &b})
+    for (float& x : *v) x = u(rng);
+  double best = 1e300;
+  for (int i = 0; i < 4; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i > 0) best = std::min(best, s);  // the first run warms caches and threads
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+std::vector<Row> default_suite() {
+  auto row = [](const char* variant, int64_t b, int64_t s, int64_t h, int64_t heads, bool causal) {
+    Row r;
+    r.variant = variant;
+    r.batch = b, r.seq = s, r.hidden = h, r.heads = heads, r.causal = causal;
+    return r;
+  };
+  return {
+      row("torch_mha", 8, 384, 1024, 16, false),  // seed 002's shape, PyTorch's module
+      row("ttnn_mha", 8, 384, 1024, 16, false),   // seed 002's variant on the cpu backend
+      row("torch_mha", 1, 1024, 768, 12, true),
+      row("torch_mha", 1, 4096, 1024, 16, true),
+      row("mha_causal", 2, 6, 2, 2, true),        // seed 000 / 003
+      row("mha", 2, 5, 12, 3, false),             // seed 001
+      row("torch_mha", 1, 8, 4, 2, true),         // seed 004
+  };
+}
+
+std::vector<Row> load_suite(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError(path + ": cannot open suite file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  ordered_json j;
+  try {
+    j = ordered_json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(path + ": invalid JSON: " + e.what());
+  }
+  if (!j.is_array()) throw InputError(path + ": expected a JSON array of rows, found " + json_brief(j));
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    std::string p = path + ": [" + std::to_string(i) + "]";
+    const ordered_json& o = require_object(j[i], p);
+    check_keys(o, p, {"variant", "backend", "batch", "seq", "hidden", "heads", "causal", "backend_options"});
+    Row r;
+    if (find(o, "variant")) r.variant = as_string(o["variant"], p + ".variant");
+    if (find(o, "backend")) r.backend = as_string(o["backend"], p + ".backend");
+    r.batch = get_int(o, "batch", p, r.batch, 1);
+    r.seq = get_int(o, "seq", p, r.seq, 1);
+    r.hidden = get_int(o, "hidden", p, r.hidden, 1);
+    r.heads = get_int(o, "heads", p, r.heads, 1);
+    r.causal = get_bool(o, "causal", p, false);
+    if (find(o, "backend_options")) r.backend_options = require_object(o["backend_options"], p + ".backend_options");
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+namespace {
+
+// The variant's constructor arguments for a (hidden, heads) shape; empty
+// `why` when the variant can run it.
+ordered_json params_for(const Row& r, std::string& why) {
+  const std::string& v = r.variant;
+  const bool always_causal = v == "causal_attention" || v == "mha_wrapper" || v == "mha_causal";
+  const bool never_causal = v == "mha" || v == "mha_fused_qkv" || v == "ttnn_mha" || v == "ttnn_mha_fused";
+  if (always_causal && !r.causal) why = v + " is always causal";
+  if (never_causal && r.causal) why = v + " has no causal mask";
+  if (v == "causal_attention")
+    return {{"d_in", r.hidden}, {"d_out", r.hidden}, {"context_length", r.seq}, {"dropout", 0.0}};
+  if (v == "mha_wrapper")
+    return {{"d_in", r.hidden}, {"d_out", r.hidden / r.heads}, {"context_length", r.seq}, {"dropout", 0.0},
+            {"num_heads", r.heads}};
+  if (v == "mha_causal")
+    return {{"d_in", r.hidden}, {"d_out", r.hidden}, {"context_length", r.seq}, {"dropout", 0.0}, {"num_heads", r.heads}};
+  if (v == "mha" || v == "mha_fused_qkv") return {{"d_model", r.hidden}, {"n_head", r.heads}};
+  if (v == "ttnn_mha" || v == "ttnn_mha_fused") return {{"hidden_size", r.hidden}, {"num_heads", r.heads}};
+  if (v == "torch_mha") return {{"embed_dim", r.hidden}, {"num_heads", r.heads}, {"batch_first", true}};
+  throw InputError("--variant: unknown variant '" + v + "'");
+}
+
+}  // namespace
+
+Result run_row(const Row& row, int64_t warmup, int64_t repetitions, double sgemm_gflops) {
+  Result res;
+  res.row = row;
+  std::string why;
+  ordered_json params = params_for(row, why);
+  if (!why.empty()) {
+    res.skipped = why;
+    return res;
+  }
+  PreparedRun run;
+  run.config.variant = row.variant;
+  run.config.params = params;
+  run.variant = make_variant(row.variant, params);
+  ordered_json options = ordered_json::object();
+  if (row.variant == "torch_mha") options = {{"need_weights", false}, {"is_causal", row.causal}};
+  run.options = run.variant->parse_options(options);
+  run.weights = load_weights(*run.variant, WeightsConfig{});
+  run.spec = run.variant->build_spec(run.weights, run.options);
+  TorchGenerator gen(0);
+  Tensor x = gen.rand({row.batch, row.seq, row.hidden});
+  TensorMap inputs;
+  if (row.variant == "torch_mha") inputs = {{"query", x}, {"key", x}, {"value", x}};
+  else inputs = {{"x", x}};
+  run.inputs = run.variant->build_inputs(inputs, run.options);
+
+  std::unique_ptr<Backend> backend = make_backend(row.backend, row.backend_options, "backend");
+  reset_peak_memory();
+  RunRequest req;
+  req.warmup = warmup;
+  req.iterations = repetitions;
+  RunReport rep = execute_run(run, *backend, req);
+  res.peak_mib = peak_memory_mib();
+  res.timing = rep.timing;
+  res.sgemm_percent = sgemm_gflops > 0 ? 100.0 * rep.timing.gflops_cached() / sgemm_gflops : 0;
+  return res;
+}
+
+nlohmann::json result_json(const Result& r) {
+  nlohmann::json j = {{"label", r.row.label()},  {"variant", r.row.variant}, {"backend", r.row.backend},
+                      {"batch", r.row.batch},    {"seq", r.row.seq},         {"hidden", r.row.hidden},
+                      {"heads", r.row.heads},    {"causal", r.row.causal}};
+  if (!r.skipped.empty()) {
+    j["skipped"] = r.skipped;
+    return j;
+  }
+  j["timing"] = timing_json(r.timing);
+  j["sgemm_percent"] = r.sgemm_percent;
+  j["peak_mib"] = r.peak_mib;
+  return j;
+}
+
+std::string format_table(const std::vector<Result>& results, const std::string& format, double sgemm_gflops) {
+  std::string out;
+  char buf[512];
+  if (format == "json") {
+    nlohmann::json j = {{"sgemm_gflops", sgemm_gflops}, {"rows", nlohmann::json::array()}};
+    for (const Result& r : results) j["rows"].push_back(result_json(r));
+    return j.dump(2) + "\n";
+  }
+  if (format == "jsonl") {
+    for (const Result& r : results) {
+      nlohmann::json j = result_json(r);
+      j["sgemm_gflops"] = sgemm_gflops;
+      out += j.dump() + "\n";
+    }
+    return out;
+  }
+  const bool md = format == "md";
+  if (!md && format != "csv") throw InputError("-o: expected md, csv, json or jsonl, found '" + format + "'");
+  if (md) {
+    std::snprintf(buf, sizeof buf, "sgemm: %.1f GFLOP/s (OpenBLAS, probed at start)\n\n", sgemm_gflops);
+    out += buf;
+    out += "| variant | backend | shape BxSxE/H | causal | first ms | cached mean ± std ms | median ms | GFLOP/s | % sgemm | peak MiB |\n";
+    out += "|---|---|---|---|---:|---:|---:|---:|---:|---:|\n";
+  } else {
+    out += "variant,backend,batch,seq,hidden,heads,causal,first_ms,mean_ms,stddev_ms,median_ms,gflops,sgemm_percent,peak_mib\n";
+  }
+  for (const Result& r : results) {
+    const Row& w = r.row;
+    std::string shape = std::to_string(w.batch) + "x" + std::to_string(w.seq) + "x" + std::to_string(w.hidden) + "/" +
+                        std::to_string(w.heads);
+    if (!r.skipped.empty()) {
+      out += md ? "| " + w.variant + " | " + w.backend + " | " + shape + " | " + (w.causal ? "yes" : "no") +
+                      " | skipped: " + r.skipped + " |||||||\n"
+                : w.variant + "," + w.backend + "," + std::to_string(w.batch) + "," + std::to_string(w.seq) + "," +
+                      std::to_string(w.hidden) + "," + std::to_string(w.heads) + "," + (w.causal ? "1" : "0") +
+                      ",,,,,,,\n";
+      continue;
+    }
+    const Timing& t = r.timing;
+    if (md)
+      std::snprintf(buf, sizeof buf, "| %s | %s | %s | %s | %.3f | %.3f ± %.3f | %.3f | %.1f | %.1f | %.1f |\n",
+                    w.variant.c_str(), w.backend.c_str(), shape.c_str(), w.causal ? "yes" : "no", t.first_ms,
+                    t.mean_ms, t.stddev_ms, t.median_ms, t.gflops_cached(), r.sgemm_percent, r.peak_mib);
+    else
+      std::snprintf(buf, sizeof buf, "%s,%s,%lld,%lld,%lld,%lld,%d,%.4f,%.4f,%.4f,%.4f,%.3f,%.2f,%.1f\n",
+                    w.variant.c_str(), w.backend.c_str(), static_cast<long long>(w.batch),
+                    static_cast<long long>(w.seq), static_cast<long long>(w.hidden), static_cast<long long>(w.heads),
+                    w.causal ? 1 : 0, t.first_ms, t.mean_ms, t.stddev_ms, t.median_ms, t.gflops_cached(),
+                    r.sgemm_percent, r.peak_mib);
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace mha::bench

@@ -1,0 +1,144 @@
+// Bad configs and inputs: one line naming what and where, exit code 2, no
+// output file left behind.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "support/test_support.h"
+
+using namespace mha::test;
+
+namespace {
+
+std::string data(const std::string& name) { return source_dir() + "/data/" + name; }
+
+// Writes `config` into a temp dir and runs `mha run` on it.
+CommandResult run_config(const TempDir& dir, const std::string& config, const std::string& extra = "") {
+  write_text(dir.file("c.json"), config);
+  return run_mha("run -n 1 --config " + shell_quote(dir.file("c.json")) + " " + extra);
+}
+
+std::string book(const std::string& params, const std::string& extra = "") {
+  return R"({"variant": "mha_causal", "params": )" + params +
+         R"(, "weights": {"init": "torch", "seed": 123}, "inputs": {"x": ")" + data("your_journey_batch2.npy") + "\"}" +
+         extra + "}";
+}
+
+const char* kGood = R"({"d_in": 3, "d_out": 2, "context_length": 6, "dropout": 0.0, "num_heads": 2})";
+
+void expect_input_error(const CommandResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "expected one line: " << r.err;
+}
+
+}  // namespace
+
+TEST(RunErrors, GoodConfigRuns) {
+  TempDir dir;
+  auto r = run_config(dir, book(kGood), "--output " + shell_quote(dir.file("o.npy")));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("o.npy")));
+}
+
+TEST(RunErrors, UnknownKeysNameTheirJsonPath) {
+  TempDir dir;
+  expect_input_error(run_config(dir, book(kGood, R"(, "bogus": 1)")), "config.bogus: unknown key");
+  expect_input_error(run_config(dir, book(R"({"d_in": 3, "d_out": 2, "context_length": 6, "num_heads": 2, "heads": 2})")),
+                     "params.heads: unknown parameter");
+  expect_input_error(run_config(dir, book(kGood, R"(, "runs": {"iters": 3})")), "runs.iters: unknown key");
+  expect_input_error(run_config(dir, book(kGood, R"(, "options": {"is_causal": true})")), "options.is_causal");
+  expect_input_error(run_config(dir, book(kGood, R"(, "backend": {"name": "cpu", "fidelity": 1})")),
+                     "backend.fidelity");
+}
+
+TEST(RunErrors, WrongTypesAndImpossibleValues) {
+  TempDir dir;
+  expect_input_error(run_config(dir, book(R"({"d_in": "3", "d_out": 2, "context_length": 6, "num_heads": 2})")),
+                     "params.d_in: expected a positive integer, found the string \"3\"");
+  expect_input_error(run_config(dir, book(R"({"d_in": 3, "d_out": 3, "context_length": 6, "num_heads": 2})")),
+                     "params.d_out: expected a multiple of params.num_heads (2), found 3");
+  expect_input_error(run_config(dir, book(R"({"d_in": 3, "d_out": 2, "context_length": 4, "num_heads": 2})")),
+                     "longer than params.context_length 4");
+  expect_input_error(run_config(dir, book(R"({"d_in": 4, "d_out": 2, "context_length": 6, "num_heads": 2})")),
+                     "inputs.x: expected shape (batch, tokens, 4), found (2, 6, 3)");
+  expect_input_error(run_config(dir, book(R"({"d_in": 3, "d_out": 2, "context_length": 6, "num_heads": 0})")),
+                     "params.num_heads: expected a positive integer");
+  expect_input_error(run_config(dir, "{\"variant\": \"nope\"}"), "unknown variant 'nope'");
+  expect_input_error(run_config(dir, "{\"variant\": \"mha\", "), "invalid JSON");
+}
+
+TEST(RunErrors, MaskOfTheWrongShape) {
+  TempDir dir;
+  auto py = run_python("import numpy as np\nnp.save('" + dir.file("m.npy") + "', np.zeros((2, 1, 1, 5), np.float32))\n"
+                       "np.save('" + dir.file("x.npy") + "', np.zeros((2, 6, 8), np.float32))\n");
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  std::string cfg = R"({"variant": "ttnn_mha", "params": {"hidden_size": 8, "num_heads": 2},
+    "weights": {"init": "rand", "seed": 0}, "inputs": {"x": "x.npy", "attention_mask": "m.npy"}})";
+  expect_input_error(run_config(dir, cfg), "inputs.attention_mask: expected shape (2, 1, 1, 6), found (2, 1, 1, 5)");
+}
+
+TEST(RunErrors, WeightFilesNameMissingExtraAndMisshapenTensors) {
+  TempDir dir;
+  auto py = run_python(
+      "import numpy as np\n"
+      "w = {'W_query.weight': np.zeros((2, 3), np.float32), 'W_key.weight': np.zeros((2, 3), np.float32),\n"
+      "     'W_value.weight': np.zeros((2, 3), np.float32), 'out_proj.weight': np.zeros((2, 2), np.float32),\n"
+      "     'out_proj.bias': np.zeros(2, np.float32)}\n"
+      "np.savez('" + dir.file("ok.npz") + "', **w)\n"
+      "m = dict(w); del m['W_key.weight']; np.savez('" + dir.file("missing.npz") + "', **m)\n"
+      "e = dict(w); e['extra'] = np.zeros(1, np.float32); np.savez('" + dir.file("extra.npz") + "', **e)\n"
+      "s = dict(w); s['out_proj.bias'] = np.zeros(3, np.float32); np.savez('" + dir.file("shape.npz") + "', **s)\n");
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  auto with = [&](const std::string& file) {
+    return R"({"variant": "mha_causal", "params": )" + std::string(kGood) + R"(, "weights": {"file": ")" + file +
+           R"("}, "inputs": {"x": ")" + data("your_journey_batch2.npy") + "\"}}";
+  };
+  EXPECT_EQ(run_config(dir, with("ok.npz")).exit_code, 0);
+  expect_input_error(run_config(dir, with("missing.npz")), "missing tensor 'W_key.weight' or 'W_k.weight' of shape (2, 3)");
+  expect_input_error(run_config(dir, with("extra.npz")), "unexpected tensor 'extra'");
+  expect_input_error(run_config(dir, with("shape.npz")), "tensor 'out_proj.bias': expected shape (2,), found (3,)");
+  expect_input_error(run_config(dir, with("nothere.npz")), "nothere.npz");
+}
+
+TEST(RunErrors, FailedRunLeavesNoOutputFile) {
+  TempDir dir;
+  auto r = run_config(dir, book(R"({"d_in": 3, "d_out": 3, "context_length": 6, "num_heads": 2})"),
+                      "--output " + shell_quote(dir.file("o.npy")));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o.npy")));
+}
+
+TEST(RunReference, ExitsOneWhenTheReferenceDisagrees) {
+  TempDir dir;
+  // Seed 000's torch output matches; the TT hardware output does not at
+  // float32 tolerances.
+  ASSERT_EQ(run_config(dir, book(kGood), "--output " + shell_quote(dir.file("ref.npy"))).exit_code, 0);
+  auto good = run_config(dir, book(kGood, R"(, "reference": {"file": ")" + dir.file("ref.npy") + "\"}"));
+  EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
+  auto py = run_python("import numpy as np\nr = np.load('" + dir.file("ref.npy") + "')\nr[0, 0, 0] += 0.01\n"
+                       "np.save('" + dir.file("bad.npy") + "', r)\n");
+  ASSERT_EQ(py.exit_code, 0);
+  auto bad = run_config(dir, book(kGood, R"(, "reference": {"file": ")" + dir.file("bad.npy") + "\"}"));
+  EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+  EXPECT_NE(bad.out.find("FAIL"), std::string::npos) << bad.out;
+}
+
+TEST(RunJson, WritesMachineReadableReport) {
+  TempDir dir;
+  auto r = run_config(dir, book(kGood), "--json " + shell_quote(dir.file("r.json")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string j = read_text(dir.file("r.json"));
+  for (const char* key : {"\"timing\"", "\"first_ms\"", "\"median_ms\"", "\"cache\"", "\"output\""})
+    EXPECT_NE(j.find(key), std::string::npos) << key;
+}
+
+TEST(Bench, SweepPrintsCsvRowsAndRejectsBadLists) {
+  auto r = run_mha("bench --no-progress --variant torch_mha,mha --batch 1 --seq 16 --hidden 32 --heads 4 --causal 0,1 -r 2 -o csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("variant,backend,batch", 0), 0u) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5) << r.out;  // header + 4 rows (mha causal skipped)
+  auto bad = run_mha("bench --no-progress --seq 0");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--seq"), std::string::npos);
+}

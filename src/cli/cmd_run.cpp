@@ -60,7 +60,12 @@ nlohmann::json report_json(const PreparedRun& run, const RunReport& rep) {
 int run_command(const RunFlags& f) {
   RunConfig config = load_config(f.config);
   if (!f.backend.empty()) config.backend = f.backend;
-  PreparedRun run = prepare_run(config);
+  PreparedRun run;
+  try {
+    run = prepare_run(config);
+  } catch (const InputError& e) {
+    throw InputError(f.config + ": " + e.what());  // which config the path inside it belongs to
+  }
   std::unique_ptr<Backend> backend = make_backend(config.backend, config.backend_options, f.config + ": backend");
 
   RunRequest req;

@@ -16,6 +16,37 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
+// dst[c * ldd + r] = src[r * lds + c] for an 8x8 block.
+inline void transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds), r2 = _mm256_loadu_ps(src + 2 * lds),
+         r3 = _mm256_loadu_ps(src + 3 * lds), r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds),
+         r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+         t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+         t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+         u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+         u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+         u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+// qt[d * kBr + ii] = q row ii, column d, for ii < nq; zero for ii in [nq, nql).
+void pack_qt(const float* q, int64_t ldq, int64_t nq, int64_t nql, int64_t dh, float* qt) {
+  const int64_t full_rows = nq / 8 * 8, full_cols = dh / 8 * 8;
+  for (int64_t r = 0; r < full_rows; r += 8)
+    for (int64_t d = 0; d < full_cols; d += 8) transpose8x8(q + r * ldq + d, ldq, qt + d * kBr + r, kBr);
+  for (int64_t ii = 0; ii < nql; ++ii)
+    for (int64_t d = ii < full_rows ? full_cols : 0; d < dh; ++d) qt[d * kBr + ii] = ii < nq ? q[ii * ldq + d] : 0.0f;
+}
+
 // Copies key or value rows [j0, j0 + n) of kv head g into a dense [n, ldl]
 // block: rows past S take the bias row (index S) or zeros (add_zero_attn and
 // padding), columns past d are zero so 16-wide tiles read no garbage.
@@ -66,14 +97,7 @@ void flash_task(const FlashArgs& a, int64_t t, FlashScratch& s) {
   const int64_t dh = a.dh, dv = a.dv, dvp = round_up(dv, 16);
 
   float* qt = s.qt.data();
-  for (int64_t ii = 0; ii < nql; ++ii) {
-    if (ii < nq) {
-      const float* row = a.q + (b * a.L + i0 + ii) * a.ldq + h * dh;
-      for (int64_t d = 0; d < dh; ++d) qt[d * kBr + ii] = row[d];
-    } else {
-      for (int64_t d = 0; d < dh; ++d) qt[d * kBr + ii] = 0.0f;
-    }
-  }
+  pack_qt(a.q + (b * a.L + i0) * a.ldq + h * dh, a.ldq, nq, nql, dh, qt);
   std::fill(s.o.begin(), s.o.end(), 0.0f);
   std::fill(s.m.begin(), s.m.end(), -kInf);
   std::fill(s.l.begin(), s.l.end(), 0.0f);
@@ -94,12 +118,19 @@ void flash_task(const FlashArgs& a, int64_t t, FlashScratch& s) {
 
   for (int64_t j0 = j_lo; j0 < j_hi; j0 += kBc) {
     const int64_t nk = std::min(kBc, j_hi - j0), nkp = round_up(nk, 6);
-    load_rows(a.k, a.ldk, a.bias_k, b, a.S, g, dh, j0, nkp, s.kl.data(), dh);
+    // Key rows are read in place (the score tile broadcasts them, any row
+    // stride will do) unless the block runs past S; value rows are copied
+    // so the P.V tile streams a dense, zero-padded block.
+    const float* kb = a.k + (b * a.S + j0) * a.ldk + g * dh;
+    int64_t ldkb = a.ldk;
+    if (j0 + nkp > a.S) {
+      load_rows(a.k, a.ldk, a.bias_k, b, a.S, g, dh, j0, nkp, s.kl.data(), dh);
+      kb = s.kl.data(), ldkb = dh;
+    }
     load_rows(a.v, a.ldv, a.bias_v, b, a.S, g, dv, j0, nkp, s.vl.data(), dvp);
 
     for (int64_t r = 0; r < nkp; r += 6)
-      for (int64_t c = 0; c < nql; c += 16)
-        tile_6x16(dh, s.kl.data() + r * dh, dh, 1, qt + c, kBr, st + r * kBr + c, kBr, false);
+      for (int64_t c = 0; c < nql; c += 16) tile_6x16(dh, kb + r * ldkb, ldkb, 1, qt + c, kBr, st + r * kBr + c, kBr, false);
 
     // Lanes [lo[j], hi[j]) of key row j survive the causal / window / padding masks.
     bool geometry = false;
@@ -158,9 +189,9 @@ void flash_task(const FlashArgs& a, int64_t t, FlashScratch& s) {
     }
     if (rescale)
       for (int64_t ii = 0; ii < nql; ++ii) {
-        const float al = s.alpha[ii];
-        if (al != 1.0f)
-          for (int64_t d = 0; d < dvp; ++d) o[ii * dvp + d] *= al;
+        if (s.alpha[ii] == 1.0f) continue;
+        const __m256 al = _mm256_set1_ps(s.alpha[ii]);
+        for (int64_t d = 0; d < dvp; d += 8) _mm256_storeu_ps(o + ii * dvp + d, _mm256_mul_ps(_mm256_loadu_ps(o + ii * dvp + d), al));
       }
     if (a.dropout) {
       // The row sum above already holds the undropped weights: dropout acts
@@ -182,7 +213,11 @@ void flash_task(const FlashArgs& a, int64_t t, FlashScratch& s) {
     // A row whose keys are all masked has l = 0: NaN, as torch's softmax gives.
     const float inv = s.l[ii] > 0.0f ? keep_scale / s.l[ii] : std::numeric_limits<float>::quiet_NaN();
     float* dst = a.ctx + (b * a.L + i0 + ii) * a.ldc + h * dv;
-    for (int64_t d = 0; d < dv; ++d) dst[d] = o[ii * dvp + d] * inv;
+    const float* src = o + ii * dvp;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    int64_t d = 0;
+    for (; d + 8 <= dv; d += 8) _mm256_storeu_ps(dst + d, _mm256_mul_ps(_mm256_loadu_ps(src + d), vinv));
+    for (; d < dv; ++d) dst[d] = src[d] * inv;
   }
 }
 

@@ -7,7 +7,7 @@
 
 namespace mha::cpu {
 
-constexpr int64_t kBr = 96;  // queries per task: a multiple of 16 (score lanes) and 6 (P·V tile rows)
+constexpr int64_t kBr = 48;  // queries per task: a multiple of 16 (score lanes) and 6 (P·V tile rows)
 constexpr int64_t kBc = 96;  // keys per block: a multiple of 6 (score tile rows)
 
 // Projected tensors as the projection GEMMs leave them, addressed by row

@@ -14,46 +14,52 @@ namespace mha::cpu {
 // read down its columns) without transposing either.
 inline void tile_6x16(int64_t K, const float* A, int64_t ars, int64_t acs, const float* B, int64_t ldb, float* C,
                       int64_t ldc, bool accumulate) {
-  __m256 c[6][2];
-  for (int r = 0; r < 6; ++r) {
-    c[r][0] = accumulate ? _mm256_loadu_ps(C + r * ldc) : _mm256_setzero_ps();
-    c[r][1] = accumulate ? _mm256_loadu_ps(C + r * ldc + 8) : _mm256_setzero_ps();
+  // Named accumulators, not an array: GCC -O2 keeps an array whose loops it
+  // does not fully unroll in memory, which costs a store per FMA.
+  __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+  if (accumulate) {
+    c00 = _mm256_loadu_ps(C), c01 = _mm256_loadu_ps(C + 8);
+    c10 = _mm256_loadu_ps(C + ldc), c11 = _mm256_loadu_ps(C + ldc + 8);
+    c20 = _mm256_loadu_ps(C + 2 * ldc), c21 = _mm256_loadu_ps(C + 2 * ldc + 8);
+    c30 = _mm256_loadu_ps(C + 3 * ldc), c31 = _mm256_loadu_ps(C + 3 * ldc + 8);
+    c40 = _mm256_loadu_ps(C + 4 * ldc), c41 = _mm256_loadu_ps(C + 4 * ldc + 8);
+    c50 = _mm256_loadu_ps(C + 5 * ldc), c51 = _mm256_loadu_ps(C + 5 * ldc + 8);
+  } else {
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
   }
-  const float* a0 = A;
-  const float* a1 = A + ars;
-  const float* a2 = A + 2 * ars;
-  const float* a3 = A + 3 * ars;
-  const float* a4 = A + 4 * ars;
-  const float* a5 = A + 5 * ars;
+  const float* a = A;
+  const int64_t a2 = 2 * ars, a3 = 3 * ars, a4 = 4 * ars, a5 = 5 * ars;
   for (int64_t k = 0; k < K; ++k) {
     const __m256 b0 = _mm256_loadu_ps(B);
     const __m256 b1 = _mm256_loadu_ps(B + 8);
-    __m256 a;
-    a = _mm256_broadcast_ss(a0);
-    c[0][0] = _mm256_fmadd_ps(a, b0, c[0][0]);
-    c[0][1] = _mm256_fmadd_ps(a, b1, c[0][1]);
-    a = _mm256_broadcast_ss(a1);
-    c[1][0] = _mm256_fmadd_ps(a, b0, c[1][0]);
-    c[1][1] = _mm256_fmadd_ps(a, b1, c[1][1]);
-    a = _mm256_broadcast_ss(a2);
-    c[2][0] = _mm256_fmadd_ps(a, b0, c[2][0]);
-    c[2][1] = _mm256_fmadd_ps(a, b1, c[2][1]);
-    a = _mm256_broadcast_ss(a3);
-    c[3][0] = _mm256_fmadd_ps(a, b0, c[3][0]);
-    c[3][1] = _mm256_fmadd_ps(a, b1, c[3][1]);
-    a = _mm256_broadcast_ss(a4);
-    c[4][0] = _mm256_fmadd_ps(a, b0, c[4][0]);
-    c[4][1] = _mm256_fmadd_ps(a, b1, c[4][1]);
-    a = _mm256_broadcast_ss(a5);
-    c[5][0] = _mm256_fmadd_ps(a, b0, c[5][0]);
-    c[5][1] = _mm256_fmadd_ps(a, b1, c[5][1]);
-    a0 += acs, a1 += acs, a2 += acs, a3 += acs, a4 += acs, a5 += acs;
+    __m256 x;
+    x = _mm256_broadcast_ss(a);
+    c00 = _mm256_fmadd_ps(x, b0, c00);
+    c01 = _mm256_fmadd_ps(x, b1, c01);
+    x = _mm256_broadcast_ss(a + ars);
+    c10 = _mm256_fmadd_ps(x, b0, c10);
+    c11 = _mm256_fmadd_ps(x, b1, c11);
+    x = _mm256_broadcast_ss(a + a2);
+    c20 = _mm256_fmadd_ps(x, b0, c20);
+    c21 = _mm256_fmadd_ps(x, b1, c21);
+    x = _mm256_broadcast_ss(a + a3);
+    c30 = _mm256_fmadd_ps(x, b0, c30);
+    c31 = _mm256_fmadd_ps(x, b1, c31);
+    x = _mm256_broadcast_ss(a + a4);
+    c40 = _mm256_fmadd_ps(x, b0, c40);
+    c41 = _mm256_fmadd_ps(x, b1, c41);
+    x = _mm256_broadcast_ss(a + a5);
+    c50 = _mm256_fmadd_ps(x, b0, c50);
+    c51 = _mm256_fmadd_ps(x, b1, c51);
+    a += acs;
     B += ldb;
   }
-  for (int r = 0; r < 6; ++r) {
-    _mm256_storeu_ps(C + r * ldc, c[r][0]);
-    _mm256_storeu_ps(C + r * ldc + 8, c[r][1]);
-  }
+  _mm256_storeu_ps(C, c00), _mm256_storeu_ps(C + 8, c01);
+  _mm256_storeu_ps(C + ldc, c10), _mm256_storeu_ps(C + ldc + 8, c11);
+  _mm256_storeu_ps(C + 2 * ldc, c20), _mm256_storeu_ps(C + 2 * ldc + 8, c21);
+  _mm256_storeu_ps(C + 3 * ldc, c30), _mm256_storeu_ps(C + 3 * ldc + 8, c31);
+  _mm256_storeu_ps(C + 4 * ldc, c40), _mm256_storeu_ps(C + 4 * ldc + 8, c41);
+  _mm256_storeu_ps(C + 5 * ldc, c50), _mm256_storeu_ps(C + 5 * ldc + 8, c51);
 }
 
 // 2^x for x <= 0 (the softmax only ever exponentiates differences to a

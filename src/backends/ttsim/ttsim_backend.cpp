@@ -1,11 +1,66 @@
 #include "backends/ttsim/ttsim_backend.h"
 
+#include <map>
+#include <tuple>
+
+#include "backends/ttsim/ttsim_pipeline.h"
 #include "util/error.h"
 
 namespace mha {
 
-std::unique_ptr<Backend> make_ttsim_backend(const nlohmann::ordered_json&, const std::string& json_path) {
-  throw InputError(json_path + ".name: backend 'tt-sim' is not available yet");
+namespace {
+
+using namespace ttsim;
+
+// One device per backend object, as one ttnn.open_device per process. Plans
+// (recipe + host-converted weights) are keyed by the spec's uid; programs by
+// the device's program cache.
+class TtSimBackend : public Backend {
+ public:
+  explicit TtSimBackend(TtOptions o) : dev_(o), opt_(std::move(o)) {}
+  std::string name() const override { return "tt-sim"; }
+
+  AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
+    validate_inputs(spec, in);
+    check_supported(spec, in);
+    auto it = plans_.find(spec.uid);
+    if (it == plans_.end()) {
+      Plan p;
+      p.recipe = make_recipe(spec.variant, opt_);
+      p.weights = convert_weights(spec, p.recipe);
+      it = plans_.emplace(spec.uid, std::move(p)).first;
+    }
+    last_ = it->second.recipe;
+    return run_pipeline(dev_, it->second.recipe, it->second.weights, spec, in, opt);
+  }
+
+  CacheStats cache_stats() const override { return dev_.stats(); }
+
+  nlohmann::json describe() const override {
+    nlohmann::json j = {{"device", opt_.device.name},
+                        {"grid", {opt_.device.grid_y, opt_.device.grid_x}},
+                        {"l1_bytes_per_core", opt_.device.l1_bytes},
+                        {"dram_bytes", opt_.device.dram_bytes}};
+    if (last_) j.update(recipe_json(*last_));
+    j["program_cache"] = dev_.per_op_json();
+    return j;
+  }
+
+ private:
+  struct Plan {
+    Recipe recipe;
+    DeviceWeights weights;
+  };
+  TtDevice dev_;
+  TtOptions opt_;
+  std::map<uint64_t, Plan> plans_;
+  std::optional<Recipe> last_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_ttsim_backend(const nlohmann::ordered_json& options, const std::string& json_path) {
+  return std::make_unique<TtSimBackend>(parse_tt_options(options, json_path));
 }
 
 }  // namespace mha

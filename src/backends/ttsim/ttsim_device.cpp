@@ -1,0 +1,91 @@
+#include "backends/ttsim/ttsim_device.h"
+
+#include "util/error.h"
+
+namespace mha::ttsim {
+
+int64_t tile_bytes(DataFormat f) {
+  switch (f) {
+    case DataFormat::Float32: return 4096;
+    case DataFormat::Bfloat16: return 2048;
+    case DataFormat::Bfp8_b: return 1024 + 64;
+    case DataFormat::Bfp4_b: return 512 + 64;
+  }
+  return 2048;
+}
+
+int64_t tile_count(const Shape& shape) {
+  int64_t n = static_cast<int64_t>(shape.size());
+  int64_t rows = n >= 2 ? shape[n - 2] : 1, batch = 1;
+  for (int64_t i = 0; i + 2 < n; ++i) batch *= shape[i];
+  return batch * (pad_to_tile(rows) / kTile) * (pad_to_tile(shape[n - 1]) / kTile);
+}
+
+int64_t tile_count(const TileTensor& t) { return t.batch * (t.prows / kTile) * (t.pcols / kTile); }
+
+void TtDevice::program(const std::string& op, const std::string& attrs, const std::vector<const TileTensor*>& inputs) {
+  if (muted_) return;
+  std::string key = op + "{" + attrs + "}";
+  for (const TileTensor* t : inputs) {
+    key += "(";
+    for (int64_t d : t->shape) key += std::to_string(d) + ",";
+    key += std::string(format_name(t->format)) + ",TILE," + memory_name(memory_) + ")";
+  }
+  CacheStats& s = per_op_[op];
+  if (programs_[key]++ == 0) {
+    ++s.misses;
+    ++total_.misses;
+  } else {
+    ++s.hits;
+    ++total_.hits;
+  }
+}
+
+nlohmann::json TtDevice::per_op_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [op, s] : per_op_) j[op] = {{"hits", s.hits}, {"misses", s.misses}};
+  return j;
+}
+
+int64_t TtDevice::banks() const {
+  return memory_ == MemoryKind::L1 ? int64_t{opt_.device.grid_y} * opt_.device.grid_x : opt_.device.dram_banks;
+}
+
+// Interleaved buffers spread whole tiles (pages) round-robin over the banks.
+int64_t TtDevice::bank_bytes(int64_t tiles, DataFormat f) const { return (tiles + banks() - 1) / banks() * tile_bytes(f); }
+
+void TtDevice::set_resident(const std::vector<const TileTensor*>& tensors) {
+  resident_per_bank_ = resident_total_ = 0;
+  for (const TileTensor* t : tensors) {
+    resident_per_bank_ += bank_bytes(tile_count(*t), t->format);
+    resident_total_ += tile_count(*t) * tile_bytes(t->format);
+  }
+}
+
+void TtDevice::check_memory(const std::string& op, const std::vector<const TileTensor*>& inputs, const Shape& out_shape,
+                            DataFormat out_format) const {
+  check_memory_cb(op, inputs, out_shape, out_format, 0);
+}
+
+void TtDevice::check_memory_cb(const std::string& op, const std::vector<const TileTensor*>& inputs,
+                               const Shape& out_shape, DataFormat out_format, int64_t cb_bytes_per_core) const {
+  const int64_t out_tiles = tile_count(out_shape);
+  const int64_t out_total = out_tiles * tile_bytes(out_format), out_bank = bank_bytes(out_tiles, out_format);
+  int64_t per_bank = resident_per_bank_ + out_bank, total = resident_total_ + out_total;
+  for (const TileTensor* t : inputs) {
+    per_bank += bank_bytes(tile_count(*t), t->format);
+    total += tile_count(*t) * tile_bytes(t->format);
+  }
+  const bool l1 = memory_ == MemoryKind::L1;
+  if (l1) per_bank += cb_bytes_per_core;
+  const int64_t capacity = l1 ? opt_.device.l1_bytes : opt_.device.dram_bytes / banks();
+  if (per_bank <= capacity) return;
+  const char* kind = l1 ? "L1" : "DRAM";
+  throw DeviceOutOfMemory("Out of Memory: Not enough space to allocate " + std::to_string(out_total) + " B " + kind +
+                          " buffer across " + std::to_string(banks()) + " banks, where each bank needs to store " +
+                          std::to_string(out_bank) + " B (tt-sim: op " + op + " needs " + std::to_string(per_bank) +
+                          " B per " + kind + " bank, " + std::to_string(total) + " B in all, of " +
+                          std::to_string(capacity) + " B per bank on " + opt_.device.name + ")");
+}
+
+}  // namespace mha::ttsim

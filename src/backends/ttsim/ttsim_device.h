@@ -1,0 +1,62 @@
+#pragma once
+// The emulated device's bookkeeping: the program cache (keyed as TT-NN keys
+// programs: op name + attributes + every input's shape, dtype, layout and
+// memory config) and the memory check each op runs before it allocates.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/backend.h"
+#include "backends/ttsim/ttsim_options.h"
+#include "ttsim/tile.h"
+
+namespace mha::ttsim {
+
+// Bytes of one 32x32 tile (block floats: 16 exponent bytes per face).
+int64_t tile_bytes(DataFormat f);
+int64_t tile_count(const TileTensor& t);
+int64_t tile_count(const Shape& shape);
+
+class TtDevice {
+ public:
+  explicit TtDevice(TtOptions o) : opt_(std::move(o)) {}
+  const TtOptions& options() const { return opt_; }
+  MemoryKind memory() const { return memory_; }
+  void set_memory(MemoryKind m) { memory_ = m; }
+  // While muted, ops register no programs: the steps of one fused TT-NN op
+  // (a linear's bias, attention_softmax_'s scale and mask) share its program.
+  void set_muted(bool m) { muted_ = m; }
+
+  // Looks the op's program up; a miss "compiles" it. Counts per op name.
+  void program(const std::string& op, const std::string& attrs, const std::vector<const TileTensor*>& inputs);
+
+  // Throws DeviceOutOfMemory when the op's inputs, its output, the resident
+  // tensors and `cb_bytes_per_core` of circular buffers do not fit in one
+  // bank (L1: one per worker core; DRAM: the whole DRAM).
+  void check_memory(const std::string& op, const std::vector<const TileTensor*>& inputs, const Shape& out_shape,
+                    DataFormat out_format) const;
+  void check_memory_cb(const std::string& op, const std::vector<const TileTensor*>& inputs, const Shape& out_shape,
+                       DataFormat out_format, int64_t cb_bytes_per_core) const;
+  // Tensors kept on the device across ops (weights, biases, masks).
+  void set_resident(const std::vector<const TileTensor*>& tensors);
+
+  CacheStats stats() const { return total_; }
+  nlohmann::json per_op_json() const;
+
+ private:
+  int64_t banks() const;
+  int64_t bank_bytes(int64_t tiles, DataFormat f) const;
+
+  TtOptions opt_;
+  MemoryKind memory_ = MemoryKind::L1;
+  bool muted_ = false;
+  std::map<std::string, int> programs_;
+  std::map<std::string, CacheStats> per_op_;
+  CacheStats total_;
+  int64_t resident_per_bank_ = 0, resident_total_ = 0;
+};
+
+}  // namespace mha::ttsim

@@ -1,0 +1,128 @@
+#include "backends/ttsim/ttsim_ops.h"
+
+#include <algorithm>
+
+#include "ttsim/formats.h"
+#include "util/error.h"
+
+namespace mha::ttsim {
+
+namespace {
+
+std::string cfg_attrs(const ComputeConfig& c) {
+  return std::string(fidelity_name(c.math_fidelity)) + ",fp32_acc=" + (c.fp32_dest_acc_en ? "1" : "0") +
+         ",approx=" + (c.math_approx_mode ? "1" : "0") + ",out=" + format_name(c.output);
+}
+
+std::string grid_attrs(Grid g) { return ",grid=" + std::to_string(g.y) + "x" + std::to_string(g.x); }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+// Circular buffers of the multicast matmul: per core, double-buffered in0
+// (per_core_M x in0_block_w) and in1 (in0_block_w x per_core_N) blocks and
+// the whole output block.
+TileTensor op_matmul(TtDevice& dev, const std::string& op, const TileTensor& a, const TileTensor& b,
+                     const ComputeConfig& cfg, Grid grid) {
+  dev.program(op, cfg_attrs(cfg) + grid_attrs(grid), {&a, &b});
+  Shape out_shape = a.shape;
+  out_shape.back() = b.cols;
+  const int64_t Mt = a.batch * a.prows / kTile, Kt = a.pcols / kTile, Nt = b.pcols / kTile;
+  const int64_t pm = ceil_div(Mt, grid.y), pn = ceil_div(Nt, grid.x), bw = std::min<int64_t>(Kt, 2);
+  const int64_t cb = 2 * pm * bw * tile_bytes(a.format) + 2 * bw * pn * tile_bytes(b.format) +
+                     pm * pn * tile_bytes(cfg.output);
+  dev.check_memory_cb(op, {&a, &b}, out_shape, cfg.output, cb);
+  TileTensor out;
+  tt_matmul(a, b, out, cfg);
+  return out;
+}
+
+TileTensor op_add(TtDevice& dev, const std::string& op, const TileTensor& a, const TileTensor& b, DataFormat out_fmt,
+                  bool fp32_dest) {
+  dev.program(op, std::string("out=") + format_name(out_fmt) + ",fp32_acc=" + (fp32_dest ? "1" : "0"), {&a, &b});
+  if (b.cols != a.cols || (b.rows != 1 && b.rows != a.rows))
+    throw InputError("tt-sim: " + op + ": cannot broadcast " + shape_str(b.shape) + " onto " + shape_str(a.shape));
+  dev.check_memory_cb(op, {&a, &b}, a.shape, out_fmt, 2 * (tile_bytes(a.format) + tile_bytes(b.format) + tile_bytes(out_fmt)));
+  TileTensor out = make_tile_tensor(a.shape, out_fmt);
+  // Leading dims, right-aligned; b's size-1 dims broadcast.
+  const int na = static_cast<int>(a.shape.size()) - 2, nb = static_cast<int>(b.shape.size()) - 2;
+  std::vector<float> row(static_cast<size_t>(a.pcols));
+  for (int64_t bi = 0; bi < a.batch; ++bi) {
+    int64_t rem = bi, bidx = 0, bstride = 1;
+    for (int d = na - 1; d >= 0; --d) {
+      int64_t idx = rem % a.shape[d];
+      rem /= a.shape[d];
+      int db = d - (na - nb);
+      if (db >= 0) {
+        if (b.shape[db] != 1) bidx += idx * bstride;
+        bstride *= b.shape[db];
+      }
+    }
+    for (int64_t r = 0; r < a.prows; ++r) {
+      const int64_t rb = b.rows == 1 ? 0 : r;
+      for (int64_t c = 0; c < a.pcols; ++c)
+        row[c] = fpu_add(unpack_to_src(a.at(bi, r, c), a.format, fp32_dest),
+                         unpack_to_src(b.at(bidx, rb, c), b.format, fp32_dest), fp32_dest);
+      pack_from_dst(row.data(), &out.at(bi, r, 0), a.pcols, out_fmt, fp32_dest);
+    }
+  }
+  return out;
+}
+
+TileTensor op_mul_scalar(TtDevice& dev, const std::string& op, const TileTensor& a, float scalar, DataFormat out_fmt,
+                         MathFidelity fidelity, bool fp32_dest) {
+  const float s = host_round_bf16(scalar);
+  dev.program(op, std::string("scalar,") + fidelity_name(fidelity) + ",out=" + format_name(out_fmt), {&a});
+  dev.check_memory_cb(op, {&a}, a.shape, out_fmt, 2 * (2 * tile_bytes(a.format) + tile_bytes(out_fmt)));
+  TileTensor out = make_tile_tensor(a.shape, out_fmt);
+  std::vector<float> row(static_cast<size_t>(a.pcols));
+  for (int64_t bi = 0; bi < a.batch; ++bi)
+    for (int64_t r = 0; r < a.prows; ++r) {
+      for (int64_t c = 0; c < a.pcols; ++c)
+        row[c] = fpu_mul(unpack_to_src(a.at(bi, r, c), a.format, fp32_dest), s, fidelity, fp32_dest);
+      pack_from_dst(row.data(), &out.at(bi, r, 0), a.pcols, out_fmt, fp32_dest);
+    }
+  return out;
+}
+
+// The softmax kernel holds a whole row of tiles (input and exps) per core.
+TileTensor op_softmax(TtDevice& dev, const std::string& op, const TileTensor& a, const ComputeConfig& cfg) {
+  dev.program(op, cfg_attrs(cfg), {&a});
+  const int64_t wt = a.pcols / kTile;
+  const DataFormat im = cfg.fp32_dest_acc_en ? DataFormat::Float32 : DataFormat::Bfloat16;
+  dev.check_memory_cb(op, {&a}, a.shape, cfg.output,
+                      wt * (tile_bytes(a.format) + tile_bytes(im)) + 4 * tile_bytes(im) + 2 * tile_bytes(cfg.output));
+  TileTensor out;
+  tt_softmax(a, out, cfg);
+  return out;
+}
+
+TileTensor op_move(TtDevice& dev, const std::string& op, const TileTensor& in, const std::vector<float>& values,
+                   const Shape& shape, DataFormat out_fmt) {
+  dev.program(op, std::string("out=") + format_name(out_fmt) + ",shape=" + shape_str(shape), {&in});
+  dev.check_memory_cb(op, {&in}, shape, out_fmt, 4 * (tile_bytes(in.format) + tile_bytes(out_fmt)));
+  TileTensor t = make_tile_tensor(shape, out_fmt);
+  for (int64_t b = 0; b < t.batch; ++b)
+    for (int64_t r = 0; r < t.rows; ++r)
+      std::copy_n(values.data() + (b * t.rows + r) * t.cols, t.cols, &t.at(b, r, 0));
+  if (bfp_magnitude_bits(out_fmt) > 0)
+    for (int64_t b = 0; b < t.batch; ++b)
+      for (int64_t r = 0; r < t.prows; ++r) pack_from_dst(&t.at(b, r, 0), &t.at(b, r, 0), t.pcols, out_fmt, false);
+  return t;
+}
+
+std::vector<float> permute4(const std::vector<float>& v, const Shape& s, const int perm[4], Shape& os) {
+  os = {s[perm[0]], s[perm[1]], s[perm[2]], s[perm[3]]};
+  int64_t in_stride[4] = {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+  int64_t st[4] = {in_stride[perm[0]], in_stride[perm[1]], in_stride[perm[2]], in_stride[perm[3]]};
+  std::vector<float> out(v.size());
+  int64_t o = 0;
+  for (int64_t i0 = 0; i0 < os[0]; ++i0)
+    for (int64_t i1 = 0; i1 < os[1]; ++i1)
+      for (int64_t i2 = 0; i2 < os[2]; ++i2)
+        for (int64_t i3 = 0; i3 < os[3]; ++i3) out[o++] = v[i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3]];
+  return out;
+}
+
+}  // namespace mha::ttsim

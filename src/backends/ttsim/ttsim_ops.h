@@ -1,0 +1,46 @@
+#pragma once
+// TT-NN ops on emulated device tensors. Each op registers its program with
+// the device (program cache), checks memory, then computes with the numeric
+// core (src/ttsim): inputs as the unpacker delivers them, results packed to
+// the op's output dtype.
+#include <string>
+#include <vector>
+
+#include "backends/ttsim/ttsim_device.h"
+#include "ttsim/matrix_unit.h"
+#include "ttsim/sfpu.h"
+
+namespace mha::ttsim {
+
+struct Grid {
+  int y = 8, x = 8;
+};
+
+// ttnn.matmul / ttnn.linear (no bias): a (..., M, K) @ b (K, N) or (..., K, N).
+TileTensor op_matmul(TtDevice& dev, const std::string& op, const TileTensor& a, const TileTensor& b,
+                     const ComputeConfig& cfg, Grid grid);
+
+// ttnn.add (FPU ELWADD): b broadcasts over a's leading dims where b has 1,
+// and over rows when b has one row (a bias).
+TileTensor op_add(TtDevice& dev, const std::string& op, const TileTensor& a, const TileTensor& b, DataFormat out,
+                  bool fp32_dest);
+
+// ttnn.multiply by a Python float: the scalar becomes a bf16 operand of an
+// FPU ELWMUL run at `fidelity`.
+TileTensor op_mul_scalar(TtDevice& dev, const std::string& op, const TileTensor& a, float scalar, DataFormat out,
+                         MathFidelity fidelity, bool fp32_dest);
+
+// ttnn.softmax(dim=-1), numeric_stable=false; output in cfg.output.
+TileTensor op_softmax(TtDevice& dev, const std::string& op, const TileTensor& a, const ComputeConfig& cfg);
+
+// Data movement (reshape, permute, split heads, concat heads): `values` are
+// the logical row-major values of the result. bf16/fp32 values move exactly;
+// block-float results are repacked by the packer from bf16, as the device's
+// transpose / untilize-retilize paths do.
+TileTensor op_move(TtDevice& dev, const std::string& op, const TileTensor& in, const std::vector<float>& values,
+                   const Shape& shape, DataFormat out);
+
+// Row-major permutation of a 4-D array: out dim i is in dim perm[i].
+std::vector<float> permute4(const std::vector<float>& v, const Shape& shape, const int perm[4], Shape& out_shape);
+
+}  // namespace mha::ttsim

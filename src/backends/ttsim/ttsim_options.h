@@ -1,0 +1,45 @@
+#pragma once
+// tt-sim's options, in TT-NN's vocabulary, from the config's backend object,
+// and the table of devices it can emulate.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ttsim/formats.h"
+#include "ttsim/matrix_unit.h"
+
+namespace mha::ttsim {
+
+struct DeviceInfo {
+  std::string name;
+  int grid_y = 8, grid_x = 8;  // worker cores: one L1 bank each
+  int64_t l1_bytes = 0;        // allocatable L1 per core
+  int64_t dram_bytes = 0;
+  int dram_banks = 12;
+};
+
+// wormhole_b0, grayskull, blackhole; throws InputError naming `where`.
+DeviceInfo device_info(const std::string& name, const std::string& where);
+
+enum class MemoryKind { L1, DRAM };
+
+// Unset fields mean "the op's TT-NN default" (which differs per pipeline).
+struct TtOptions {
+  DeviceInfo device;
+  std::optional<DataFormat> dtype;
+  std::optional<MathFidelity> math_fidelity;
+  std::optional<bool> fp32_dest_acc_en, math_approx_mode;
+  std::optional<MemoryKind> memory;
+  std::optional<int> grid_y, grid_x;  // core_grid [y, x]
+  Numerics numerics = Numerics::Exact;
+};
+
+// `options` is the backend object (its "name" key is skipped); errors name
+// json_path + "." + key with the expected and the found value.
+TtOptions parse_tt_options(const nlohmann::ordered_json& options, const std::string& json_path);
+
+const char* memory_name(MemoryKind m);
+
+}  // namespace mha::ttsim

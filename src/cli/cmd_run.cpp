@@ -18,6 +18,7 @@ namespace {
 struct RunFlags {
   std::string config, backend, output, attn_weights, dump_stages, json, save_weights;
   int64_t warmup = -1, iterations = -1;
+  bool compare_stages = false;
 };
 
 std::string fmt(const char* f, double v) {
@@ -57,6 +58,28 @@ nlohmann::json report_json(const PreparedRun& run, const RunReport& rep) {
   return j;
 }
 
+// Like TT-NN's comparison mode: every stage of this backend against the cpu
+// backend's stage of the same name on the same spec and inputs.
+void print_stage_comparison(const PreparedRun& run, const NamedTensors& stages) {
+  std::unique_ptr<Backend> cpu = make_backend("cpu", nlohmann::ordered_json::object(), "--compare-stages");
+  RunOptions ro;
+  ro.collect_stages = true;
+  AttentionResult want = cpu->run(run.spec, run.inputs, ro);
+  std::printf("stages vs cpu backend:\n%-16s %-18s %10s %12s\n", "stage", "shape", "pcc", "max abs diff");
+  for (const auto& [name, t] : stages) {
+    const Tensor* ref = nullptr;
+    for (const auto& [n, c] : want.stages)
+      if (n == name) ref = &c;
+    if (!ref || ref->shape() != t.shape()) {
+      std::printf("%-16s %-18s %10s %12s\n", name.c_str(), shape_str(t.shape()).c_str(), "-", "(no cpu stage)");
+      continue;
+    }
+    compare::Report r = compare::compare(*ref, t, compare::Options{});
+    std::printf("%-16s %-18s %10s %12s\n", name.c_str(), shape_str(t.shape()).c_str(), fmt("%.6f", r.pcc).c_str(),
+                r.max_abs_diff ? fmt("%.6g", r.max_abs_diff->value).c_str() : "-");
+  }
+}
+
 int run_command(const RunFlags& f) {
   RunConfig config = load_config(f.config);
   if (!f.backend.empty()) config.backend = f.backend;
@@ -70,7 +93,7 @@ int run_command(const RunFlags& f) {
 
   RunRequest req;
   req.need_weights = !f.attn_weights.empty();
-  req.collect_stages = !f.dump_stages.empty();
+  req.collect_stages = !f.dump_stages.empty() || f.compare_stages;
   if (f.warmup >= 0) req.warmup = f.warmup;
   if (f.iterations >= 1) req.iterations = f.iterations;
   RunReport rep = execute_run(run, *backend, req);
@@ -99,6 +122,7 @@ int run_command(const RunFlags& f) {
     io::write_npy(f.attn_weights, *rep.result.weights);
   }
   if (!f.dump_stages.empty()) dump_stages(f.dump_stages, rep.result.stages);
+  if (f.compare_stages) print_stage_comparison(run, rep.result.stages);
   int code = 0;
   if (rep.comparison) {
     std::printf("comparison with reference %s:\n%s", config.reference->file.c_str(),
@@ -123,6 +147,8 @@ void add_run(CLI::App& app, int& exit_code) {
   sub->add_option("--output,-o", flags->output, "save the output tensor as .npy");
   sub->add_option("--attn-weights", flags->attn_weights, "save the attention weights as .npy");
   sub->add_option("--dump-stages", flags->dump_stages, "save every intermediate tensor as DIR/NAME.npy");
+  sub->add_flag("--compare-stages", flags->compare_stages,
+                "compare every stage with the cpu backend's (PCC, max abs diff)");
   sub->add_option("--save-weights", flags->save_weights, "save the weights used as .safetensors (or .npz)");
   sub->add_option("--json", flags->json, "write the whole report as JSON (- for stdout)");
   sub->add_option("--warmup", flags->warmup, "untimed runs after the first (overrides runs.warmup)");

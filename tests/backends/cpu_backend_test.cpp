@@ -9,6 +9,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_plan.h"
 #include "backends/reference/reference_backend.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -22,6 +23,7 @@ struct Case {
   int64_t B = 2, L = 7, S = 7, H = 2, Hkv = 2, dh = 4, dv = 4;
   int64_t q_in = 8, k_in = 8, v_in = 8;
   bool self = true;  // query, key and value are one tensor (needs L == S, equal in-dims)
+  bool kv_same = false;  // without self: key and value are one tensor (needs k_in == v_in)
   bool qkv_bias = true, out = true;
   int64_t out_dim = 8;
   bool causal = false;
@@ -75,7 +77,7 @@ Problem make_problem(const Case& c, uint32_t seed = 1) {
     in.key = in.value = in.query;
   } else {
     in.key = rand_tensor(g, {c.B, c.S, c.k_in}, -2, 2);
-    in.value = rand_tensor(g, {c.B, c.S, c.v_in}, -2, 2);
+    in.value = c.kv_same ? in.key : rand_tensor(g, {c.B, c.S, c.v_in}, -2, 2);
   }
   if (c.mask) {
     const int64_t St = c.S + s.extra_keys();
@@ -144,6 +146,14 @@ TEST(CpuBackend, CrossAttentionUnequalLengths) {
     c.causal = true;  // top-left aligned, rows past S see every key
     expect_matches_reference(c);
   }
+}
+
+TEST(CpuBackend, SharedKeyValueTensor) {
+  Case c;
+  c.self = false, c.kv_same = true, c.L = 50, c.S = 130, c.q_in = 12, c.k_in = c.v_in = 20, c.dv = 6;
+  expect_matches_reference(c);
+  c.causal = true, c.bias_kv = true;
+  expect_matches_reference(c, {true, false});
 }
 
 TEST(CpuBackend, SlidingWindow) {
@@ -297,6 +307,25 @@ TEST(CpuBackend, NewSpecAtAFreedSpecsAddressIsNotStale) {
   want = make_reference_backend()->run(p->spec, p->in, {});
   EXPECT_TRUE(test::tensors_close(got.output, want.output, kAtol, kRtol));
   EXPECT_EQ(cpu->cache_stats().misses, 3);
+}
+
+TEST(CpuBackend, ChunkedQueryProjection) {
+  // Shrink the policy so these small shapes take the long-sequence layout:
+  // q projected, attended and output-projected a few query blocks at a time.
+  cpu::ChunkPolicy saved = cpu::chunk_policy();
+  cpu::chunk_policy() = {1000, 2 * 96};
+  for (bool self : {true, false})
+    for (bool causal : {false, true})
+      for (bool out : {true, false}) {
+        Case c;
+        c.B = 2, c.L = c.S = 450, c.self = self, c.causal = causal, c.out = out, c.mask = 2, c.window = causal ? 0 : 130;
+        c.bias_kv = !self, c.kv_same = !self && out;
+        SCOPED_TRACE(std::to_string(self) + std::to_string(causal) + std::to_string(out));
+        expect_matches_reference(c);
+        c.dv = 6;  // ctx into its own chunk buffer
+        expect_matches_reference(c);
+      }
+  cpu::chunk_policy() = saved;
 }
 
 TEST(CpuBackend, SingleThreadMatchesReference) {

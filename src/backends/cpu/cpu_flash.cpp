@@ -86,18 +86,14 @@ int64_t flash_query_blocks(int64_t L) { return (L + kBr - 1) / kBr; }
 // max/sum run down columns with plain vertical SIMD), then o [kBr, dv] +=
 // st^T . vl [nk, dv]. Scores are kept in log2 units (scale * log2 e folded
 // in once) so each exponential is a bare exp2 of a difference.
-void flash_task(const FlashArgs& a, int64_t t, FlashScratch& s) {
-  const int64_t nqb = flash_query_blocks(a.L);
-  // Last query blocks carry the most keys under a causal mask: hand them out
-  // first so the dynamic schedule finishes with small tasks.
-  const int64_t qb = nqb - 1 - t % nqb, bh = t / nqb, b = bh / a.H, h = bh % a.H;
+void flash_block(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScratch& s) {
   const int64_t g = h / (a.H / a.Hkv);
   const int64_t i0 = qb * kBr, nq = std::min(kBr, a.L - i0);
   const int64_t nql = std::min(kBr, round_up(nq, 48));  // lanes computed: whole 16-lane and 6-row tiles
   const int64_t dh = a.dh, dv = a.dv, dvp = round_up(dv, 16);
 
   float* qt = s.qt.data();
-  pack_qt(a.q + (b * a.L + i0) * a.ldq + h * dh, a.ldq, nq, nql, dh, qt);
+  pack_qt(a.q + (b * a.L + i0 - a.q_row0) * a.ldq + h * dh, a.ldq, nq, nql, dh, qt);
   std::fill(s.o.begin(), s.o.end(), 0.0f);
   std::fill(s.m.begin(), s.m.end(), -kInf);
   std::fill(s.l.begin(), s.l.end(), 0.0f);
@@ -212,7 +208,7 @@ void flash_task(const FlashArgs& a, int64_t t, FlashScratch& s) {
   for (int64_t ii = 0; ii < nq; ++ii) {
     // A row whose keys are all masked has l = 0: NaN, as torch's softmax gives.
     const float inv = s.l[ii] > 0.0f ? keep_scale / s.l[ii] : std::numeric_limits<float>::quiet_NaN();
-    float* dst = a.ctx + (b * a.L + i0 + ii) * a.ldc + h * dv;
+    float* dst = a.ctx + (b * a.L + i0 + ii - a.q_row0) * a.ldc + h * dv;
     const float* src = o + ii * dvp;
     const __m256 vinv = _mm256_set1_ps(inv);
     int64_t d = 0;

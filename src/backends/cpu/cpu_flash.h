@@ -7,20 +7,23 @@
 
 namespace mha::cpu {
 
-constexpr int64_t kBr = 48;  // queries per task: a multiple of 16 (score lanes) and 6 (P·V tile rows)
+constexpr int64_t kBr = 96;  // queries per task: a multiple of 16 (score lanes) and 6 (P·V tile rows)
 constexpr int64_t kBc = 96;  // keys per block: a multiple of 6 (score tile rows)
 
 // Projected tensors as the projection GEMMs leave them, addressed by row
 // stride so the fused [B*L, Eq+Ek+Ev] buffer needs no repacking:
-//   q[(b*L + i)*ldq + h*dh + d], k[(b*S + j)*ldk + g*dh + d], v likewise with dv,
-//   ctx[(b*L + i)*ldc + h*dv + d] (may alias q when dv == dh: a task reads its
-//   own q rows before it writes the same ctx rows, and no other task reads them).
+//   q[(b*L + i - q_row0)*ldq + h*dh + d], k[(b*S + j)*ldk + g*dh + d], v likewise
+//   with dv, ctx[(b*L + i - q_row0)*ldc + h*dv + d] (q_row0: the first row
+//   held when q is projected in chunks). ctx may alias q when dv == dh: a task
+//   reads its own q rows before it writes the same ctx rows, and no other
+//   task reads them.
 struct FlashArgs {
   int64_t B = 0, L = 0, S = 0, St = 0, H = 0, Hkv = 0, dh = 0, dv = 0;
   const float* q = nullptr;
   const float* k = nullptr;
   const float* v = nullptr;
   int64_t ldq = 0, ldk = 0, ldv = 0;
+  int64_t q_row0 = 0;
   const float* bias_k = nullptr;  // [Hkv*dh]: key row S when present
   const float* bias_v = nullptr;
   float scale = 1.0f;
@@ -48,7 +51,7 @@ struct FlashScratch {
 };
 
 int64_t flash_query_blocks(int64_t L);
-// Task index t in [0, B*H*flash_query_blocks(L)) -> one (b, h, query block).
-void flash_task(const FlashArgs& a, int64_t t, FlashScratch& s);
+// Queries [qb*kBr, min(L, (qb+1)*kBr)) of batch b, head h.
+void flash_block(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScratch& s);
 
 }  // namespace mha::cpu

@@ -53,12 +53,12 @@ AttentionResult run_plain(const AttentionSpec& spec, const AttentionInputs& in, 
   const int64_t B = plan.B, L = plan.L, S = plan.S, H = spec.num_heads, Hkv = spec.num_kv_heads;
   const int64_t dh = spec.head_dim, dv = spec.head_dim_v, St = S + spec.extra_keys(), group = H / Hkv;
   const float inf = std::numeric_limits<float>::infinity();
-  project_qkv(pool, plan, in);
+  project_inputs(pool, plan, in);
 
   Tensor q(DType::F32, {B, H, L, dh}), k(DType::F32, {B, Hkv, St, dh}), v(DType::F32, {B, Hkv, St, dv});
-  split_heads(plan.q_ptr(), plan.ldq(), B, L, L, H, dh, {}, q.data<float>());
-  split_heads(plan.k_ptr(), plan.ldk(), B, S, St, Hkv, dh, plan.bias_k, k.data<float>());
-  split_heads(plan.v_ptr(), plan.ldv(), B, S, St, Hkv, dv, plan.bias_v, v.data<float>());
+  split_heads(plan.q, plan.ldq, B, L, L, H, dh, {}, q.data<float>());
+  split_heads(plan.k, plan.ldk, B, S, St, Hkv, dh, plan.bias_k, k.data<float>());
+  split_heads(plan.v, plan.ldv, B, S, St, Hkv, dv, plan.bias_v, v.data<float>());
 
   Tensor w(DType::F32, {B, H, L, St});
   float* W = w.data<float>();

@@ -46,18 +46,27 @@ void add_linear_segments(const PackedLinear& lin, const std::vector<const Projec
 
 }  // namespace
 
+ChunkPolicy& chunk_policy() {
+  static ChunkPolicy policy;
+  return policy;
+}
+
 bool plan_matches(ThreadPool& pool, const Plan& plan, const AttentionSpec& spec) {
   if (plan.spec_scalars != scalars(spec)) return false;
   if (spec.bias_k.has_value() == plan.bias_k.empty() || spec.bias_v.has_value() == plan.bias_v.empty()) return false;
   if (spec.out.has_value() != (plan.out != nullptr)) return false;
   bool shapes_ok = true;
   std::vector<Segment> segs;
-  if (plan.fused) {
-    add_linear_segments(plan.qkv, {&spec.q, &spec.k, &spec.v}, segs, shapes_ok);
+  if (plan.layout == Layout::kFusedQKV) {
+    add_linear_segments(plan.lin[0], {&spec.q, &spec.k, &spec.v}, segs, shapes_ok);
   } else {
-    add_linear_segments(plan.q, {&spec.q}, segs, shapes_ok);
-    add_linear_segments(plan.k, {&spec.k}, segs, shapes_ok);
-    add_linear_segments(plan.v, {&spec.v}, segs, shapes_ok);
+    add_linear_segments(plan.lin[0], {&spec.q}, segs, shapes_ok);
+    if (plan.kv_fused) {
+      add_linear_segments(plan.lin[1], {&spec.k, &spec.v}, segs, shapes_ok);
+    } else {
+      add_linear_segments(plan.lin[1], {&spec.k}, segs, shapes_ok);
+      add_linear_segments(plan.lin[2], {&spec.v}, segs, shapes_ok);
+    }
   }
   if (spec.out) add_linear_segments(*plan.out, {&*spec.out}, segs, shapes_ok);
   if (spec.bias_k) {
@@ -85,57 +94,86 @@ bool plan_matches(ThreadPool& pool, const Plan& plan, const AttentionSpec& spec)
   return same;
 }
 
-std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInputs& in, bool fused, bool flash,
+std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInputs& in, const PlanKey& key,
                                  int threads) {
   auto plan = std::make_unique<Plan>();
-  plan->spec_scalars = scalars(spec);
-  plan->fused = fused;
-  plan->B = in.query.dim(0);
-  plan->L = in.query.dim(1);
-  plan->S = in.key.dim(1);
-  plan->eq = spec.q.weight.dim(0);
-  plan->ek = spec.k.weight.dim(0);
-  plan->ev = spec.v.weight.dim(0);
-  if (fused) {
-    plan->qkv = pack_stacked({&spec.q, &spec.k, &spec.v});
-  } else {
-    plan->q = pack_linear(spec.q);
-    plan->k = pack_linear(spec.k);
-    plan->v = pack_linear(spec.v);
-  }
-  if (spec.out) plan->out = std::make_unique<PackedLinear>(pack_linear(*spec.out));
-  if (spec.bias_k) plan->bias_k = spec.bias_k->to_f32();
-  if (spec.bias_v) plan->bias_v = spec.bias_v->to_f32();
+  Plan& p = *plan;
+  p.spec_scalars = scalars(spec);
+  p.B = in.query.dim(0), p.L = in.query.dim(1), p.S = in.key.dim(1);
+  const int64_t B = p.B, L = p.L, S = p.S;
+  const int64_t eq = spec.q.weight.dim(0), ek = spec.k.weight.dim(0), ev = spec.v.weight.dim(0);
+  const bool flash = !key.need_weights && !key.collect_stages;
+  const bool same_in = spec.q_in() == spec.k_in() && spec.q_in() == spec.v_in();
+  if (flash && B * L * eq > chunk_policy().above_floats)
+    p.layout = Layout::kChunked;
+  else if (key.qkv_same && same_in)
+    p.layout = Layout::kFusedQKV;
+  else
+    p.layout = Layout::kSeparate;
+  p.kv_fused = p.layout != Layout::kFusedQKV && key.kv_same && spec.k_in() == spec.v_in();
 
-  const int64_t B = plan->B, L = plan->L, S = plan->S;
-  plan->proj.assign(fused ? B * L * (plan->eq + plan->ek + plan->ev) : B * L * plan->eq + B * S * (plan->ek + plan->ev),
-                    0.0f);
+  if (p.layout == Layout::kFusedQKV) {
+    p.lin.push_back(pack_stacked({&spec.q, &spec.k, &spec.v}));
+  } else {
+    p.lin.push_back(pack_linear(spec.q));
+    if (p.kv_fused) {
+      p.lin.push_back(pack_stacked({&spec.k, &spec.v}));
+    } else {
+      p.lin.push_back(pack_linear(spec.k));
+      p.lin.push_back(pack_linear(spec.v));
+    }
+  }
+  if (spec.out) p.out = std::make_unique<PackedLinear>(pack_linear(*spec.out));
+  if (spec.bias_k) p.bias_k = spec.bias_k->to_f32();
+  if (spec.bias_v) p.bias_v = spec.bias_v->to_f32();
+
+  p.q_chunk_rows = chunk_policy().rows;
+  const int64_t q_rows = p.layout == Layout::kChunked ? std::min(B * L, p.q_chunk_rows) : B * L;
+  // Left uninitialised: the GEMMs write every element before anything reads it.
+  p.proj.reset(new float[p.layout == Layout::kFusedQKV ? B * L * (eq + ek + ev) : q_rows * eq + B * S * (ek + ev)]);
+  float* base = p.proj.get();
+  if (p.layout == Layout::kFusedQKV) {
+    p.q = base, p.k = base + eq, p.v = base + eq + ek;
+    p.ldq = p.ldk = p.ldv = eq + ek + ev;
+  } else {
+    p.q = base, p.ldq = eq;
+    p.k = base + q_rows * eq;
+    if (p.kv_fused)
+      p.v = p.k + ek, p.ldk = p.ldv = ek + ev;
+    else
+      p.v = p.k + B * S * ek, p.ldk = ek, p.ldv = ev;
+  }
   // With an output projection the context is a temporary; when it has q's
-  // shape it can overwrite q (each flash task reads its q rows before it
-  // writes the same ctx rows), which saves B*L*H*dv floats at long lengths.
-  const int64_t ectx = spec.num_heads * spec.head_dim_v;
-  plan->ctx_in_place = flash && spec.out && spec.head_dim_v == spec.head_dim;
-  if (spec.out && !plan->ctx_in_place) plan->ctx.assign(B * L * ectx, 0.0f);
+  // shape it overwrites q (each flash task reads its q rows before it
+  // writes the same ctx rows), which saves rows*H*dv floats.
+  const bool ctx_in_q = flash && spec.head_dim_v == spec.head_dim;
+  if (flash && spec.out && !ctx_in_q) p.ctx.resize(q_rows * spec.num_heads * spec.head_dim_v);
   if (flash) {
-    plan->scratch.resize(threads);
-    for (auto& s : plan->scratch) s.resize(spec.head_dim, spec.head_dim_v);
+    p.scratch.resize(threads);
+    for (auto& s : p.scratch) s.resize(spec.head_dim, spec.head_dim_v);
   }
   return plan;
 }
 
-void project_qkv(ThreadPool& pool, Plan& plan, const AttentionInputs& in) {
+void project_inputs(ThreadPool& pool, Plan& plan, const AttentionInputs& in) {
   const int64_t BL = plan.B * plan.L, BS = plan.B * plan.S;
   std::vector<float> tq, tk, tv;
-  const float* xq = f32_data(in.query, tq);
-  if (plan.fused) {
-    linear(pool, plan.qkv, xq, plan.qkv.in, BL, plan.proj.data(), plan.ldq());
+  const float* xk = f32_data(in.key, tk);
+  if (plan.layout == Layout::kFusedQKV) {
+    linear(pool, plan.lin[0], xk, plan.lin[0].in, BL, plan.q, plan.ldq);
     return;
   }
-  const float* xk = f32_data(in.key, tk);
-  const float* xv = f32_data(in.value, tv);
-  linear(pool, plan.q, xq, plan.q.in, BL, plan.q_ptr(), plan.ldq());
-  linear(pool, plan.k, xk, plan.k.in, BS, plan.k_ptr(), plan.ldk());
-  linear(pool, plan.v, xv, plan.v.in, BS, plan.v_ptr(), plan.ldv());
+  if (plan.layout == Layout::kSeparate) linear(pool, plan.lin[0], f32_data(in.query, tq), plan.lin[0].in, BL, plan.q, plan.ldq);
+  if (plan.kv_fused) {
+    linear(pool, plan.lin[1], xk, plan.lin[1].in, BS, plan.k, plan.ldk);
+  } else {
+    linear(pool, plan.lin[1], xk, plan.lin[1].in, BS, plan.k, plan.ldk);
+    linear(pool, plan.lin[2], f32_data(in.value, tv), plan.lin[2].in, BS, plan.v, plan.ldv);
+  }
+}
+
+void project_query_rows(ThreadPool& pool, Plan& plan, const float* xq, int64_t r0, int64_t n) {
+  linear(pool, plan.lin[0], xq + r0 * plan.lin[0].in, plan.lin[0].in, n, plan.q, plan.ldq);
 }
 
 }  // namespace mha::cpu

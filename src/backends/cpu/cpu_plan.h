@@ -16,49 +16,64 @@ struct PlanKey {
   uint64_t spec = 0;  // AttentionSpec::uid
   Shape query, key, value, mask;  // mask empty: none
   bool need_weights = false, collect_stages = false;
-  bool fused = false;  // query, key and value held the same data
+  bool qkv_same = false;  // query, key and value held the same data
+  bool kv_same = false;   // key and value did
   bool operator<(const PlanKey& o) const {
-    return std::tie(spec, query, key, value, mask, need_weights, collect_stages, fused) <
-           std::tie(o.spec, o.query, o.key, o.value, o.mask, o.need_weights, o.collect_stages, o.fused);
+    return std::tie(spec, query, key, value, mask, need_weights, collect_stages, qkv_same, kv_same) <
+           std::tie(o.spec, o.query, o.key, o.value, o.mask, o.need_weights, o.collect_stages, o.qkv_same, o.kv_same);
   }
 };
 
-// Projection outputs, laid out as the GEMMs write them:
-//   fused:    proj [B*L, Eq+Ek+Ev]: q, k, v are column offsets 0, Eq, Eq+Ek
-//   separate: proj = q [B*L, Eq] ++ k [B*S, Ek] ++ v [B*S, Ev]
+// How the projections run and where they land (row-major, row strides ld*):
+//   kFusedQKV: one GEMM into [B*L, Eq+Ek+Ev]; q, k, v are column offsets.
+//   kSeparate: q [B*L, Eq], k [B*S, Ek], v [B*S, Ev] (k and v share one GEMM
+//              into [B*S, Ek+Ev] when key and value are the same tensor).
+//   kChunked:  as kSeparate for k and v, but q is projected, attended and
+//              output-projected ChunkPolicy::rows query rows at a time, so
+//              long sequences never hold all of q (1x32768x1024: 8 MiB of q
+//              instead of 128): used when q would exceed above_floats.
+enum class Layout { kFusedQKV, kSeparate, kChunked };
+struct ChunkPolicy {
+  int64_t above_floats = int64_t{16} << 20;
+  int64_t rows = 21 * kBr;  // a multiple of kBr
+};
+// Process-wide; tests shrink it to exercise kChunked on small shapes.
+ChunkPolicy& chunk_policy();
+
 struct Plan {
   // The spec's scalars as built: with the packed weights they let a run
-  // detect a different spec that reuses a freed spec's address.
+  // detect a spec edited after it ran (a contract breach that would
+  // otherwise silently reuse stale weights).
   std::tuple<int64_t, int64_t, int64_t, int64_t, double, bool, int64_t, bool, double> spec_scalars;
-  bool fused = false;
+  Layout layout = Layout::kSeparate;
+  bool kv_fused = false;
   int64_t B = 0, L = 0, S = 0;
-  int64_t eq = 0, ek = 0, ev = 0;  // projection widths H*dh, Hkv*dh, Hkv*dv
-  PackedLinear qkv, q, k, v;  // qkv when fused, else q, k, v
+  int64_t q_chunk_rows = 0;  // kChunked: query rows per chunk
+  std::vector<PackedLinear> lin;  // qkv | q, kv | q, k, v
   std::unique_ptr<PackedLinear> out;
   std::vector<float> bias_k, bias_v;
-  std::vector<float> proj;
-  std::vector<float> ctx;  // [B*L, H*dv]; empty when ctx is written in place (see ctx_in_place)
-  bool ctx_in_place = false;  // over q's columns: dv == dh and an output projection follows
+  std::unique_ptr<float[]> proj;  // projection outputs
+  float *q = nullptr, *k = nullptr, *v = nullptr;
+  int64_t ldq = 0, ldk = 0, ldv = 0;
+  // Context [rows, H*dv] when it can be written neither into q (dv != dh)
+  // nor straight into the output (an output projection follows).
+  std::vector<float> ctx;
   std::vector<FlashScratch> scratch;  // one per thread
-
-  float* q_ptr() { return proj.data(); }
-  float* k_ptr() { return proj.data() + (fused ? eq : B * L * eq); }
-  float* v_ptr() { return proj.data() + (fused ? eq + ek : B * L * eq + B * S * ek); }
-  int64_t ldq() const { return fused ? eq + ek + ev : eq; }
-  int64_t ldk() const { return fused ? eq + ek + ev : ek; }
-  int64_t ldv() const { return fused ? eq + ek + ev : ev; }
 };
 
-std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInputs& in, bool fused, bool flash,
+std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInputs& in, const PlanKey& key,
                                  int threads);
 
 // Whether `plan` was built from a spec equal to `spec` (scalars and every
-// weight byte): the cache key holds the spec's address, and a caller may
-// destroy a spec and build another at the same address.
+// weight byte). The cache key holds the spec's uid; this check, about a
+// millisecond per run at 1024-wide models, guards against specs edited
+// after they ran.
 bool plan_matches(ThreadPool& pool, const Plan& plan, const AttentionSpec& spec);
 
-// Runs the q, k, v projections of `in` into plan.proj.
-void project_qkv(ThreadPool& pool, Plan& plan, const AttentionInputs& in);
+// Projects key and value (and query, unless the layout is kChunked).
+void project_inputs(ThreadPool& pool, Plan& plan, const AttentionInputs& in);
+// kChunked: projects rows [r0, r0 + n) of the flattened query xq [B*L, q_in] into plan.q.
+void project_query_rows(ThreadPool& pool, Plan& plan, const float* xq, int64_t r0, int64_t n);
 
 // Input data as float32: the tensor's own bytes, or a converted copy in tmp.
 const float* f32_data(const Tensor& t, std::vector<float>& tmp);

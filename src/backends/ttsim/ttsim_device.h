@@ -26,8 +26,9 @@ class TtDevice {
   const TtOptions& options() const { return opt_; }
   MemoryKind memory() const { return memory_; }
   void set_memory(MemoryKind m) { memory_ = m; }
-  // While muted, ops register no programs: the steps of one fused TT-NN op
-  // (a linear's bias, attention_softmax_'s scale and mask) share its program.
+  // While muted, ops register no programs and allocate no buffers: the steps
+  // of one fused TT-NN op (a linear's bias, attention_softmax_'s scale, mask
+  // and in-place softmax) share its program and its output.
   void set_muted(bool m) { muted_ = m; }
 
   // Looks the op's program up; a miss "compiles" it. Counts per op name.

@@ -28,8 +28,11 @@ TileTensor op_matmul(TtDevice& dev, const std::string& op, const TileTensor& a, 
   dev.program(op, cfg_attrs(cfg) + grid_attrs(grid), {&a, &b});
   Shape out_shape = a.shape;
   out_shape.back() = b.cols;
+  // A batched matmul walks its batches one matrix at a time per core, so a
+  // core's output block never spans more than one matrix's rows.
   const int64_t Mt = a.batch * a.prows / kTile, Kt = a.pcols / kTile, Nt = b.pcols / kTile;
-  const int64_t pm = ceil_div(Mt, grid.y), pn = ceil_div(Nt, grid.x), bw = std::min<int64_t>(Kt, 2);
+  const int64_t pm = std::min(ceil_div(Mt, grid.y), a.prows / kTile), pn = ceil_div(Nt, grid.x);
+  const int64_t bw = std::min<int64_t>(Kt, 2);
   const int64_t cb = 2 * pm * bw * tile_bytes(a.format) + 2 * bw * pn * tile_bytes(b.format) +
                      pm * pn * tile_bytes(cfg.output);
   dev.check_memory_cb(op, {&a, &b}, out_shape, cfg.output, cb);

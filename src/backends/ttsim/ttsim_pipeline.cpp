@@ -248,7 +248,9 @@ AttentionResult run_pipeline(TtDevice& dev, const Recipe& r, const DeviceWeights
   }
   TileTensor probs;
   if (fused) {
+    // In place (attention_softmax_): no output buffer beyond the scores.
     dev.program(sm_op, "head_size=" + std::to_string(dh), {&scores});
+    dev.check_memory(sm_op, {}, scores.shape, scores.format);
     Muted m(dev);
     probs = op_softmax(dev, sm_op, masked, r.softmax);
   } else {

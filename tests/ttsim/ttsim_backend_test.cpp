@@ -1,0 +1,213 @@
+// The tt-sim backend end to end: seed 000 against what TT hardware printed,
+// seed 002's two pipelines against the float64 reference, options errors,
+// out-of-memory, the program cache.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "backends/backend.h"
+#include "backends/reference/reference_backend.h"
+#include "compare/compare.h"
+#include "init/torch_generator.h"
+#include "io/tensor_file.h"
+#include "support/test_support.h"
+#include "util/error.h"
+#include "variants/variant.h"
+
+using namespace mha;
+using namespace mha::test;
+
+namespace {
+
+std::string repo(const std::string& rel) { return source_dir() + "/" + rel; }
+
+// Distance in bf16 steps between two bf16-exact floats of the same sign.
+int64_t bf16_ulps(float a, float b) {
+  uint32_t ua, ub;
+  std::memcpy(&ua, &a, 4);
+  std::memcpy(&ub, &b, 4);
+  return std::llabs(static_cast<int64_t>(ua >> 16) - static_cast<int64_t>(ub >> 16));
+}
+
+CommandResult run_config(const TempDir& dir, const std::string& config, const std::string& extra = "") {
+  write_text(dir.file("c.json"), config);
+  return run_mha("run -n 1 --config " + shell_quote(dir.file("c.json")) + " " + extra);
+}
+
+std::string book_with_backend(const std::string& backend) {
+  return R"({"variant": "mha_causal", "params": {"d_in": 3, "d_out": 2, "context_length": 6, "dropout": 0.0, "num_heads": 2},
+             "weights": {"init": "torch", "seed": 123}, "inputs": {"x": ")" +
+         repo("data/your_journey_batch2.npy") + R"("}, "backend": )" + backend + "}";
+}
+
+void expect_error(const CommandResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+}
+
+struct Built {
+  std::unique_ptr<Variant> v;
+  AttentionSpec spec;
+  AttentionInputs in;
+};
+
+// Seed 002's pipelines at a smaller shape with torch.rand inputs. Weights
+// are nn.Linear-initialised: with seed 002's torch.rand weights the scores
+// reach ~1e3 and exp overflows in a softmax without max subtraction, on the
+// device as here (docs/TTSIM.md), which says nothing about precision.
+Built seed002(const std::string& variant, int64_t hidden, int64_t heads, int64_t batch, int64_t seq) {
+  Built b;
+  b.v = make_variant(variant, ordered_json{{"hidden_size", hidden}, {"num_heads", heads}});
+  ForwardOptions opt;
+  TensorMap w = bind_weights(*b.v, b.v->init_torch(0), "init");
+  b.spec = b.v->build_spec(w, opt);
+  TorchGenerator gen(0);
+  TensorMap inputs;
+  inputs["x"] = gen.rand({batch, seq, hidden});
+  inputs["attention_mask"] = gen.rand({batch, 1, 1, seq});
+  b.in = b.v->build_inputs(inputs, opt);
+  return b;
+}
+
+}  // namespace
+
+// What TT hardware printed for seed 000 (bfloat16). tt-sim reaches 16 of 24
+// elements bit-exactly; the other 8 (rows 2 and 5, where the softmax spans 3
+// and 6 keys) are 1 to 4 bf16 steps away -- see docs/TTSIM.md. The bounds
+// pin what is reached so that a regression shows.
+TEST(TtSimBackend, Seed000MatchesHardwareBfloat16) {
+  TempDir dir;
+  auto r = run_mha("run --config " + shell_quote(repo("configs/seed000_tt_mha.json")) + " --output " +
+                   shell_quote(dir.file("o.npy")));
+  ASSERT_NE(r.exit_code, 2) << r.err;
+  Tensor out = io::read_tensor(dir.file("o.npy"));
+  Tensor hw = io::read_tensor(repo("data/seed000_ttnn_out.npy"));
+  ASSERT_EQ(out.shape(), hw.shape());
+  int64_t exact = 0, max_ulps = 0;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t u = bf16_ulps(out.data<float>()[i], hw.data<float>()[i]);
+    exact += u == 0;
+    max_ulps = std::max(max_ulps, u);
+  }
+  EXPECT_GE(exact, 16);
+  EXPECT_LE(max_ulps, 4);
+  EXPECT_NE(r.out.find("tensor([[[0.3145, 0.4922]"), std::string::npos) << r.out;
+}
+
+TEST(TtSimBackend, CompareStagesPrintsEveryStage) {
+  auto r = run_mha("run -n 1 --compare-stages --config " + shell_quote(repo("configs/seed000_tt_mha.json")));
+  ASSERT_NE(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.out.find("stages vs cpu backend"), std::string::npos) << r.out;
+  for (const char* s : {"q ", "k ", "v ", "scores ", "masked_scores ", "weights ", "context ", "output "})
+    EXPECT_NE(r.out.find(std::string("\n") + s), std::string::npos) << s << "\n" << r.out;
+}
+
+// bfloat16 keeps PCC near 1 against float64; the fused pipeline's bfloat8_b
+// QKV and context lose more.
+TEST(TtSimBackend, Seed002PipelinesPccBf16BeatsBfp8) {
+  auto ref = make_reference_backend();
+  double pcc[2], max_abs[2];
+  const char* variants[2] = {"ttnn_mha", "ttnn_mha_fused"};
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(variants[i]);
+    // Small hidden size keeps the scores of torch.rand data inside exp's range.
+    Built b = seed002(variants[i], 64, 4, 2, 64);
+    auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
+    Tensor want = ref->run(b.spec, b.in, {}).output, got = tt->run(b.spec, b.in, {}).output;
+    compare::Report rep = compare::compare(want, got, compare::Options{});
+    pcc[i] = rep.pcc;
+    max_abs[i] = rep.max_abs_diff->value;
+    std::printf("%s: pcc %.6f, max abs diff %.6g\n", variants[i], pcc[i], max_abs[i]);
+  }
+  EXPECT_GT(pcc[0], 0.99);
+  EXPECT_GT(pcc[1], 0.95);
+  EXPECT_LT(pcc[1], pcc[0]);
+  EXPECT_GT(max_abs[1], max_abs[0]);
+}
+
+TEST(TtSimBackend, ProgramCacheHitsOnLaterRuns) {
+  Built b = seed002("ttnn_mha", 64, 2, 1, 32);
+  auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
+  tt->run(b.spec, b.in, {});
+  CacheStats first = tt->cache_stats();
+  EXPECT_GT(first.misses, 0);
+  // q, k and v projections share one program, as in TT-NN.
+  EXPECT_GT(first.hits, 0);
+  tt->run(b.spec, b.in, {});
+  CacheStats second = tt->cache_stats();
+  EXPECT_EQ(second.misses, first.misses);
+  EXPECT_EQ(second.hits, first.hits + first.hits + first.misses);
+  nlohmann::json d = tt->describe();
+  EXPECT_EQ(d["device"], "wormhole_b0");
+  EXPECT_EQ(d["dtype"], "bfloat16");
+  EXPECT_EQ(d["matmul_fidelity"], "HiFi2");
+  EXPECT_EQ(d["memory_config"], "DRAM");
+  EXPECT_EQ(d["program_cache"]["ttnn.softmax"]["misses"], 1);
+  EXPECT_EQ(d["program_cache"]["ttnn.softmax"]["hits"], 1);
+}
+
+TEST(TtSimBackend, FusedPipelineDescribesItsDtypes) {
+  Built b = seed002("ttnn_mha_fused", 64, 2, 1, 32);
+  auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
+  tt->run(b.spec, b.in, {});
+  nlohmann::json d = tt->describe();
+  EXPECT_EQ(d["qkv_dtype"], "bfloat8_b");
+  EXPECT_EQ(d["matmul_fidelity"], "LoFi");
+  EXPECT_EQ(d["program_cache"]["ttnn.transformer.attention_softmax_"]["misses"], 1);
+}
+
+TEST(TtSimBackend, DropoutInTrainingIsRejected) {
+  auto v = make_variant("mha_causal", ordered_json::parse(
+                                          R"({"d_in": 3, "d_out": 2, "context_length": 6, "dropout": 0.5, "num_heads": 2})"));
+  ForwardOptions opt;
+  opt.training = true;
+  AttentionSpec spec = v->build_spec(bind_weights(*v, v->init_torch(1), "init"), opt);
+  TorchGenerator gen(1);
+  AttentionInputs in = v->build_inputs({{"x", gen.rand({1, 6, 3})}}, opt);
+  in.training = true;
+  auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
+  try {
+    tt->run(spec, in, {});
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("not supported on tt-sim"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TtSimBackend, BadOptionsExitTwoNamingTheKey) {
+  TempDir dir;
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "dtype": "bfloat3"})")),
+               "backend.dtype: expected \"bfloat16\", \"bfloat8_b\", \"bfloat4_b\" or \"float32\", found \"bfloat3\"");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "fidelity": "LoFi"})")),
+               "backend.fidelity: unknown tt-sim option");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "math_fidelity": "HiFi5"})")),
+               "backend.math_fidelity: expected \"LoFi\", \"HiFi2\", \"HiFi3\" or \"HiFi4\", found \"HiFi5\"");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "core_grid": [9, 8]})")),
+               "backend.core_grid: expected [y, x] with 1 <= y <= 8 and 1 <= x <= 8 (wormhole_b0), found [9,8]");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "device": "n300"})")),
+               "backend.device: expected \"wormhole_b0\", \"grayskull\" or \"blackhole\", found \"n300\"");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "memory_config": "SRAM"})")),
+               "backend.memory_config: expected \"L1\" or \"DRAM\"");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "fp32_dest_acc_en": "yes"})")),
+               "backend.fp32_dest_acc_en: expected true or false");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "numerics": "approximate"})")),
+               "backend.numerics: expected \"exact\" or \"fast\"");
+  // grayskull's 12-wide grid admits x = 12.
+  auto ok = run_config(dir, book_with_backend(R"({"name": "tt-sim", "device": "grayskull", "core_grid": [8, 12]})"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// 16 heads of 2048x2048 bf16 scores are 128 MiB: 2 MiB per bank of the 64
+// L1 banks, more than Wormhole's 1464 KiB.
+TEST(TtSimBackend, OutOfL1MemoryExitsTwo) {
+  TempDir dir;
+  auto r = run_config(dir, R"({"variant": "ttnn_mha", "params": {"hidden_size": 256, "num_heads": 16},
+      "weights": {"init": "rand", "seed": 0},
+      "inputs": {"seed": 0, "x": {"rand": [1, 2048, 256]}},
+      "backend": {"name": "tt-sim", "memory_config": "L1", "numerics": "fast"}})");
+  expect_error(r, "Out of Memory: Not enough space to allocate 134217728 B L1 buffer across 64 banks, where each bank "
+                  "needs to store 2097152 B");
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}

@@ -1,0 +1,447 @@
+#!/usr/bin/python3
+"""PyTorch as the oracle for `mha run`.
+
+Reads the same JSON config as `mha run --config FILE` (--config/--out may
+repeat in pairs), builds the variant's
+seed module in PyTorch as the seed notebook writes it, and writes to --out:
+  weights.safetensors  the module's state_dict (float32, as torch holds it)
+  output.npy           the forward output
+  attn_weights.npy     the attention weights, when the module returns them
+
+--dtype float64 runs the module and its inputs in float64 (same float32
+weights and inputs, widened), the oracle for mha's float64 reference backend.
+
+Run with /usr/bin/python3 (torch 1.13 + numpy).
+"""
+import argparse
+import json
+import math
+import os
+import struct
+
+import numpy as np
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+# --- seed 000 / 003: Build an LLM From Scratch ------------------------------
+# Seed 000's CausalAttention computes keys with W_query and throws away its
+# masked_fill; SPEC asks for the intended layer, so both are fixed here.
+
+class CausalAttention(nn.Module):
+  def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+    super().__init__()
+    self.d_out = d_out
+    self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+    self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+    self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+    self.dropout = nn.Dropout(dropout)
+    self.mask = torch.triu(torch.ones(context_length, context_length), diagonal=1)
+
+  def forward(self, x):
+    b, num_tokens, d_in = x.shape
+    keys = self.W_key(x)
+    queries = self.W_query(x)
+    values = self.W_value(x)
+    attn_scores = queries @ keys.transpose(1, 2)
+    attn_scores.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+    attn_weights = torch.softmax(attn_scores / keys.shape[-1]**0.5, dim=-1)
+    attn_weights = self.dropout(attn_weights)
+    return attn_weights @ values
+
+
+class MultiHeadAttentionWrapper(nn.Module):
+  def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+    super().__init__()
+    self.heads = nn.ModuleList(
+      [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)])
+
+  def forward(self, x):
+    return torch.cat([head(x) for head in self.heads], dim=-1)
+
+
+class MultiHeadAttention(nn.Module):
+  def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+    super().__init__()
+    self.d_out = d_out
+    self.num_heads = num_heads
+    self.head_dim = d_out // num_heads
+    self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+    self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+    self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+    self.out_proj = nn.Linear(d_out, d_out)
+    self.dropout = nn.Dropout(dropout)
+    self.mask = torch.triu(torch.ones(context_length, context_length), diagonal=1)
+
+  def forward(self, x):
+    b, num_tokens, d_in = x.shape
+    keys = self.W_key(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+    queries = self.W_query(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+    values = self.W_value(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+    attn_scores = queries @ keys.transpose(2, 3)
+    attn_scores.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+    attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+    attn_weights = self.dropout(attn_weights)
+    context_vec = torch.transpose((attn_weights @ values), 1, 2)
+    context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
+    return self.out_proj(context_vec)
+
+
+# --- seed 001: The AiEdge newsletter ----------------------------------------
+
+class AiEdgeMultiHeadAttention(nn.Module):  # the seed's MultiHeadAttention
+  def __init__(self, d_model, n_head):
+    super().__init__()
+    if d_model % n_head != 0:
+      raise ValueError('d_model should be divisible by n_head ...')
+    self.n_head = n_head
+    self.d_model = d_model
+    self.d_head = d_model // n_head
+    self.Q = nn.Linear(d_model, d_model)
+    self.K = nn.Linear(d_model, d_model)
+    self.V = nn.Linear(d_model, d_model)
+    self.O = nn.Linear(d_model, d_model)
+
+  def forward(self, x):
+    batch_size, seq_len, d_model = x.size()
+    queries, keys, values = self.Q(x), self.K(x), self.V(x)
+    shape = (batch_size, seq_len, self.n_head, self.d_head)
+    keys = keys.reshape(shape).transpose(1, 2)
+    queries = queries.reshape(shape).transpose(1, 2)
+    values = values.reshape(shape).transpose(1, 2)
+    scores = queries @ keys.transpose(-1, -2) / self.d_head ** 0.5
+    self_attn = F.softmax(scores, dim=-1)
+    out = (self_attn @ values).transpose(1, 2).reshape((batch_size, seq_len, d_model))
+    return self.O(out)
+
+
+class MultiHeadAttentionV2(nn.Module):
+  def __init__(self, d_model, n_head):
+    super().__init__()
+    if d_model % n_head != 0:
+      raise ValueError('d_model should be divisible by n_head ...')
+    self.d_model = d_model
+    self.n_head = n_head
+    self.d_head = d_model // n_head
+    self.qkv_linear = nn.Linear(d_model, d_model * 3)
+    self.O = nn.Linear(d_model, d_model)
+
+  def forward(self, x):
+    batch_size, seq_len, d_model = x.size()
+    qkv = self.qkv_linear(x)
+    qkv = qkv.reshape((batch_size, seq_len, self.n_head, self.d_head * 3)).transpose(1, 2)
+    queries, keys, values = qkv.chunk(3, dim=-1)
+    scores = queries @ keys.transpose(-1, -2) / self.d_head ** 0.5
+    self_attn = F.softmax(scores, dim=-1)
+    out = (self_attn @ values).transpose(1, 2).reshape((batch_size, seq_len, d_model))
+    return self.O(out)
+
+
+# --- seed 002: the TT-NN tutorial, its ops written in torch ------------------
+
+def multi_head_attention(hidden_states, attention_mask, query_weight, query_bias, key_weight, key_bias,
+                         value_weight, value_bias, output_weight, output_bias, *, num_heads):
+  batch_size, sequence_size, hidden_size = hidden_states.shape
+  head_size = hidden_size // num_heads
+  split = (batch_size, sequence_size, num_heads, head_size)
+  query = (hidden_states @ query_weight + query_bias).reshape(split).permute(0, 2, 1, 3)
+  key = (hidden_states @ key_weight + key_bias).reshape(split).permute(0, 2, 3, 1)
+  value = (hidden_states @ value_weight + value_bias).reshape(split).permute(0, 2, 1, 3)
+  attention_scores = query @ key
+  attention_scores = attention_scores * (1 / (head_size**0.5))
+  if attention_mask is not None:
+    attention_scores += attention_mask
+  attention_probs = torch.softmax(attention_scores, dim=-1)
+  context_layer = (attention_probs @ value).permute(0, 2, 1, 3)
+  context_layer = context_layer.reshape((batch_size, sequence_size, hidden_size))
+  return context_layer @ output_weight + output_bias
+
+
+def optimized_multi_head_attention(hidden_states, attention_mask, fused_qkv_weight, fused_qkv_bias,
+                                   self_output_weight, self_output_bias, *, num_heads):
+  batch_size, sequence_size, hidden_size = hidden_states.shape
+  head_size = hidden_size // num_heads
+  fused_qkv_output = hidden_states @ fused_qkv_weight + fused_qkv_bias
+  # ttnn.transformer.split_query_key_value_and_split_heads: columns are
+  # [Q all heads | K all heads | V all heads]; key comes out transposed.
+  q, k, v = fused_qkv_output.split(hidden_size, dim=-1)
+  split = (batch_size, sequence_size, num_heads, head_size)
+  query = q.reshape(split).permute(0, 2, 1, 3)
+  key = k.reshape(split).permute(0, 2, 3, 1)
+  value = v.reshape(split).permute(0, 2, 1, 3)
+  attention_scores = query @ key
+  # ttnn.transformer.attention_softmax_: scale, add the mask, softmax.
+  attention_scores = attention_scores * (1 / (head_size**0.5))
+  if attention_mask is not None:
+    attention_scores = attention_scores + attention_mask
+  attention_probs = torch.softmax(attention_scores, dim=-1)
+  context_layer = (attention_probs @ value).permute(0, 2, 1, 3)  # concatenate_heads
+  context_layer = context_layer.reshape((batch_size, sequence_size, hidden_size))
+  return context_layer @ self_output_weight + self_output_bias
+
+
+# --- weights -----------------------------------------------------------------
+
+# Seed 003 spells the book modules' layers differently; state_dict keys are
+# mapped onto seed 000's so one class serves both.
+SEED003_NAMES = {'W_q': 'W_query', 'W_k': 'W_key', 'W_v': 'W_value', 'output_projection': 'out_proj'}
+
+
+def canonical_name(name):
+  return '.'.join(SEED003_NAMES.get(part, part) for part in name.split('.'))
+
+
+def load_weight_files(spec, kind):
+  if kind == 'dir':
+    return {f[:-4]: torch.from_numpy(np.load(os.path.join(spec, f)))
+            for f in sorted(os.listdir(spec)) if f.endswith('.npy')}
+  if spec.endswith('.npz'):
+    with np.load(spec) as z:
+      return {k: torch.from_numpy(z[k]) for k in z.files}
+  if spec.endswith('.safetensors'):
+    return read_safetensors(spec)
+  raise SystemExit(f'{spec}: expected .safetensors or .npz')
+
+
+def loaded_weights(cfg_w, base):
+  kind = 'dir' if 'dir' in cfg_w else 'file'
+  named = load_weight_files(os.path.join(base, cfg_w[kind]), kind)
+  # Seed 003 registers its causal mask as a buffer; it is not a weight.
+  return {canonical_name(k): v.float() for k, v in named.items() if k.split('.')[-1] != 'mask'}
+
+
+def ttnn_init(cfg_w, hidden):
+  """The separate ttnn weights, (in x out), drawn as SPEC section 2 says."""
+  names = ['query', 'key', 'value', 'output']
+  torch.manual_seed(cfg_w.get('seed', 0))
+  w = {}
+  if cfg_w['init'] == 'torch':
+    for n in names:
+      lin = nn.Linear(hidden, hidden)
+      w[n + '_weight'] = lin.weight.detach().t().contiguous()
+      w[n + '_bias'] = lin.bias.detach().clone()
+  else:
+    for n in names:
+      w[n + '_weight'] = torch.rand(hidden, hidden)
+      w[n + '_bias'] = torch.rand(hidden)
+  return w
+
+
+def build_module(make, cfg_w, base):
+  """A seed nn.Module from torch.manual_seed(seed) + construction, or loaded."""
+  if 'init' in cfg_w:
+    if cfg_w['init'] != 'torch':
+      raise SystemExit('weights.init: only "torch" for this variant')
+    torch.manual_seed(cfg_w.get('seed', 0))
+    return make()
+  module = make()
+  module.load_state_dict(loaded_weights(cfg_w, base), strict=True)
+  return module
+
+
+# --- variants: each returns (state_dict, forward(inputs, options, dtype)) ----
+
+def param(p, *names, default=None):
+  for n in names:
+    if n in p:
+      return p[n]
+  if default is None:
+    raise SystemExit(f'params.{names[0]}: missing')
+  return default
+
+
+def book_args(p):
+  return (param(p, 'd_in', 'dimension_inputs', 'dimensions_in'), param(p, 'd_out', 'dimension_outputs', 'dimensions_out'),
+          param(p, 'context_length'), param(p, 'dropout', default=0.0))
+
+
+def module_variant(module):
+  def forward(inputs, options, dtype):
+    m = module.to(dtype).eval()
+    return m(inputs['x'].to(dtype)), None
+  return {k: v.detach().clone() for k, v in module.state_dict().items()}, forward
+
+
+def variant_causal_attention(p, cfg_w, base):
+  make = lambda: CausalAttention(*book_args(p), qkv_bias=param(p, 'qkv_bias', default=False))
+  return module_variant(build_module(make, cfg_w, base))
+
+
+def variant_mha_wrapper(p, cfg_w, base):
+  make = lambda: MultiHeadAttentionWrapper(*book_args(p), param(p, 'num_heads'), qkv_bias=param(p, 'qkv_bias', default=False))
+  return module_variant(build_module(make, cfg_w, base))
+
+
+def variant_mha_causal(p, cfg_w, base):
+  make = lambda: MultiHeadAttention(*book_args(p), param(p, 'num_heads'), qkv_bias=param(p, 'qkv_bias', default=False))
+  return module_variant(build_module(make, cfg_w, base))
+
+
+def variant_mha(p, cfg_w, base):
+  make = lambda: AiEdgeMultiHeadAttention(param(p, 'd_model'), param(p, 'n_head'))
+  return module_variant(build_module(make, cfg_w, base))
+
+
+def variant_mha_fused_qkv(p, cfg_w, base):
+  make = lambda: MultiHeadAttentionV2(param(p, 'd_model'), param(p, 'n_head'))
+  return module_variant(build_module(make, cfg_w, base))
+
+
+def ttnn_weights(p, cfg_w, base, fused):
+  if 'init' not in cfg_w:
+    return loaded_weights(cfg_w, base)
+  w = ttnn_init(cfg_w, param(p, 'hidden_size'))
+  if not fused:
+    return w
+  # The seed's pre-processing: concat on the last dim.
+  return {'fused_qkv_weight': torch.cat([w['query_weight'], w['key_weight'], w['value_weight']], dim=-1),
+          'fused_qkv_bias': torch.cat([w['query_bias'], w['key_bias'], w['value_bias']], dim=-1),
+          'self_output_weight': w['output_weight'], 'self_output_bias': w['output_bias']}
+
+
+def ttnn_variant(p, cfg_w, base, fused):
+  w = ttnn_weights(p, cfg_w, base, fused)
+
+  def forward(inputs, options, dtype):
+    ww = {k: v.to(dtype) for k, v in w.items()}
+    mask = inputs.get('attention_mask')
+    mask = None if mask is None else mask.to(dtype)
+    fn = optimized_multi_head_attention if fused else multi_head_attention
+    return fn(inputs['x'].to(dtype), mask, **ww, num_heads=param(p, 'num_heads')), None
+  return w, forward
+
+
+def variant_ttnn_mha(p, cfg_w, base):
+  return ttnn_variant(p, cfg_w, base, fused=False)
+
+
+def variant_ttnn_mha_fused(p, cfg_w, base):
+  return ttnn_variant(p, cfg_w, base, fused=True)
+
+
+def variant_torch_mha(p, cfg_w, base):
+  def make():
+    return nn.MultiheadAttention(
+      p['embed_dim'], p['num_heads'], dropout=p.get('dropout', 0.0), bias=p.get('bias', True),
+      add_bias_kv=p.get('add_bias_kv', False), add_zero_attn=p.get('add_zero_attn', False),
+      kdim=p.get('kdim'), vdim=p.get('vdim'), batch_first=p.get('batch_first', False))
+  module = build_module(make, cfg_w, base)
+
+  def forward(inputs, options, dtype):
+    m = module.to(dtype).eval()
+    cast = lambda t: None if t is None else (t if t.dtype == torch.bool else t.to(dtype))
+    q, k, v = (inputs[n].to(dtype) for n in ('query', 'key', 'value'))
+    attn_mask = cast(inputs.get('attn_mask'))
+    if options.get('is_causal', False):
+      # torch 1.13 has no is_causal: seed 004 builds the mask by hand.
+      seq = 1 if p.get('batch_first', False) and q.dim() == 3 else 0
+      attn_mask = torch.triu(torch.ones(q.shape[seq], k.shape[seq]), 1).bool()
+    return m(q, k, v, key_padding_mask=cast(inputs.get('key_padding_mask')),
+             need_weights=options.get('need_weights', True), attn_mask=attn_mask,
+             average_attn_weights=options.get('average_attn_weights', True))
+  return {k: v.detach().clone() for k, v in module.state_dict().items()}, forward
+
+
+# --- inputs and files --------------------------------------------------------
+
+def load_tensor(spec):
+  path, _, key = spec.partition('.npz:')
+  if key:
+    with np.load(path + '.npz') as z:
+      return torch.from_numpy(z[key])
+  return torch.from_numpy(np.load(spec))
+
+
+def build_inputs(cfg_in, base):
+  """Files, or rand/randn from torch.manual_seed(inputs.seed) in config order,
+  as mha draws them (torch's default CPU generator)."""
+  torch.manual_seed(cfg_in.get('seed', 0))
+  inputs = {}
+  for name, spec in cfg_in.items():
+    if name == 'seed':
+      continue
+    if isinstance(spec, str):
+      inputs[name] = load_tensor(os.path.join(base, spec))
+    elif 'rand' in spec:
+      inputs[name] = torch.rand(spec['rand'])
+    else:
+      inputs[name] = torch.randn(spec['randn'])
+  return inputs
+
+
+ST_DTYPES = {torch.float32: 'F32', torch.float64: 'F64', torch.float16: 'F16', torch.bfloat16: 'BF16'}
+NP_FROM_ST = {'F32': '<f4', 'F64': '<f8', 'F16': '<f2'}
+
+
+def write_safetensors(path, named):
+  """The safetensors layout by hand: u64 header size, JSON header, data."""
+  header, blobs, offset = {}, [], 0
+  for name, t in named.items():
+    a = t.detach().contiguous().numpy()
+    data = a.astype(a.dtype.newbyteorder('<')).tobytes()
+    header[name] = {'dtype': ST_DTYPES[t.dtype], 'shape': list(t.shape), 'data_offsets': [offset, offset + len(data)]}
+    blobs.append(data)
+    offset += len(data)
+  text = json.dumps(header, separators=(',', ':')).encode()
+  text += b' ' * (-len(text) % 8)
+  with open(path, 'wb') as f:
+    f.write(struct.pack('<Q', len(text)))
+    f.write(text)
+    for b in blobs:
+      f.write(b)
+
+
+def read_safetensors(path):
+  with open(path, 'rb') as f:
+    n = struct.unpack('<Q', f.read(8))[0]
+    header = json.loads(f.read(n))
+    data = f.read()
+  out = {}
+  for name, h in header.items():
+    if name == '__metadata__':
+      continue
+    a, b = h['data_offsets']
+    arr = np.frombuffer(data[a:b], dtype=NP_FROM_ST[h['dtype']]).reshape(h['shape'])
+    out[name] = torch.from_numpy(arr.copy())
+  return out
+
+
+def run_config(config, out, dtype):
+  with open(config) as f:
+    cfg = json.load(f)
+  base = os.path.dirname(os.path.abspath(config))
+  options = cfg.get('options', {})
+  if options.get('training', False):
+    raise SystemExit(f'{config}: options.training: dropout draws are not reproducible here')
+  make = globals().get('variant_' + cfg['variant'])
+  if make is None:
+    raise SystemExit(f"{config}: variant: unknown '{cfg['variant']}'")
+  state_dict, forward = make(cfg.get('params', {}), cfg.get('weights', {'init': 'torch', 'seed': 0}), base)
+  inputs = build_inputs(cfg.get('inputs', {}), base)
+  with torch.no_grad():
+    output, weights = forward(inputs, options, dtype)
+  os.makedirs(out, exist_ok=True)
+  write_safetensors(os.path.join(out, 'weights.safetensors'), state_dict)
+  np.save(os.path.join(out, 'output.npy'), output.numpy())
+  if weights is not None:
+    np.save(os.path.join(out, 'attn_weights.npy'), weights.numpy())
+
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  # Repeatable in pairs, because importing torch costs seconds and test
+  # suites run many small configs.
+  ap.add_argument('--config', required=True, action='append')
+  ap.add_argument('--out', required=True, action='append')
+  ap.add_argument('--dtype', choices=['float32', 'float64'], default='float32')
+  args = ap.parse_args()
+  if len(args.config) != len(args.out):
+    ap.error('give one --out per --config')
+  dtype = torch.float64 if args.dtype == 'float64' else torch.float32
+  for config, out in zip(args.config, args.out):
+    run_config(config, out, dtype)
+
+
+if __name__ == '__main__':
+  main()

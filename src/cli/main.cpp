@@ -1,14 +1,27 @@
 // mha: the command-line front end. It only parses flags and maps errors to
 // exit codes; all work happens in the library (src/ outside cli/).
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 
 #include "cli/commands.h"
 #include "util/error.h"
 
+// Diagnostics go to stderr so that stdout stays the tensor/report output;
+// MHA_LOG=debug|info|warn|error picks the level (default warn).
+static void setup_logging() {
+  auto logger = spdlog::stderr_color_mt("mha");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("mha: %l: %v");
+  const char* level = std::getenv("MHA_LOG");
+  spdlog::set_level(level ? spdlog::level::from_str(level) : spdlog::level::warn);
+}
+
 int main(int argc, char** argv) {
+  setup_logging();
   CLI::App app{"mha: run, benchmark and compare multi-head attention"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mha 0.1.0");

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include <spdlog/spdlog.h>
+
 #include "init/torch_generator.h"
 #include "io/tensor_file.h"
 #include "util/error.h"
@@ -47,6 +49,8 @@ PreparedRun prepare_run(const RunConfig& config) {
   r.inputs = r.variant->build_inputs(inputs, r.options);
   r.inputs.dropout_seed = config.inputs_seed;
   validate_inputs(r.spec, r.inputs);
+  spdlog::debug("{}: variant {} -> {} heads of {} (value {}), causal {}, out_dim {}", config.file, config.variant,
+                r.spec.num_heads, r.spec.head_dim, r.spec.head_dim_v, r.spec.causal, r.spec.out_dim());
   return r;
 }
 
@@ -90,6 +94,7 @@ RunReport execute_run(PreparedRun& run, Backend& backend, const RunRequest& requ
   auto t0 = clock::now();
   AttentionResult result = backend.run(run.spec, run.inputs, opt);
   rep.timing.first_ms = ms_since(t0);
+  spdlog::debug("{}: first run {:.3f} ms (plan built)", backend.name(), rep.timing.first_ms);
   for (int64_t i = 0; i < warmup; ++i) backend.run(run.spec, run.inputs, opt);
   for (int64_t i = 0; i < iterations; ++i) {
     t0 = clock::now();

@@ -39,6 +39,9 @@ struct ComputeConfig {
   bool math_approx_mode = true;
   Numerics numerics = Numerics::Exact;
   DataFormat output = DataFormat::Bfloat16;
+  // Softmax's reciprocal as tt-metal had it until mid-2025 (1/ln2 seed and
+  // Newton steps, sfpu_reciprocal_legacy); the seed 000 hardware run used it.
+  bool legacy_sfpu_recip = false;
 };
 
 // --- bit-level primitives (exact numerics) ------------------------------------

@@ -157,6 +157,21 @@ float sfpu_reciprocal(float x, bool math_approx_mode, bool fp32_dest) {
   return sfpu_store(y, fp32_dest);
 }
 
+float sfpu_reciprocal_legacy(float x, bool math_approx_mode, bool fp32_dest) {
+  const uint32_t u = f32_bits(x);
+  const float neg_m = f32_from_bits(0x80000000u | (126u << 23) | (u & 0x7fffffu));
+  const float ln2_recip = 1.442695f;
+  float r = ln2_recip * std::fmaf(neg_m, ln2_recip, 2.0f);
+  for (int i = 0; i < (math_approx_mode ? 1 : 2); ++i) r = r * std::fmaf(neg_m, r, 2.0f);
+  // setexp keeps the low 8 bits of the rebuilt exponent; below 0 gives 0.
+  const int exp_x = static_cast<int>((u >> 23) & 255u) - 127, exp_r = static_cast<int>((f32_bits(r) >> 23) & 255u) - 127;
+  const int e = exp_r - exp_x + 126;
+  r = e < 0 ? 0.0f : f32_from_bits((f32_bits(r) & 0x807fffffu) | ((static_cast<uint32_t>(e) & 255u) << 23));
+  if (x < 0.0f) r = -r;
+  if (!math_approx_mode && !fp32_dest) r = sfpu_round_bf16(r);
+  return sfpu_store(r, fp32_dest);
+}
+
 ComputeConfig softmax_default_config() {
   ComputeConfig c;
   c.math_fidelity = MathFidelity::HiFi4;
@@ -192,7 +207,9 @@ void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg)
       for (int64_t kt = 0; kt < W; kt += kTile)
         for (int p = 0; p < phases; ++p)
           for (int64_t kf = kt; kf < kt + kTile; kf += kFace) acc = detail::dot16(ones, &ea[kf], acc, p, fp32);
-      float recip = sfpu_reciprocal(f32_from_bits(acc), cfg.math_approx_mode, fp32);
+      float sum = f32_from_bits(acc);
+      float recip = cfg.legacy_sfpu_recip ? sfpu_reciprocal_legacy(sum, cfg.math_approx_mode, fp32)
+                                          : sfpu_reciprocal(sum, cfg.math_approx_mode, fp32);
       pack_from_dst(&recip, &recip, 1, im, fp32);
       for (int64_t c = 0; c < W; ++c) o[c] = fpu_mul(e[c], recip, cfg.math_fidelity, fp32);
       pack_from_dst(o.data(), &out.at(b, r, 0), W, cfg.output, fp32);

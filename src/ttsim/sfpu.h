@@ -34,6 +34,14 @@ float sfpu_reciprocal_lane(float x, int newton_iters);
 // bf16 rounding for 16-bit Dst, 2 steps for FP32 Dst).
 float sfpu_reciprocal(float x, bool math_approx_mode, bool fp32_dest);
 
+// recip_tile as tt-metal's ckernel_sfpu_recip.h had it before the quadratic
+// estimate: the significand as -m (m in [0.5, 1)), seed 1/ln2 * (2 - m/ln2),
+// then Newton steps r *= (2 - m r) (1 in approx mode, 2 otherwise), the
+// exponent rebuilt as 126 + exp(r) - exp(x); exact mode with a 16-bit Dst
+// rounds to bf16. With fast approx exp this reproduces seed 000's hardware
+// output bit for bit (docs/TTSIM.md).
+float sfpu_reciprocal_legacy(float x, bool math_approx_mode, bool fp32_dest);
+
 // ttnn.softmax(x, dim=-1) with numeric_stable=false, on the logical columns
 // of every row of `in` (bf16/bfp/fp32 tile tensor). Intermediates as the
 // kernel keeps them: exp in Dst then packed to the intermediate format (bf16,

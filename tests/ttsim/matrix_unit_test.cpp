@@ -111,7 +111,9 @@ TEST(TtsimMatrixUnit, MatmulSmallIntegersIsExactWithPaddingAndBroadcast) {
           }
       for (int64_t r = 0; r < out.prows; ++r) {  // padding stays zero
         for (int64_t c = 0; c < out.pcols; ++c) {
-          if (r >= 3 || c >= 2) EXPECT_EQ(out.at(1, r, c), 0.0f);
+          if (r >= 3 || c >= 2) {
+            EXPECT_EQ(out.at(1, r, c), 0.0f);
+          }
         }
       }
     }

@@ -108,13 +108,19 @@ void check_case(const Case& c, const std::string& dir) {
           << "; torch float32 vs float64: " << tensors_close(want32, want64, 1e-5, 1.3e-6).message();
     }
   }
+  if (c.expected.empty()) return;
+  for (const std::string backend : {"reference", "cpu"}) {
+    if (!fs::exists(dir + "/" + backend + "_out.npy")) continue;  // its failure is already reported
+    EXPECT_TRUE(tensors_close(load(backend + "_out.npy"), load(c.expected), 1e-5, 1.3e-6))
+        << backend << " output vs the exported module's own output";
+  }
 }
 
 }  // namespace
 
-void run_cases(const std::vector<Case>& cases, uint64_t seed) {
+void run_cases(const std::vector<Case>& cases, uint64_t seed, const std::string& prelude) {
   TempDir root;
-  std::string setup = setup_prelude(seed), oracle_args;
+  std::string setup = setup_prelude(seed) + prelude, oracle_args;
   bool any_setup = false;
   std::vector<std::string> dirs;
   for (std::size_t i = 0; i < cases.size(); ++i) {

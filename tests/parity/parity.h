@@ -30,6 +30,9 @@ struct Case {
   // Python run with the case folder as cwd; `rng` (numpy Generator) and
   // f32(shape, scale=1.0) are defined. Writes the files `config` names.
   std::string setup;
+  // When set, a file the set-up wrote with the output of the module it
+  // exported: both backends must match it within float32 tolerances.
+  std::string expected;
 };
 
 class Rng {
@@ -52,7 +55,8 @@ class Rng {
 // Python literal of a shape: (2, 3) or (4,).
 std::string py_shape(const std::vector<int64_t>& shape);
 
-// Runs everything and adds a gtest failure per mismatch.
-void run_cases(const std::vector<Case>& cases, uint64_t seed);
+// Runs everything and adds a gtest failure per mismatch. `prelude` is
+// Python run once before the cases' set-up (shared definitions).
+void run_cases(const std::vector<Case>& cases, uint64_t seed, const std::string& prelude = "");
 
 }  // namespace mha::test

@@ -148,6 +148,14 @@ TEST(CpuBackend, CrossAttentionUnequalLengths) {
   }
 }
 
+TEST(CpuBackend, NoKeysGivesAnEmptySum) {
+  Case c;
+  c.self = false, c.S = 0;
+  expect_matches_reference(c);
+  c.zero_attn = true;  // one all-zero key row
+  expect_matches_reference(c);
+}
+
 TEST(CpuBackend, SharedKeyValueTensor) {
   Case c;
   c.self = false, c.kv_same = true, c.L = 50, c.S = 130, c.q_in = 12, c.k_in = c.v_in = 20, c.dv = 6;

@@ -206,8 +206,10 @@ void flash_block(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScra
   // p >= 1 drops everything; scale 0 keeps that a zero rather than 0 * inf.
   const float keep_scale = !a.dropout ? 1.0f : a.dropout_p >= 1.0 ? 0.0f : static_cast<float>(1.0 / (1.0 - a.dropout_p));
   for (int64_t ii = 0; ii < nq; ++ii) {
-    // A row whose keys are all masked has l = 0: NaN, as torch's softmax gives.
-    const float inv = s.l[ii] > 0.0f ? keep_scale / s.l[ii] : std::numeric_limits<float>::quiet_NaN();
+    // A row whose keys are all masked has l = 0: NaN, as torch's softmax
+    // gives; with no keys at all the context is an empty sum, 0, as in the
+    // reference.
+    const float inv = s.l[ii] > 0.0f ? keep_scale / s.l[ii] : a.St == 0 ? 0.0f : std::numeric_limits<float>::quiet_NaN();
     float* dst = a.ctx + (b * a.L + i0 + ii - a.q_row0) * a.ldc + h * dv;
     const float* src = o + ii * dvp;
     const __m256 vinv = _mm256_set1_ps(inv);

@@ -18,7 +18,23 @@ struct BenchFlags {
   std::string variant, backend, batch, seq, hidden, heads, causal, suite, format = "md", output;
   int64_t repetitions = 5, warmup = 1;
   bool no_progress = false;
+  std::vector<std::string> backend_options;  // KEY=VALUE
 };
+
+// "numerics=fast" -> {"numerics": "fast"}; values that parse as JSON (numbers,
+// true, [8, 8]) keep their type.
+ordered_json parse_backend_options(const std::vector<std::string>& items) {
+  ordered_json o = ordered_json::object();
+  for (const std::string& item : items) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw InputError("--backend-option: expected KEY=VALUE, found '" + item + "'");
+    std::string value = item.substr(eq + 1);
+    ordered_json v = ordered_json::parse(value, nullptr, false);
+    o[item.substr(0, eq)] = v.is_discarded() ? ordered_json(value) : v;
+  }
+  return o;
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -64,6 +80,7 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
               for (bool c : causal) {
                 bench::Row r;
                 r.variant = v, r.backend = be, r.batch = b, r.seq = s, r.hidden = h, r.heads = n, r.causal = c;
+                r.backend_options = parse_backend_options(f.backend_options);
                 if (h % n != 0) throw InputError("--hidden " + std::to_string(h) + " is not a multiple of --heads " +
                                                  std::to_string(n));
                 rows.push_back(r);
@@ -110,6 +127,8 @@ void add_bench(CLI::App& app, int& exit_code) {
   sub->add_option("--hidden", f->hidden, "comma list of model widths (default 1024)");
   sub->add_option("--heads", f->heads, "comma list of head counts (default 16)");
   sub->add_option("--causal", f->causal, "comma list of 0/1 (default 0)");
+  sub->add_option("--backend-option", f->backend_options,
+                  "KEY=VALUE for the backend of swept rows, repeatable (tt-sim: numerics=fast, dtype=bfloat8_b)");
   sub->add_option("--suite", f->suite, "JSON array of rows {variant, backend, batch, seq, hidden, heads, causal}");
   sub->add_option("-r,--repetitions", f->repetitions, "timed cached runs per row (default 5)")->check(CLI::PositiveNumber);
   sub->add_option("--warmup", f->warmup, "untimed runs after the first (default 1)")->check(CLI::NonNegativeNumber);

@@ -11,12 +11,19 @@
 
 namespace mha::io {
 
+// Versions 1.0-3.0, either byte order, C or Fortran order (returned in C
+// order). The data must fill the file exactly. numpy has no bfloat16, so
+// write_npy widens bfloat16 to float32 (exact); it reads back as float32.
 Tensor read_npy(const std::string& path);
 void write_npy(const std::string& path, const Tensor& t);
 
-NamedTensors read_npz(const std::string& path);  // stored and deflated members
+// Stored and deflated members, zip64 included; member NAME.npy is tensor
+// NAME, in archive order. The writer stores members uncompressed.
+NamedTensors read_npz(const std::string& path);
 void write_npz(const std::string& path, const NamedTensors& tensors);
 
+// Validated as the reference implementation does; tensors come back in data
+// order. The writer lays files out exactly as the reference serializer does.
 NamedTensors read_safetensors(const std::string& path);
 void write_safetensors(const std::string& path, const NamedTensors& tensors);
 

@@ -59,8 +59,9 @@ std::string setup_prelude(uint64_t seed) {
                                            << " vs torch " << shape_str(t.shape()) << " " << dtype_name(t.dtype());
     if (std::memcmp(g.raw(), t.raw(), t.nbytes()) != 0) {
       std::vector<double> a = g.to_f64(), b = t.to_f64();
+      const std::size_t es = dtype_size(t.dtype());
       std::size_t i = 0;
-      while (i < a.size() && std::memcmp(g.raw() + i * 4, t.raw() + i * 4, 4) == 0) ++i;
+      while (i < a.size() && std::memcmp(g.raw() + i * es, t.raw() + i * es, es) == 0) ++i;
       return ::testing::AssertionFailure() << n << ": bits differ first at flat index " << i << ": mha " << a[i]
                                            << " vs torch " << b[i];
     }
@@ -88,22 +89,23 @@ void check_case(const Case& c, const std::string& dir) {
   const bool has_weights = fs::exists(dir + "/" + kOracle32 + "/attn_weights.npy");
   auto load = [&](const std::string& name) { return io::read_tensor(dir + "/" + name); };
   const std::string t32 = std::string(kOracle32) + "/", t64 = std::string(kOracle64) + "/";
-  std::vector<std::pair<std::string, std::string>> pairs = {{"_out.npy", "output.npy"}};
-  if (has_weights) pairs.push_back({"_w.npy", "attn_weights.npy"});
+  struct Pair { const char* what; std::string mine, theirs; };  // mha's file suffix, the oracle's file
+  std::vector<Pair> pairs = {{"output", "_out.npy", "output.npy"}};
+  if (has_weights) pairs.push_back({"attention weights", "_w.npy", "attn_weights.npy"});
 
   if (run_backend(dir, "reference", has_weights)) {
     EXPECT_TRUE(same_bits(dir + "/mha_weights.safetensors", dir + "/" + t32 + "weights.safetensors"));
-    for (const auto& [mine, theirs] : pairs)
-      EXPECT_TRUE(tensors_close(load("reference" + mine), load(t64 + theirs), 1e-12, 1e-9))
-          << "reference " << mine << " vs torch float64";
+    for (const Pair& p : pairs)
+      EXPECT_TRUE(tensors_close(load("reference" + p.mine), load(t64 + p.theirs), 1e-12, 1e-9))
+          << "reference backend " << p.what << " vs torch float64";
   }
   if (run_backend(dir, "cpu", has_weights)) {
-    for (const auto& [mine, theirs] : pairs) {
-      Tensor cpu = load("cpu" + mine), want32 = load(t32 + theirs), want64 = load(t64 + theirs);
+    for (const Pair& p : pairs) {
+      Tensor cpu = load("cpu" + p.mine), want32 = load(t32 + p.theirs), want64 = load(t64 + p.theirs);
       // On a miss, say how far torch float32 itself is from float64, so a
       // reader can tell an mha error from an ill-conditioned case.
       EXPECT_TRUE(tensors_close(cpu, want32, 1e-5, 1.3e-6))
-          << "cpu " << mine << " vs torch float32; cpu vs torch float64: "
+          << "cpu backend " << p.what << " vs torch float32; cpu vs torch float64: "
           << tensors_close(cpu, want64, 1e-5, 1.3e-6).message()
           << "; torch float32 vs float64: " << tensors_close(want32, want64, 1e-5, 1.3e-6).message();
     }

@@ -27,7 +27,7 @@ Features draw(Rng& r) {
   f.l = r.coin(0.15) ? r.uniform(40, 100) : r.uniform(1, 10);
   f.s = r.coin() ? f.l : r.uniform(1, 10);
   f.heads = r.uniform(1, 4);
-  f.e = f.heads * r.uniform(1, 8);
+  f.e = f.heads * (r.coin(0.2) ? r.uniform(9, 40) : r.uniform(1, 8));  // now and then past SIMD widths
   f.kdim = r.coin(0.25) ? r.uniform(1, 16) : f.e;
   f.vdim = r.coin(0.25) ? r.uniform(1, 16) : f.e;
   f.batch_first = r.coin();

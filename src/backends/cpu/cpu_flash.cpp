@@ -149,24 +149,43 @@ void flash_block(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScra
 
     const __m256 vc1 = _mm256_set1_ps(c1), vninf = _mm256_set1_ps(-kInf), vzero = _mm256_setzero_ps();
     bool rescale = false;
+    // Blocks with neither a mask nor a geometric cut keep raw scores: the
+    // max of raw scores times c1 > 0 is the max of scaled ones (rounding is
+    // monotonic), and each exponent becomes one fused s*c1 - max, saving a
+    // multiply and a store per score. j runs two rows at a time into two
+    // accumulators so the max / sum chains do not serialise on latency.
+    const bool raw = !mbase && !geometry && c1 > 0.0f;
+    const __m256 vmul = raw ? vc1 : _mm256_set1_ps(1.0f);
     for (int64_t c = 0; c < nql; c += 8) {
-      const __m256i lane = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(c)),
-                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      __m256 mx = vninf;
-      for (int64_t j = 0; j < nkp; ++j) {
-        float* p = st + j * kBr + c;
-        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(p), vc1);
-        if (mbase) x = _mm256_add_ps(x, _mm256_loadu_ps(mt + j * kBr + c));
-        if (geometry && (lo[j] > c || hi[j] < c + 8)) {
-          const __m256i keep = _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(lo[j] - 1)),
-                                                _mm256_cmpgt_epi32(_mm256_set1_epi32(hi[j]), lane));
-          x = _mm256_blendv_ps(vninf, x, _mm256_castsi256_ps(keep));
+      __m256 mxa = vninf, mxb = vninf;
+      if (raw) {
+        for (int64_t j = 0; j < nkp; j += 2) {
+          mxa = _mm256_max_ps(mxa, _mm256_loadu_ps(st + j * kBr + c));
+          mxb = _mm256_max_ps(mxb, _mm256_loadu_ps(st + (j + 1) * kBr + c));
         }
-        _mm256_storeu_ps(p, x);
-        mx = _mm256_max_ps(mx, x);
+        mxa = _mm256_mul_ps(_mm256_max_ps(mxa, mxb), vc1);
+      } else {
+        const __m256i lane = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(c)),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int64_t j = 0; j < nkp; ++j) {
+          float* p = st + j * kBr + c;
+          __m256 x = _mm256_mul_ps(_mm256_loadu_ps(p), vc1);
+          if (mbase) x = _mm256_add_ps(x, _mm256_loadu_ps(mt + j * kBr + c));
+          if (geometry && (lo[j] > c || hi[j] < c + 8)) {
+            const __m256i keep = _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(lo[j] - 1)),
+                                                  _mm256_cmpgt_epi32(_mm256_set1_epi32(hi[j]), lane));
+            x = _mm256_blendv_ps(vninf, x, _mm256_castsi256_ps(keep));
+          }
+          _mm256_storeu_ps(p, x);
+          if (j & 1)
+            mxb = _mm256_max_ps(mxb, x);
+          else
+            mxa = _mm256_max_ps(mxa, x);
+        }
+        mxa = _mm256_max_ps(mxa, mxb);
       }
       const __m256 mold = _mm256_loadu_ps(s.m.data() + c);
-      const __m256 mnew = _mm256_max_ps(mold, mx);
+      const __m256 mnew = _mm256_max_ps(mold, mxa);
       // A lane with every key so far masked keeps max -inf; subtracting 0
       // instead keeps its exponentials at exp2(-inf) = 0 rather than NaN.
       const __m256 msafe = _mm256_blendv_ps(mnew, vzero, _mm256_cmp_ps(mnew, vninf, _CMP_EQ_OQ));
@@ -174,14 +193,18 @@ void flash_block(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScra
       _mm256_storeu_ps(s.m.data() + c, mnew);
       _mm256_storeu_ps(s.alpha.data() + c, alpha);
       rescale |= _mm256_movemask_ps(_mm256_cmp_ps(alpha, _mm256_set1_ps(1.0f), _CMP_NEQ_UQ)) != 0;
-      __m256 sum = vzero;
-      for (int64_t j = 0; j < nkp; ++j) {
+      __m256 suma = vzero, sumb = vzero;
+      for (int64_t j = 0; j < nkp; j += 2) {
         float* p = st + j * kBr + c;
-        const __m256 e = exp2_ps(_mm256_sub_ps(_mm256_loadu_ps(p), msafe));
-        _mm256_storeu_ps(p, e);
-        sum = _mm256_add_ps(sum, e);
+        const __m256 ea = exp2_ps(_mm256_fmsub_ps(_mm256_loadu_ps(p), vmul, msafe));
+        const __m256 eb = exp2_ps(_mm256_fmsub_ps(_mm256_loadu_ps(p + kBr), vmul, msafe));
+        _mm256_storeu_ps(p, ea);
+        _mm256_storeu_ps(p + kBr, eb);
+        suma = _mm256_add_ps(suma, ea);
+        sumb = _mm256_add_ps(sumb, eb);
       }
-      _mm256_storeu_ps(s.l.data() + c, _mm256_fmadd_ps(_mm256_loadu_ps(s.l.data() + c), alpha, sum));
+      _mm256_storeu_ps(s.l.data() + c,
+                       _mm256_fmadd_ps(_mm256_loadu_ps(s.l.data() + c), alpha, _mm256_add_ps(suma, sumb)));
     }
     if (rescale)
       for (int64_t ii = 0; ii < nql; ++ii) {

@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "backends/backend.h"
 #include "bench/peak_memory.h"
@@ -56,16 +54,7 @@ std::vector<Row> default_suite() {
 }
 
 std::vector<Row> load_suite(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw InputError(path + ": cannot open suite file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  ordered_json j;
-  try {
-    j = ordered_json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path + ": invalid JSON: " + e.what());
-  }
+  ordered_json j = read_json_file(path, "suite file");
   if (!j.is_array()) throw InputError(path + ": expected a JSON array of rows, found " + json_brief(j));
   std::vector<Row> rows;
   for (std::size_t i = 0; i < j.size(); ++i) {

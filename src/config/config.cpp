@@ -1,8 +1,6 @@
 #include "config/config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "util/error.h"
 
@@ -134,16 +132,7 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
 }
 
 RunConfig load_config(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot open config file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  ordered_json j;
-  try {
-    j = ordered_json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path + ": invalid JSON: " + e.what());
-  }
+  ordered_json j = read_json_file(path, "config file");
   std::string dir = fs::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   try {

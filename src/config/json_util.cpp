@@ -1,8 +1,23 @@
 #include "config/json_util.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "util/error.h"
 
 namespace mha {
+
+ordered_json read_json_file(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot open " + what);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  try {
+    return ordered_json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(path + ": invalid JSON: " + e.what());
+  }
+}
 
 std::string json_brief(const ordered_json& v) {
   std::string s = v.dump();

@@ -12,6 +12,10 @@ namespace mha {
 
 using ordered_json = nlohmann::ordered_json;
 
+// Parses a JSON file (keys kept in file order); InputError naming the file
+// when it cannot be opened or parsed.
+ordered_json read_json_file(const std::string& path, const char* what);
+
 // Short rendering of a JSON value for messages (strings quoted, long values cut).
 std::string json_brief(const ordered_json& v);
 // Rejects keys of `obj` not in `allowed`, naming path.key.

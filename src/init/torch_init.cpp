@@ -1,5 +1,7 @@
 #include "init/torch_init.h"
 
+#include "tensor/tensor_ops.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -51,16 +53,6 @@ Tensor xavier_normal(TorchGenerator& gen, Shape shape) {
   const double std = 1.0 * std::sqrt(2.0 / (fan_in + fan_out));
   Tensor t(DType::F32, std::move(shape));
   gen.normal_(t.data<float>(), t.numel(), 0.0, std);
-  return t;
-}
-
-Tensor transposed(const Tensor& w) {
-  const int64_t rows = w.dim(0), cols = w.dim(1);
-  Tensor t(DType::F32, {cols, rows});
-  const float* src = w.data<float>();
-  float* dst = t.data<float>();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
   return t;
 }
 
@@ -175,7 +167,7 @@ NamedTensors init_ttnn_torch(TorchGenerator& gen, int64_t hidden_size) {
   NamedTensors r;
   for (const char* name : {"query", "key", "value", "output"}) {
     NamedTensors lin = init_linear(gen, hidden_size, hidden_size, true);
-    r.emplace_back(std::string(name) + "_weight", transposed(lin[0].second));
+    r.emplace_back(std::string(name) + "_weight", transpose2d(lin[0].second));
     r.emplace_back(std::string(name) + "_bias", std::move(lin[1].second));
   }
   return r;

@@ -10,7 +10,7 @@
 #include "variants/common.h"
 #include "variants/registry.h"
 #include "init/torch_init.h"
-#include "variants/weight_ops.h"
+#include "tensor/tensor_ops.h"
 
 namespace mha {
 

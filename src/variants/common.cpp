@@ -1,7 +1,7 @@
 #include "variants/common.h"
 
 #include "util/error.h"
-#include "variants/weight_ops.h"
+#include "tensor/tensor_ops.h"
 
 namespace mha {
 

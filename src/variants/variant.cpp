@@ -4,7 +4,7 @@
 
 #include "util/error.h"
 #include "variants/registry.h"
-#include "variants/weight_ops.h"
+#include "tensor/tensor_ops.h"
 
 namespace mha {
 

@@ -1,6 +1,6 @@
 #pragma once
-// Small float32 tensor rearrangements that variants use to map a module's
-// weights onto the canonical projections.
+// Small float32 tensor rearrangements: variants use them to map a module's
+// weights onto the canonical projections, init to store ttnn weights (in x out).
 #include <vector>
 
 #include "tensor/tensor.h"

@@ -1,4 +1,4 @@
-#include "variants/weight_ops.h"
+#include "tensor/tensor_ops.h"
 
 #include <cstring>
 #include <stdexcept>

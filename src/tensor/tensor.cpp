@@ -35,14 +35,14 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   std::size_t es = dtype_size(dtype_);
   if (numel_ > 0 && static_cast<uint64_t>(numel_) > std::numeric_limits<int64_t>::max() / es)
     throw InputError("tensor of shape " + shape_str(shape_) + " is too large");
-  bytes_.assign(static_cast<std::size_t>(numel_) * es, 0);
+  bytes_->assign(static_cast<std::size_t>(numel_) * es, 0);
 }
 
 Tensor Tensor::from_f32(Shape shape, std::vector<float> values) {
   Tensor t(DType::F32, std::move(shape));
   if (static_cast<int64_t>(values.size()) != t.numel_)
     throw std::logic_error("from_f32: value count does not match shape");
-  if (!values.empty()) std::memcpy(t.bytes_.data(), values.data(), t.bytes_.size());
+  if (!values.empty()) std::memcpy(t.bytes_->data(), values.data(), t.bytes_->size());
   return t;
 }
 
@@ -50,7 +50,7 @@ Tensor Tensor::from_f64(Shape shape, const std::vector<double>& values) {
   Tensor t(DType::F64, std::move(shape));
   if (static_cast<int64_t>(values.size()) != t.numel_)
     throw std::logic_error("from_f64: value count does not match shape");
-  if (!values.empty()) std::memcpy(t.bytes_.data(), values.data(), t.bytes_.size());
+  if (!values.empty()) std::memcpy(t.bytes_->data(), values.data(), t.bytes_->size());
   return t;
 }
 
@@ -71,15 +71,26 @@ template <> constexpr DType dtype_of<double>() { return DType::F64; }
 template <class T> T load(const uint8_t* p) { T v; std::memcpy(&v, p, sizeof(T)); return v; }
 }  // namespace
 
-template <class T> T* Tensor::data() {
+void Tensor::detach() {
+  if (bytes_.use_count() > 1) bytes_ = std::make_shared<std::vector<uint8_t>>(*bytes_);
+}
+
+template <class T> void Tensor::check_type() const {
   // uint16_t also serves float16/bfloat16 bit patterns; uint8_t serves bool bytes.
   bool ok = dtype_ == dtype_of<T>() ||
             (std::is_same<T, uint16_t>::value && (dtype_ == DType::F16 || dtype_ == DType::BF16)) ||
             (std::is_same<T, uint8_t>::value && dtype_ == DType::Bool);
   if (!ok) throw std::logic_error(std::string("Tensor::data: tensor is ") + dtype_name(dtype_));
-  return reinterpret_cast<T*>(bytes_.data());
 }
-template <class T> const T* Tensor::data() const { return const_cast<Tensor*>(this)->data<T>(); }
+template <class T> T* Tensor::data() {
+  check_type<T>();
+  detach();
+  return reinterpret_cast<T*>(bytes_->data());
+}
+template <class T> const T* Tensor::data() const {
+  check_type<T>();
+  return reinterpret_cast<const T*>(bytes_->data());
+}
 
 #define MHA_INSTANTIATE(T) template T* Tensor::data<T>(); template const T* Tensor::data<T>() const;
 MHA_INSTANTIATE(int8_t) MHA_INSTANTIATE(int16_t) MHA_INSTANTIATE(int32_t) MHA_INSTANTIATE(int64_t)
@@ -88,7 +99,7 @@ MHA_INSTANTIATE(float) MHA_INSTANTIATE(double)
 #undef MHA_INSTANTIATE
 
 double Tensor::get_f64(int64_t i) const {
-  const uint8_t* p = bytes_.data() + static_cast<std::size_t>(i) * dtype_size(dtype_);
+  const uint8_t* p = bytes_->data() + static_cast<std::size_t>(i) * dtype_size(dtype_);
   switch (dtype_) {
     case DType::Bool: return *p ? 1.0 : 0.0;
     case DType::I8: return load<int8_t>(p);
@@ -116,7 +127,7 @@ std::vector<double> Tensor::to_f64() const {
 std::vector<float> Tensor::to_f32() const {
   std::vector<float> out(static_cast<std::size_t>(numel_));
   if (dtype_ == DType::F32) {
-    if (numel_) std::memcpy(out.data(), bytes_.data(), bytes_.size());
+    if (numel_) std::memcpy(out.data(), bytes_->data(), bytes_->size());
     return out;
   }
   for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<float>(get_f64(i));
@@ -126,7 +137,7 @@ std::vector<float> Tensor::to_f32() const {
 Tensor Tensor::cast(DType to) const {
   if (to == dtype_) return *this;
   Tensor t(to, shape_);
-  uint8_t* q = t.bytes_.data();
+  uint8_t* q = t.bytes_->data();
   for (int64_t i = 0; i < numel_; ++i) {
     double v = get_f64(i);
     uint8_t* p = q + static_cast<std::size_t>(i) * dtype_size(to);

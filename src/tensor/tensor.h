@@ -2,8 +2,12 @@
 // Tensor: an element type, a shape and contiguous row-major (C order) bytes.
 //
 // It is the one currency between file formats, configs, variants and
-// backends. Storage is owned by value; copying a Tensor copies its bytes.
+// backends. It behaves as a value, but copies share their bytes until one
+// of them asks for writable access (copy on write): self-attention passes
+// the same input as query, key and value without tripling memory, and a
+// backend can see that by comparing raw() pointers.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,10 +36,14 @@ class Tensor {
   int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
   int ndim() const { return static_cast<int>(shape_.size()); }
   int64_t numel() const { return numel_; }
-  std::size_t nbytes() const { return bytes_.size(); }
+  std::size_t nbytes() const { return bytes_->size(); }
 
-  uint8_t* raw() { return bytes_.data(); }
-  const uint8_t* raw() const { return bytes_.data(); }
+  // Writable access first gives this tensor its own bytes if they are shared.
+  uint8_t* raw() {
+    detach();
+    return bytes_->data();
+  }
+  const uint8_t* raw() const { return bytes_->data(); }
   // Typed views; throw std::logic_error when T does not match dtype().
   template <class T> T* data();
   template <class T> const T* data() const;
@@ -52,7 +60,9 @@ class Tensor {
   DType dtype_ = DType::F32;
   Shape shape_;
   int64_t numel_ = 0;
-  std::vector<uint8_t> bytes_;
+  void detach();
+  template <class T> void check_type() const;
+  std::shared_ptr<std::vector<uint8_t>> bytes_ = std::make_shared<std::vector<uint8_t>>();
 };
 
 }  // namespace mha

@@ -38,3 +38,13 @@ TEST(Half, Bf16RoundsToNearestEven) {
   EXPECT_EQ(bf16_from_f32(f32_from_bits(0x3f818000u)), 0x3f82);  // tie, even above
   EXPECT_EQ(bf16_from_f32(f32_from_bits(0x3f808001u)), 0x3f81);
 }
+
+TEST(Tensor, CopiesShareBytesUntilWritten) {
+  Tensor a = Tensor::from_f32({3}, {1.f, 2.f, 3.f});
+  Tensor b = a;
+  EXPECT_EQ(static_cast<const Tensor&>(a).raw(), static_cast<const Tensor&>(b).raw());  // shared
+  b.data<float>()[0] = 9.f;                                                           // b detaches
+  EXPECT_EQ(a.get_f64(0), 1.0);
+  EXPECT_EQ(b.get_f64(0), 9.0);
+  EXPECT_NE(static_cast<const Tensor&>(a).raw(), static_cast<const Tensor&>(b).raw());
+}

@@ -67,7 +67,12 @@ AttentionResult run_plain(const AttentionSpec& spec, const AttentionInputs& in, 
       gemm(true, L, St, dh, q.data<float>() + (b * H + h) * L * dh, dh,
            k.data<float>() + (b * Hkv + h / group) * St * dh, dh, W + (b * H + h) * L * St, St);
   AttentionResult r;
-  if (opt.collect_stages) r.stages.emplace_back("scores", w);
+  // A stage keeps a copy; w.data() then gives w bytes of its own (copy on
+  // write), so the in-place steps below do not reach into the stage.
+  if (opt.collect_stages) {
+    r.stages.emplace_back("scores", w);
+    W = w.data<float>();
+  }
 
   std::vector<float> tmask;
   const float* mask = in.mask ? f32_data(*in.mask, tmask) : nullptr;
@@ -88,7 +93,10 @@ AttentionResult run_plain(const AttentionSpec& spec, const AttentionInputs& in, 
       }
     }
   });
-  if (opt.collect_stages) r.stages.emplace_back("masked_scores", w);
+  if (opt.collect_stages) {
+    r.stages.emplace_back("masked_scores", w);
+    W = w.data<float>();
+  }
 
   const bool drop = in.training && spec.dropout > 0.0;
   const float keep_scale = spec.dropout >= 1.0 ? 0.0f : static_cast<float>(1.0 / (1.0 - spec.dropout));

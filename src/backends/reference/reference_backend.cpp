@@ -64,10 +64,11 @@ class ReferenceBackend : public Backend {
     Vec raw(B * H * L * St), masked(B * H * L * St), W(B * H * L * St), ctx(B * L * H * dv, 0.0);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h) {
-        const double* Kh = &K[(b * Hkv + h / group) * St * dh];
-        const double* Vh = &V[(b * Hkv + h / group) * St * dv];
+        // data() + offset, not &v[i]: with no keys at all (S_total = 0) K and V are empty.
+        const double* Kh = K.data() + (b * Hkv + h / group) * St * dh;
+        const double* Vh = V.data() + (b * Hkv + h / group) * St * dv;
         for (int64_t i = 0; i < L; ++i) {
-          const double* qi = &Q[((b * H + h) * L + i) * dh];
+          const double* qi = Q.data() + ((b * H + h) * L + i) * dh;
           int64_t row = ((b * H + h) * L + i) * St;
           double mx = -inf;
           for (int64_t j = 0; j < St; ++j) {

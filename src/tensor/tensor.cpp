@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "tensor/half.h"
+#include "util/huge_pages.h"
 #include "util/error.h"
 
 namespace mha {
@@ -35,7 +36,10 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   std::size_t es = dtype_size(dtype_);
   if (numel_ > 0 && static_cast<uint64_t>(numel_) > std::numeric_limits<int64_t>::max() / es)
     throw InputError("tensor of shape " + shape_str(shape_) + " is too large");
-  bytes_->assign(static_cast<std::size_t>(numel_) * es, 0);
+  const std::size_t n = static_cast<std::size_t>(numel_) * es;
+  bytes_->reserve(n);
+  advise_huge_pages(bytes_->data(), n);
+  bytes_->assign(n, 0);
 }
 
 Tensor Tensor::from_f32(Shape shape, std::vector<float> values) {

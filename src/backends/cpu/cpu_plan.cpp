@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "util/huge_pages.h"
+
 namespace mha::cpu {
 
 const float* f32_data(const Tensor& t, std::vector<float>& tmp) {
@@ -130,7 +132,9 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
   p.q_chunk_rows = chunk_policy().rows;
   const int64_t q_rows = p.layout == Layout::kChunked ? std::min(B * L, p.q_chunk_rows) : B * L;
   // Left uninitialised: the GEMMs write every element before anything reads it.
-  p.proj.reset(new float[p.layout == Layout::kFusedQKV ? B * L * (eq + ek + ev) : q_rows * eq + B * S * (ek + ev)]);
+  const int64_t proj_floats = p.layout == Layout::kFusedQKV ? B * L * (eq + ek + ev) : q_rows * eq + B * S * (ek + ev);
+  p.proj.reset(new float[proj_floats]);
+  advise_huge_pages(p.proj.get(), sizeof(float) * proj_floats);
   float* base = p.proj.get();
   if (p.layout == Layout::kFusedQKV) {
     p.q = base, p.k = base + eq, p.v = base + eq + ek;

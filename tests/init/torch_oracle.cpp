@@ -32,60 +32,11 @@ def dump(case, named):
 def sd(module):
     return list(module.state_dict().items())
 
-# seed 000
-class CausalAttention(nn.Module):
-  def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
-    super().__init__()
-    self.d_out = d_out
-    self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-    self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-    self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-    self.dropout = nn.Dropout(dropout)
-    self.mask = torch.triu(torch.ones(context_length, context_length), diagonal=1)
-
-class MultiHeadAttentionWrapper(nn.Module):
-  def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-    super().__init__()
-    self.heads = nn.ModuleList(
-      [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)])
-
-class MultiHeadAttention(nn.Module):
-  def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-    super().__init__()
-    self.d_out = d_out
-    self.num_heads = num_heads
-    self.head_dim = d_out // num_heads
-    self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-    self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-    self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-    self.out_proj = nn.Linear(d_out, d_out)
-    self.dropout = nn.Dropout(dropout)
-    self.mask = torch.triu(torch.ones(context_length, context_length), diagonal=1)
-
-# seed 001
-class MultiHeadAttention001(nn.Module):
-    def __init__(self, d_model: int, n_head: int) -> None:
-        super().__init__()
-        if d_model % n_head != 0:
-            raise ValueError('d_model should be divisible by n_head ...')
-        self.n_head = n_head
-        self.d_model = d_model
-        self.d_head = d_model // n_head
-        self.Q = nn.Linear(d_model, d_model)
-        self.K = nn.Linear(d_model, d_model)
-        self.V = nn.Linear(d_model, d_model)
-        self.O = nn.Linear(d_model, d_model)
-
-class MultiHeadAttentionV2(nn.Module):
-    def __init__(self, d_model: int, n_head: int) -> None:
-        super().__init__()
-        if d_model % n_head != 0:
-            raise ValueError('d_model should be divisible by n_head ...')
-        self.d_model = d_model
-        self.n_head = n_head
-        self.d_head = d_model // n_head
-        self.qkv_linear = nn.Linear(d_model, d_model * 3)
-        self.O = nn.Linear(d_model, d_model)
+# Seeds 000 and 001: the oracle's own copies of the notebook classes (their
+# constructors decide the draws).
+sys.path.insert(0, os.path.join(os.getcwd(), 'scripts'))  # run_python runs in the repository root
+from torch_oracle import CausalAttention, MultiHeadAttentionWrapper, MultiHeadAttention, MultiHeadAttentionV2
+from torch_oracle import AiEdgeMultiHeadAttention as MultiHeadAttention001
 
 # seed 003 (its buffers are not weights: dropped from the dumps)
 class CausalAttention003(nn.Module):

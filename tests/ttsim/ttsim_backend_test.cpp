@@ -218,3 +218,23 @@ TEST(TtSimBackend, OutOfL1MemoryExitsTwo) {
                   "needs to store 2097152 B");
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
+
+// Seed 002's shape per sequence (384 tokens, hidden 1024, 16 heads of 64;
+// batch 1 instead of 8 to keep CI time down), numerics "fast". TT-NN users
+// report PCC around 0.999+ for bfloat16 BERT attention, lower for bfloat8_b.
+TEST(TtSimBackend, Seed002ShapeBf16AndBfp8PccAgainstFloat64) {
+  auto ref = make_reference_backend();
+  double pcc[2];
+  const char* variants[2] = {"ttnn_mha", "ttnn_mha_fused"};
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(variants[i]);
+    Built b = seed002(variants[i], 1024, 16, 1, 384);
+    auto tt = make_backend("tt-sim", ordered_json{{"numerics", "fast"}}, "backend");
+    Tensor want = ref->run(b.spec, b.in, {}).output, got = tt->run(b.spec, b.in, {}).output;
+    pcc[i] = compare::compare(want, got, compare::Options{}).pcc;
+    std::printf("%s at 1x384x1024/16: pcc %.6f\n", variants[i], pcc[i]);
+  }
+  EXPECT_GT(pcc[0], 0.999);
+  EXPECT_GT(pcc[1], 0.99);
+  EXPECT_LT(pcc[1], pcc[0]);
+}

@@ -253,7 +253,8 @@ class TorchMha : public Variant {
             }
             if (kpm && j < s) {
               double x = kpv[(unbatched_ ? 0 : b) * s + j];
-              if (kpm_bool || (have_am && am_bool)) masked = masked || x != 0.0;
+              // is_causal stands for a bool attn_mask even when the spec applies it.
+              if (kpm_bool || (have_am && am_bool) || opt.is_causal) masked = masked || x != 0.0;
               else m = x;  // float key_padding_mask alone is added as is
             }
             out[((b * hm + hh) * l + i) * st + j] = masked ? kNegInf : static_cast<float>(m);

@@ -88,6 +88,74 @@ class MultiHeadAttention(nn.Module):
     return self.out_proj(context_vec)
 
 
+# Seed 003 spells the same modules with its own argument and weight names
+# (W_q, output_projection) and registers the mask as a buffer, so exports of
+# it carry a `mask` entry. The tests export these to check mha loads them.
+
+class CausalAttention003(nn.Module):
+    def __init__(self, dimension_inputs, dimension_outputs, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.dimension_outputs = dimension_outputs
+        self.W_q = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
+        self.W_k = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
+        self.W_v = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+
+    def forward(self, input_vectors):
+        batch_size, number_of_tokens, dimension_inputs = input_vectors.shape
+        queries = self.W_q(input_vectors)
+        keys = self.W_k(input_vectors)
+        values = self.W_v(input_vectors)
+        attention_scores = queries @ keys.transpose(1, 2)
+        attention_scores.masked_fill_(self.mask.bool()[:number_of_tokens, :number_of_tokens], -torch.inf)
+        dimension_keys = keys.shape[-1]
+        attention_weights = torch.softmax(attention_scores / (dimension_keys ** 0.5), dim=-1)
+        attention_weights = self.dropout(attention_weights)
+        return attention_weights @ values
+
+class MultiHeadAttentionWrapper003(nn.Module):
+    def __init__(self, dimensions_in, dimensions_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        self.heads = nn.ModuleList(
+            [CausalAttention003(dimensions_in, dimensions_out, context_length, dropout, qkv_bias)
+             for _ in range(num_heads)])
+
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.heads], dim=-1)
+
+class MultiHeadAttention003(nn.Module):
+    def __init__(self, dimension_inputs, dimension_outputs, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        assert (dimension_outputs % num_heads == 0)
+        self.dimension_outputs = dimension_outputs
+        self.num_heads = num_heads
+        self.head_dimension = dimension_outputs // num_heads
+        self.W_query = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
+        self.W_key = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
+        self.W_value = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
+        self.output_projection = nn.Linear(dimension_outputs, dimension_outputs)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+
+    def forward(self, input_vectors):
+        batch_size, number_of_tokens, dimension_inputs = input_vectors.shape
+        queries = self.W_query(input_vectors)
+        keys = self.W_key(input_vectors)
+        values = self.W_value(input_vectors)
+        split = (batch_size, number_of_tokens, self.num_heads, self.head_dimension)
+        keys = keys.view(split).transpose(1, 2)
+        values = values.view(split).transpose(1, 2)
+        queries = queries.view(split).transpose(1, 2)
+        attention_scores = queries @ keys.transpose(2, 3)
+        attention_scores.masked_fill_(self.mask.bool()[:number_of_tokens, :number_of_tokens], -torch.inf)
+        attention_weights = torch.softmax(attention_scores / (keys.shape[-1] ** 0.5), dim=-1)
+        attention_weights = self.dropout(attention_weights)
+        context_vectors = (attention_weights @ values).transpose(1, 2)
+        context_vectors = context_vectors.contiguous().view(batch_size, number_of_tokens, self.dimension_outputs)
+        return self.output_projection(context_vectors)
+
+
 # --- seed 001: The AiEdge newsletter ----------------------------------------
 
 class AiEdgeMultiHeadAttention(nn.Module):  # the seed's MultiHeadAttention

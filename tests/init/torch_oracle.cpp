@@ -32,42 +32,14 @@ def dump(case, named):
 def sd(module):
     return list(module.state_dict().items())
 
-# Seeds 000 and 001: the oracle's own copies of the notebook classes (their
+# Seeds 000, 001 and 003: the oracle's own copies of the notebook classes (their
 # constructors decide the draws).
 sys.path.insert(0, os.path.join(os.getcwd(), 'scripts'))  # run_python runs in the repository root
 from torch_oracle import CausalAttention, MultiHeadAttentionWrapper, MultiHeadAttention, MultiHeadAttentionV2
 from torch_oracle import AiEdgeMultiHeadAttention as MultiHeadAttention001
 
 # seed 003 (its buffers are not weights: dropped from the dumps)
-class CausalAttention003(nn.Module):
-    def __init__(self, dimension_inputs, dimension_outputs, context_length,
-                 dropout, qkv_bias=False):
-        super().__init__()
-        self.dimension_outputs = dimension_outputs
-        self.W_q = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
-        self.W_k = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
-        self.W_v = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask",
-                             torch.triu(torch.ones(context_length, context_length),
-                                        diagonal=1))
-
-class MultiHeadAttention003(nn.Module):
-    def __init__(self, dimension_inputs, dimension_outputs, context_length,
-                 dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        assert (dimension_outputs % num_heads == 0), "Dimension outputs must be divisible by number of heads"
-        self.dimension_outputs = dimension_outputs
-        self.num_heads = num_heads
-        self.head_dimension = dimension_outputs // num_heads
-        self.W_query = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
-        self.W_key = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
-        self.W_value = nn.Linear(dimension_inputs, dimension_outputs, bias=qkv_bias)
-        self.output_projection = nn.Linear(dimension_outputs, dimension_outputs)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask",
-                             torch.triu(torch.ones(context_length, context_length),
-                                        diagonal=1))
+from torch_oracle import CausalAttention003, MultiHeadAttention003
 )PY";
 
 std::vector<float> read_floats(const std::string& path) {

@@ -21,7 +21,7 @@ class AiEdgeBase : public Variant {
     check_divisible(d_model_, "d_model", n_head_, "n_head");
   }
   std::vector<InputSlot> input_slots() const override { return {{"x", true}}; }
-  AttentionInputs build_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
+  AttentionInputs map_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
     AttentionInputs in = self_attention_inputs(inputs, d_model_, 0);
     in.training = opt.training;
     return in;

@@ -45,7 +45,7 @@ class BookVariant : public Variant {
  public:
   explicit BookVariant(BookParams p) : p_(p) {}
   std::vector<InputSlot> input_slots() const override { return {{"x", true}}; }
-  AttentionInputs build_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
+  AttentionInputs map_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
     AttentionInputs in = self_attention_inputs(inputs, p_.d_in, p_.context_length);
     in.training = opt.training;
     return in;

@@ -79,8 +79,6 @@ Tensor float_input(const Tensor& t, const std::string& name) {
 }
 
 AttentionInputs self_attention_inputs(const TensorMap& inputs, int64_t d_in, int64_t context_length) {
-  for (const auto& [name, t] : inputs)
-    if (name != "x") throw InputError("inputs." + name + ": unknown input (this variant takes only x)");
   Tensor x = float_input(*find_input(inputs, "x", true), "x");
   if (x.ndim() != 3 || x.dim(2) != d_in)
     throw InputError("inputs.x: expected shape (batch, tokens, " + std::to_string(d_in) + "), found " +

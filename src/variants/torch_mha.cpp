@@ -111,10 +111,7 @@ class TorchMha : public Variant {
     return s;
   }
 
-  AttentionInputs build_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
-    for (const auto& [name, t] : inputs)
-      if (name != "query" && name != "key" && name != "value" && name != "attn_mask" && name != "key_padding_mask")
-        throw InputError("inputs." + name + ": unknown input (expected query, key, value, attn_mask, key_padding_mask)");
+  AttentionInputs map_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
     Tensor q = float_input(*find_input(inputs, "query", true), "query");
     Tensor k = float_input(*find_input(inputs, "key", true), "key");
     Tensor v = float_input(*find_input(inputs, "value", true), "value");

@@ -26,14 +26,8 @@ class TtnnBase : public Variant {
   std::vector<InputSlot> input_slots() const override { return {{"x", true}, {"attention_mask", false}}; }
 
   // x [B, S, hidden]; attention_mask (B or 1, 1, 1, S) added to every row.
-  AttentionInputs build_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
-    TensorMap xs;
-    for (const auto& [name, t] : inputs) {
-      if (name == "x") xs[name] = t;
-      else if (name != "attention_mask")
-        throw InputError("inputs." + name + ": unknown input (expected x, attention_mask)");
-    }
-    AttentionInputs in = self_attention_inputs(xs, hidden_, 0);
+  AttentionInputs map_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
+    AttentionInputs in = self_attention_inputs(inputs, hidden_, 0);
     in.training = opt.training;
     if (const Tensor* m = find_input(inputs, "attention_mask", false)) {
       Tensor mask = float_input(*m, "attention_mask");

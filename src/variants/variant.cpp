@@ -21,6 +21,20 @@ ForwardOptions Variant::parse_options(const ordered_json& options) const {
   return o;
 }
 
+AttentionInputs Variant::build_inputs(const TensorMap& inputs, const ForwardOptions& opt) const {
+  const std::vector<InputSlot> slots = input_slots();
+  std::string names;
+  for (const InputSlot& s : slots) names += (names.empty() ? "" : ", ") + s.name;
+  for (const auto& [name, t] : inputs) {
+    bool known = false;
+    for (const InputSlot& s : slots) known = known || s.name == name;
+    if (!known) throw InputError("inputs." + name + ": unknown input (expected " + names + ")");
+  }
+  for (const InputSlot& s : slots)
+    if (s.required && !inputs.count(s.name)) throw InputError("inputs." + s.name + ": required input is missing");
+  return map_inputs(inputs, opt);
+}
+
 AttentionResult Variant::finish(AttentionResult r, const ForwardOptions&) const { return r; }
 
 TensorMap bind_weights(const Variant& v, const NamedTensors& loaded, const std::string& source) {

@@ -48,15 +48,22 @@ class Variant {
   virtual NamedTensors init_torch(uint64_t seed) const = 0;
   // torch.rand weights in the seed's listing order (seed 002's variants only).
   virtual NamedTensors init_rand(uint64_t seed) const;
+  // The inputs the module's forward takes; build_inputs rejects others.
   virtual std::vector<InputSlot> input_slots() const = 0;
   virtual ForwardOptions parse_options(const ordered_json& options) const;
   // `w` holds every slot by its canonical name, float32, shapes checked.
   // Forward options that change the computation (is_causal) arrive here too.
   virtual AttentionSpec build_spec(const TensorMap& w, const ForwardOptions& opt) const = 0;
-  // `inputs` holds the inputs the config gave, by name, as loaded.
-  virtual AttentionInputs build_inputs(const TensorMap& inputs, const ForwardOptions& opt) const = 0;
+  // `inputs` holds the inputs the config gave, by name, as loaded. Unknown
+  // names and missing required inputs are rejected here, against
+  // input_slots(), before the variant maps them.
+  AttentionInputs build_inputs(const TensorMap& inputs, const ForwardOptions& opt) const;
   // Back to the module's conventions (batch_first=False, averaged weights).
   virtual AttentionResult finish(AttentionResult r, const ForwardOptions& opt) const;
+
+ protected:
+  // Maps inputs whose names build_inputs has already checked.
+  virtual AttentionInputs map_inputs(const TensorMap& inputs, const ForwardOptions& opt) const = 0;
 };
 
 // `params` is the config's params object (path "params" for messages).

@@ -64,6 +64,12 @@ TEST(RunErrors, WrongTypesAndImpossibleValues) {
                      "inputs.x: expected shape (batch, tokens, 4), found (2, 6, 3)");
   expect_input_error(run_config(dir, book(R"({"d_in": 3, "d_out": 2, "context_length": 6, "num_heads": 0})")),
                      "params.num_heads: expected a positive integer");
+  expect_input_error(run_config(dir, R"({"variant": "mha_causal", "params": )" + std::string(kGood) +
+                                          R"(, "inputs": {"y": ")" + data("your_journey_batch2.npy") + "\"}}"),
+                     "inputs.y: unknown input (expected x)");
+  expect_input_error(run_config(dir, R"({"variant": "torch_mha", "params": {"embed_dim": 3, "num_heads": 1},
+    "inputs": {"query": ")" + data("your_journey_batch2.npy") + "\"}}"),
+                     "inputs.key: required input is missing");
   expect_input_error(run_config(dir, "{\"variant\": \"nope\"}"), "unknown variant 'nope'");
   expect_input_error(run_config(dir, "{\"variant\": \"mha\", "), "invalid JSON");
 }

@@ -1,12 +1,11 @@
 #include "backends/cpu/cpu_backend.h"
 
-#include <cblas.h>
-
 #include <cstring>
 #include <map>
 #include <thread>
 
 #include "backends/cpu/cpu_flash.h"
+#include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_flash_run.h"
 #include "backends/cpu/cpu_plain.h"
 #include "backends/cpu/cpu_plan.h"
@@ -36,9 +35,9 @@ class CpuBackend : public Backend {
 
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
     validate_inputs(spec, in);
-    // OpenBLAS's thread count is process-wide; BLAS runs only on this thread,
-    // never inside pool tasks, so the two never compete for cores.
-    openblas_set_num_threads(threads_);
+    // Every GEMM runs inside pool tasks on single-threaded OpenBLAS, so the
+    // pool's threads are the only ones busy (cpu_gemm.h says why).
+    cpu::SerialBlasScope serial_blas;
     const bool plain = opt.need_weights || opt.collect_stages;
     // Self-attention variants pass one tensor three times (and cross-attention
     // often passes key == value): comparing bytes (a few ms at the largest

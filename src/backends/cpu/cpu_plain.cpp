@@ -1,12 +1,11 @@
 #include "backends/cpu/cpu_plain.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "backends/cpu/cpu_gemm.h"
 #include "model/dropout.h"
 
 namespace mha::cpu {
@@ -30,19 +29,6 @@ void split_heads(const float* src, int64_t ld, int64_t B, int64_t rows, int64_t 
       }
 }
 
-// C[m, n] (row stride ldc) = A[m, k] . (transB ? B^T : B), all row-major.
-void gemm(bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb,
-          float* C, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) std::memset(C + i * ldc, 0, sizeof(float) * n);
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, A, static_cast<blasint>(lda), B,
-              static_cast<blasint>(ldb), 0.0f, C, static_cast<blasint>(ldc));
-}
-
 }  // namespace
 
 // Shapes: q [B, H, L, dh], k [B, Hkv, St, dh], v [B, Hkv, St, dv];
@@ -62,10 +48,11 @@ AttentionResult run_plain(const AttentionSpec& spec, const AttentionInputs& in, 
 
   Tensor w(DType::F32, {B, H, L, St});
   float* W = w.data<float>();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      gemm(true, L, St, dh, q.data<float>() + (b * H + h) * L * dh, dh,
-           k.data<float>() + (b * Hkv + h / group) * St * dh, dh, W + (b * H + h) * L * St, St);
+  pool.parallel_for(B * H, [&](int64_t bh, int) {
+    const int64_t b = bh / H, h = bh % H;
+    sgemm(true, L, St, dh, q.data<float>() + bh * L * dh, dh, k.data<float>() + (b * Hkv + h / group) * St * dh, dh,
+          0.0f, W + bh * L * St, St);
+  });
   AttentionResult r;
   // A stage keeps a copy; w.data() then gives w bytes of its own (copy on
   // write), so the in-place steps below do not reach into the stage.
@@ -117,10 +104,11 @@ AttentionResult run_plain(const AttentionSpec& spec, const AttentionInputs& in, 
   });
 
   Tensor ctx(DType::F32, {B, L, H * dv});
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      gemm(false, L, dv, St, W + (b * H + h) * L * St, St, v.data<float>() + (b * Hkv + h / group) * St * dv, dv,
-           ctx.data<float>() + b * L * H * dv + h * dv, H * dv);
+  pool.parallel_for(B * H, [&](int64_t bh, int) {
+    const int64_t b = bh / H, h = bh % H;
+    sgemm(false, L, dv, St, W + bh * L * St, St, v.data<float>() + (b * Hkv + h / group) * St * dv, dv, 0.0f,
+          ctx.data<float>() + b * L * H * dv + h * dv, H * dv);
+  });
 
   if (plan.out) {
     r.output = Tensor(DType::F32, {B, L, spec.out_dim()});

@@ -1,9 +1,9 @@
 #include "backends/cpu/cpu_projection.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
+
+#include "backends/cpu/cpu_gemm.h"
 
 namespace mha::cpu {
 
@@ -40,14 +40,7 @@ void linear(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t l
         std::memcpy(y + r * ldy, lin.b.data(), sizeof(float) * lin.out);
     });
   }
-  if (lin.in == 0) {
-    if (!bias)
-      for (int64_t r = 0; r < rows; ++r) std::memset(y + r * ldy, 0, sizeof(float) * lin.out);
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), static_cast<blasint>(lin.out),
-              static_cast<blasint>(lin.in), 1.0f, x, static_cast<blasint>(ldx), lin.w.data(),
-              static_cast<blasint>(lin.in), bias ? 1.0f : 0.0f, y, static_cast<blasint>(ldy));
+  sgemm(pool, true, rows, lin.out, lin.in, x, ldx, lin.w.data(), lin.in, bias ? 1.0f : 0.0f, y, ldy);
 }
 
 }  // namespace mha::cpu

@@ -1,5 +1,5 @@
 #pragma once
-// Linear projections as OpenBLAS sgemm on weights the plan packed once.
+// Linear projections as sgemm (cpu_gemm.h) on weights the plan packed once.
 #include <cstdint>
 #include <vector>
 
@@ -22,7 +22,7 @@ PackedLinear pack_stacked(const std::vector<const Projection*>& ps);
 
 // y[rows, lin.out] (row stride ldy) = x[rows, lin.in] (row stride ldx) . w^T + b. Bias rows
 // are written first and sgemm accumulates onto them (beta = 1), which spares
-// OpenBLAS its separate pass that clears C.
+// OpenBLAS its separate pass that clears C. Splits the work over the pool.
 void linear(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t ldx, int64_t rows, float* y,
             int64_t ldy);
 

@@ -1,0 +1,47 @@
+#include "backends/cpu/cpu_gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace mha::cpu {
+
+SerialBlasScope::SerialBlasScope() : previous_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+
+SerialBlasScope::~SerialBlasScope() { openblas_set_num_threads(previous_); }
+
+void sgemm(bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb,
+           float beta, float* C, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // BLAS may leave C untouched here; the result is beta * C
+    for (int64_t i = 0; i < m; ++i)
+      if (beta == 0.0f)
+        std::memset(C + i * ldc, 0, sizeof(float) * n);
+      else
+        for (int64_t j = 0; j < n; ++j) C[i * ldc + j] *= beta;
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, A, static_cast<blasint>(lda), B,
+              static_cast<blasint>(ldb), beta, C, static_cast<blasint>(ldc));
+}
+
+void sgemm(ThreadPool& pool, bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  constexpr int64_t kAlign = 16;  // block edges on whole micro-kernel tiles
+  const bool by_rows = m >= n;
+  const int64_t extent = by_rows ? m : n;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(pool.size(), extent / kAlign));
+  const int64_t step = (extent / parts + kAlign - 1) / kAlign * kAlign;
+  pool.parallel_for(parts, [&](int64_t t, int) {
+    const int64_t lo = std::min(extent, t * step), hi = t == parts - 1 ? extent : std::min(extent, lo + step);
+    if (hi <= lo) return;
+    if (by_rows)
+      sgemm(transB, hi - lo, n, k, A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
+    else
+      sgemm(transB, m, hi - lo, k, A, lda, transB ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+  });
+}
+
+}  // namespace mha::cpu

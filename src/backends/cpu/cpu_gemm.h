@@ -1,0 +1,46 @@
+#pragma once
+// sgemm for the cpu backend: OpenBLAS single-threaded, parallelised by the
+// backend's own pool.
+//
+// Why not OpenBLAS's threads: after each call its workers spin-wait (up to
+// 2^28 cycles, ~0.1 s) for more work, and the flash kernel that follows the
+// QKV GEMM runs on the pool meanwhile. Measured on seed 002's shape, a
+// spinning worker sharing a core with a pool thread made the attention
+// step take 50 ms instead of 25 in some processes and made first runs
+// erratic. With one set of threads for everything, nothing spins while the
+// pool works.
+#include <cstdint>
+
+#include "backends/cpu/cpu_thread_pool.h"
+
+namespace mha::cpu {
+
+// Makes OpenBLAS run on its calling thread for as long as it lives, and
+// restores the process's previous thread count after (other users of BLAS,
+// such as the sgemm probe or tt-sim, keep theirs).
+class SerialBlasScope {
+ public:
+  SerialBlasScope();
+  ~SerialBlasScope();
+  SerialBlasScope(const SerialBlasScope&) = delete;
+  SerialBlasScope& operator=(const SerialBlasScope&) = delete;
+
+ private:
+  int previous_;
+};
+
+// C[m, n] (row stride ldc) = A[m, k] . op(B) + beta * C, row-major, where
+// op(B) is B[k, n] or, with transB, the transpose of B[n, k]. Runs on the
+// calling thread only (inside pool tasks).
+void sgemm(bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb,
+           float beta, float* C, int64_t ldc);
+
+// The same, split into one block of C per pool thread: row blocks, or
+// column blocks when C has fewer rows than columns (single-token queries).
+// Each thread packs its own copy of the shared operand; for the projection
+// shapes this is well under 1% of the multiply. The split depends only on
+// the shape and pool size, so results are identical from run to run.
+void sgemm(ThreadPool& pool, bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+}  // namespace mha::cpu

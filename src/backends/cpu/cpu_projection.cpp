@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_gemm.h"
+#include "util/huge_pages.h"
 
 namespace mha::cpu {
 
@@ -17,14 +18,26 @@ PackedLinear pack_stacked(const std::vector<const Projection*>& ps) {
     lin.out += p->weight.dim(0);
     any_bias |= p->bias.has_value();
   }
+  // Fresh memory costs a page fault per 4 KiB on first touch: reserve, ask
+  // for huge pages, then copy straight from the tensors (no float32
+  // temporaries, whose pages would each be faulted in and thrown away).
   lin.w.reserve(lin.out * lin.in);
-  for (const Projection* p : ps) {
-    std::vector<float> w = p->weight.to_f32();
-    lin.w.insert(lin.w.end(), w.begin(), w.end());
-    if (any_bias) {
-      std::vector<float> b = p->bias ? p->bias->to_f32() : std::vector<float>(p->weight.dim(0), 0.0f);
-      lin.b.insert(lin.b.end(), b.begin(), b.end());
+  advise_huge_pages(lin.w.data(), sizeof(float) * lin.out * lin.in);
+  auto append = [](std::vector<float>& dst, const Tensor& t) {
+    if (t.dtype() == DType::F32) {
+      dst.insert(dst.end(), t.data<float>(), t.data<float>() + t.numel());
+    } else {
+      std::vector<float> v = t.to_f32();
+      dst.insert(dst.end(), v.begin(), v.end());
     }
+  };
+  for (const Projection* p : ps) {
+    append(lin.w, p->weight);
+    if (!any_bias) continue;
+    if (p->bias)
+      append(lin.b, *p->bias);
+    else
+      lin.b.insert(lin.b.end(), p->weight.dim(0), 0.0f);
   }
   return lin;
 }

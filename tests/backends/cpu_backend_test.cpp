@@ -336,6 +336,29 @@ TEST(CpuBackend, ChunkedQueryProjection) {
   cpu::chunk_policy() = saved;
 }
 
+TEST(CpuBackend, BatchGroups) {
+  // With group_rows below one batch's rows, five batches run as groups of
+  // 2, 2 and 1 (or 1 each): per-batch masks, extra keys and the context
+  // written into q, a buffer or the output, and the dropout keep mask must
+  // all follow the group.
+  cpu::ChunkPolicy saved = cpu::chunk_policy();
+  for (int64_t group_rows : {1, 12})
+    for (bool self : {true, false})
+      for (bool out : {true, false}) {
+        cpu::chunk_policy().group_rows = group_rows;
+        Case c;
+        c.B = 5, c.L = c.S = 7, c.self = self, c.out = out, c.mask = self ? 4 : 2;
+        c.bias_kv = !self, c.zero_attn = !self, c.kv_same = !self && out, c.dropout = out ? 0.25 : 0.0;
+        SCOPED_TRACE(std::to_string(group_rows) + std::to_string(self) + std::to_string(out));
+        expect_matches_reference(c);
+        c.dv = 6;
+        expect_matches_reference(c);
+        c.L = 9, c.causal = !self;  // cross-attention with more queries than keys
+        if (!self) expect_matches_reference(c);
+      }
+  cpu::chunk_policy() = saved;
+}
+
 TEST(CpuBackend, SingleThreadMatchesReference) {
   Case c;
   c.L = c.S = 200, c.causal = true;

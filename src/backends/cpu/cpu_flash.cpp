@@ -47,15 +47,16 @@ void pack_qt(const float* q, int64_t ldq, int64_t nq, int64_t nql, int64_t dh, f
     for (int64_t d = ii < full_rows ? full_cols : 0; d < dh; ++d) qt[d * kBr + ii] = ii < nq ? q[ii * ldq + d] : 0.0f;
 }
 
-// Copies key or value rows [j0, j0 + n) of kv head g into a dense [n, ldl]
+// Copies key or value rows [j0, j0 + n) of kv head g (src holds flattened
+// rows from row0 on) into a dense [n, ldl]
 // block: rows past S take the bias row (index S) or zeros (add_zero_attn and
 // padding), columns past d are zero so 16-wide tiles read no garbage.
-void load_rows(const float* src, int64_t ld, const float* bias, int64_t b, int64_t S, int64_t g, int64_t d,
-               int64_t j0, int64_t n, float* dst, int64_t ldl) {
+void load_rows(const float* src, int64_t ld, int64_t row0, const float* bias, int64_t b, int64_t S, int64_t g,
+               int64_t d, int64_t j0, int64_t n, float* dst, int64_t ldl) {
   for (int64_t j = 0; j < n; ++j) {
     const int64_t jj = j0 + j;
     float* out = dst + j * ldl;
-    const float* row = jj < S ? src + (b * S + jj) * ld + g * d : (jj == S && bias ? bias + g * d : nullptr);
+    const float* row = jj < S ? src + (b * S + jj - row0) * ld + g * d : (jj == S && bias ? bias + g * d : nullptr);
     if (row)
       std::memcpy(out, row, sizeof(float) * d);
     else
@@ -117,13 +118,13 @@ void flash_block(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScra
     // Key rows are read in place (the score tile broadcasts them, any row
     // stride will do) unless the block runs past S; value rows are copied
     // so the P.V tile streams a dense, zero-padded block.
-    const float* kb = a.k + (b * a.S + j0) * a.ldk + g * dh;
+    const float* kb = a.k + (b * a.S + j0 - a.kv_row0) * a.ldk + g * dh;
     int64_t ldkb = a.ldk;
     if (j0 + nkp > a.S) {
-      load_rows(a.k, a.ldk, a.bias_k, b, a.S, g, dh, j0, nkp, s.kl.data(), dh);
+      load_rows(a.k, a.ldk, a.kv_row0, a.bias_k, b, a.S, g, dh, j0, nkp, s.kl.data(), dh);
       kb = s.kl.data(), ldkb = dh;
     }
-    load_rows(a.v, a.ldv, a.bias_v, b, a.S, g, dv, j0, nkp, s.vl.data(), dvp);
+    load_rows(a.v, a.ldv, a.kv_row0, a.bias_v, b, a.S, g, dv, j0, nkp, s.vl.data(), dvp);
 
     for (int64_t r = 0; r < nkp; r += 6)
       for (int64_t c = 0; c < nql; c += 16) tile_6x16(dh, kb + r * ldkb, ldkb, 1, qt + c, kBr, st + r * kBr + c, kBr, false);

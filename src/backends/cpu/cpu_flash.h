@@ -12,9 +12,10 @@ constexpr int64_t kBc = 96;  // keys per block: a multiple of 6 (score tile rows
 
 // Projected tensors as the projection GEMMs leave them, addressed by row
 // stride so the fused [B*L, Eq+Ek+Ev] buffer needs no repacking:
-//   q[(b*L + i - q_row0)*ldq + h*dh + d], k[(b*S + j)*ldk + g*dh + d], v likewise
-//   with dv, ctx[(b*L + i - q_row0)*ldc + h*dv + d] (q_row0: the first row
-//   held when q is projected in chunks). ctx may alias q when dv == dh: a task
+//   q[(b*L + i - q_row0)*ldq + h*dh + d], k[(b*S + j - kv_row0)*ldk + g*dh + d],
+//   v likewise with dv, ctx[(b*L + i - q_row0)*ldc + h*dv + d] (q_row0 and
+//   kv_row0: the first flattened row held when only some rows are projected
+//   at a time). ctx may alias q when dv == dh: a task
 //   reads its own q rows before it writes the same ctx rows, and no other
 //   task reads them.
 struct FlashArgs {
@@ -23,7 +24,7 @@ struct FlashArgs {
   const float* k = nullptr;
   const float* v = nullptr;
   int64_t ldq = 0, ldk = 0, ldv = 0;
-  int64_t q_row0 = 0;
+  int64_t q_row0 = 0, kv_row0 = 0;
   const float* bias_k = nullptr;  // [Hkv*dh]: key row S when present
   const float* bias_v = nullptr;
   float scale = 1.0f;

@@ -39,7 +39,7 @@ AttentionResult run_plain(const AttentionSpec& spec, const AttentionInputs& in, 
   const int64_t B = plan.B, L = plan.L, S = plan.S, H = spec.num_heads, Hkv = spec.num_kv_heads;
   const int64_t dh = spec.head_dim, dv = spec.head_dim_v, St = S + spec.extra_keys(), group = H / Hkv;
   const float inf = std::numeric_limits<float>::infinity();
-  project_inputs(pool, plan, in);
+  project_inputs(pool, plan, F32Inputs(in), 0, B);
 
   Tensor q(DType::F32, {B, H, L, dh}), k(DType::F32, {B, Hkv, St, dh}), v(DType::F32, {B, Hkv, St, dv});
   split_heads(plan.q, plan.ldq, B, L, L, H, dh, {}, q.data<float>());

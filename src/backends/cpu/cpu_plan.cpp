@@ -14,6 +14,9 @@ const float* f32_data(const Tensor& t, std::vector<float>& tmp) {
   return tmp.data();
 }
 
+F32Inputs::F32Inputs(const AttentionInputs& in)
+    : query(f32_data(in.query, tq)), key(f32_data(in.key, tk)), value(f32_data(in.value, tv)) {}
+
 namespace {
 
 auto scalars(const AttentionSpec& s) {
@@ -106,8 +109,10 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
   const int64_t eq = spec.q.weight.dim(0), ek = spec.k.weight.dim(0), ev = spec.v.weight.dim(0);
   const bool flash = !key.need_weights && !key.collect_stages;
   const bool same_in = spec.q_in() == spec.k_in() && spec.q_in() == spec.v_in();
-  if (flash && B * L * eq > chunk_policy().above_floats)
-    p.layout = Layout::kChunked;
+  const ChunkPolicy& policy = chunk_policy();
+  p.group_batches = flash ? std::min(B, std::max<int64_t>(1, (policy.group_rows + L - 1) / std::max<int64_t>(L, 1))) : B;
+  if (flash && p.group_batches * L * eq > policy.above_floats)
+    p.layout = Layout::kChunked, p.group_batches = B;
   else if (key.qkv_same && same_in)
     p.layout = Layout::kFusedQKV;
   else
@@ -129,10 +134,11 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
   if (spec.bias_k) p.bias_k = spec.bias_k->to_f32();
   if (spec.bias_v) p.bias_v = spec.bias_v->to_f32();
 
-  p.q_chunk_rows = chunk_policy().rows;
-  const int64_t q_rows = p.layout == Layout::kChunked ? std::min(B * L, p.q_chunk_rows) : B * L;
+  p.q_chunk_rows = policy.rows;
+  const int64_t G = p.group_batches;
+  const int64_t q_rows = p.layout == Layout::kChunked ? std::min(B * L, p.q_chunk_rows) : G * L;
   // Left uninitialised: the GEMMs write every element before anything reads it.
-  const int64_t proj_floats = p.layout == Layout::kFusedQKV ? B * L * (eq + ek + ev) : q_rows * eq + B * S * (ek + ev);
+  const int64_t proj_floats = p.layout == Layout::kFusedQKV ? G * L * (eq + ek + ev) : q_rows * eq + G * S * (ek + ev);
   p.proj.reset(new float[proj_floats]);
   advise_huge_pages(p.proj.get(), sizeof(float) * proj_floats);
   float* base = p.proj.get();
@@ -145,7 +151,7 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
     if (p.kv_fused)
       p.v = p.k + ek, p.ldk = p.ldv = ek + ev;
     else
-      p.v = p.k + B * S * ek, p.ldk = ek, p.ldv = ev;
+      p.v = p.k + G * S * ek, p.ldk = ek, p.ldv = ev;
   }
   // With an output projection the context is a temporary; when it has q's
   // shape it overwrites q (each flash task reads its q rows before it
@@ -159,20 +165,19 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
   return plan;
 }
 
-void project_inputs(ThreadPool& pool, Plan& plan, const AttentionInputs& in) {
-  const int64_t BL = plan.B * plan.L, BS = plan.B * plan.S;
-  std::vector<float> tq, tk, tv;
-  const float* xk = f32_data(in.key, tk);
+void project_inputs(ThreadPool& pool, Plan& plan, const F32Inputs& x, int64_t b0, int64_t b1) {
+  const int64_t L = plan.L, S = plan.S, nq = (b1 - b0) * L, nkv = (b1 - b0) * S;
+  const PackedLinear& lq = plan.lin[0];
   if (plan.layout == Layout::kFusedQKV) {
-    linear(pool, plan.lin[0], xk, plan.lin[0].in, BL, plan.q, plan.ldq);
+    linear(pool, lq, x.key + b0 * S * lq.in, lq.in, nq, plan.q, plan.ldq);
     return;
   }
-  if (plan.layout == Layout::kSeparate) linear(pool, plan.lin[0], f32_data(in.query, tq), plan.lin[0].in, BL, plan.q, plan.ldq);
-  if (plan.kv_fused) {
-    linear(pool, plan.lin[1], xk, plan.lin[1].in, BS, plan.k, plan.ldk);
-  } else {
-    linear(pool, plan.lin[1], xk, plan.lin[1].in, BS, plan.k, plan.ldk);
-    linear(pool, plan.lin[2], f32_data(in.value, tv), plan.lin[2].in, BS, plan.v, plan.ldv);
+  if (plan.layout == Layout::kSeparate) linear(pool, lq, x.query + b0 * L * lq.in, lq.in, nq, plan.q, plan.ldq);
+  const PackedLinear& lk = plan.lin[1];
+  linear(pool, lk, x.key + b0 * S * lk.in, lk.in, nkv, plan.k, plan.ldk);
+  if (!plan.kv_fused) {
+    const PackedLinear& lv = plan.lin[2];
+    linear(pool, lv, x.value + b0 * S * lv.in, lv.in, nkv, plan.v, plan.ldv);
   }
 }
 

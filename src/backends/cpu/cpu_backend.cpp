@@ -25,7 +25,9 @@ bool same_data(const Tensor& a, const Tensor& b) {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(int threads) : threads_(threads), pool_(threads) {}
+  // Creating the backend also gives each thread its OpenBLAS buffer
+  // (cpu_gemm.h): a per-process cost, kept out of every plan's first run.
+  explicit CpuBackend(int threads) : threads_(threads), pool_(threads) { cpu::warm_blas_buffers(pool_); }
 
   std::string name() const override { return "cpu"; }
   CacheStats cache_stats() const override { return stats_; }

@@ -3,13 +3,31 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 namespace mha::cpu {
 
 SerialBlasScope::SerialBlasScope() : previous_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
 
 SerialBlasScope::~SerialBlasScope() { openblas_set_num_threads(previous_); }
+
+void warm_blas_buffers(ThreadPool& pool) {
+  constexpr int64_t m = 8, n = 4096, k = 384;
+  SerialBlasScope serial;
+  // OpenBLAS lends a buffer per call in flight, so the calls must overlap:
+  // each task waits until every thread holds one (a thread that claimed a
+  // task cannot claim another, so this cannot wait forever).
+  std::atomic<int> started{0};
+  pool.parallel_for(pool.size(), [&](int64_t, int) {
+    std::vector<float> a(m * k, 0.0f), b(k * n, 0.0f), c(m * n);
+    started.fetch_add(1);
+    while (started.load() < pool.size()) std::this_thread::yield();
+    sgemm(false, m, n, k, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+  });
+}
 
 void sgemm(bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb,
            float beta, float* C, int64_t ldc) {

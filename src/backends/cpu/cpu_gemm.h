@@ -29,6 +29,15 @@ class SerialBlasScope {
   int previous_;
 };
 
+// Has every pool thread make one concurrent sgemm (shaped to fill a packing
+// panel: 384 deep, 4096 wide) so that OpenBLAS maps and touches a packing
+// buffer for each now, once per backend, and not inside whichever plan runs
+// first. On this VM fresh pages cost a host fault each (free memory is
+// handed back to the host), and seed 002's first run over ten processes
+// was 1.31x a cached run at the median (1.53x at worst) without this, 1.04x
+// (1.18x) with it.
+void warm_blas_buffers(ThreadPool& pool);
+
 // C[m, n] (row stride ldc) = A[m, k] . op(B) + beta * C, row-major, where
 // op(B) is B[k, n] or, with transB, the transpose of B[n, k]. Runs on the
 // calling thread only (inside pool tasks).

@@ -21,8 +21,9 @@ void warm_blas_buffers(ThreadPool& pool) {
   // each task waits until every thread holds one (a thread that claimed a
   // task cannot claim another, so this cannot wait forever).
   std::atomic<int> started{0};
+  const std::vector<float> a(m * k, 0.0f), b(k * n, 0.0f);  // read-only, shared
   pool.parallel_for(pool.size(), [&](int64_t, int) {
-    std::vector<float> a(m * k, 0.0f), b(k * n, 0.0f), c(m * n);
+    std::vector<float> c(m * n);
     started.fetch_add(1);
     while (started.load() < pool.size()) std::this_thread::yield();
     sgemm(false, m, n, k, a.data(), k, b.data(), n, 0.0f, c.data(), n);

@@ -35,7 +35,8 @@ class SerialBlasScope {
 // first. On this VM fresh pages cost a host fault each (free memory is
 // handed back to the host), and seed 002's first run over ten processes
 // was 1.31x a cached run at the median (1.53x at worst) without this, 1.04x
-// (1.18x) with it.
+// (1.18x) with it. It costs a few ms and about 6 MiB of resident buffer
+// per thread, once per backend.
 void warm_blas_buffers(ThreadPool& pool);
 
 // C[m, n] (row stride ldc) = A[m, k] . op(B) + beta * C, row-major, where

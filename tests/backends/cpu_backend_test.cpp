@@ -359,6 +359,26 @@ TEST(CpuBackend, BatchGroups) {
   cpu::chunk_policy() = saved;
 }
 
+TEST(CpuBackend, NonFloat32InputsAreConverted) {
+  // float64 inputs, shared as self-attention and key == value pass them, or
+  // separate: each distinct tensor is converted once and used for its role.
+  for (int layout : {0, 1, 2}) {
+    Case c;
+    c.self = layout == 0, c.kv_same = layout == 1, c.B = 3;
+    c.L = layout == 0 ? c.S : 5;
+    Problem p = make_problem(c);
+    auto to_f64 = [](const Tensor& t) { return t.cast(DType::F64); };
+    AttentionInputs in64 = p.in;
+    in64.query = to_f64(p.in.query);
+    in64.key = c.self ? in64.query : to_f64(p.in.key);
+    in64.value = c.self ? in64.query : c.kv_same ? in64.key : to_f64(p.in.value);
+    SCOPED_TRACE(layout);
+    AttentionResult got = cpu_backend()->run(p.spec, in64, {});
+    AttentionResult want = make_reference_backend()->run(p.spec, p.in, {});
+    EXPECT_TRUE(test::tensors_close(got.output, want.output, kAtol, kRtol));
+  }
+}
+
 TEST(CpuBackend, SingleThreadMatchesReference) {
   Case c;
   c.L = c.S = 200, c.causal = true;

@@ -14,8 +14,12 @@ const float* f32_data(const Tensor& t, std::vector<float>& tmp) {
   return tmp.data();
 }
 
+// Self-attention passes one tensor three times (copies sharing bytes):
+// a non-float32 one is converted once, not three times.
 F32Inputs::F32Inputs(const AttentionInputs& in)
-    : query(f32_data(in.query, tq)), key(f32_data(in.key, tk)), value(f32_data(in.value, tv)) {}
+    : query(f32_data(in.query, tq)),
+      key(in.key.raw() == in.query.raw() ? query : f32_data(in.key, tk)),
+      value(in.value.raw() == in.key.raw() ? key : f32_data(in.value, tv)) {}
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <thread>
 
 #include "backends/cpu/cpu_flash.h"
-#include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_flash_run.h"
+#include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_plain.h"
 #include "backends/cpu/cpu_plan.h"
 #include "util/error.h"

@@ -6,6 +6,7 @@
 
 #include "tensor/half.h"
 #include "ttsim/fpu_internal.h"
+#include "ttsim/operands.h"
 #include "util/error.h"
 
 namespace mha::ttsim {
@@ -76,13 +77,15 @@ void check_shapes(const TileTensor& a, const TileTensor& b) {
                      shape_str(b.shape));
 }
 
-// Dst values for one batch, exact numerics: per output element, per K tile,
-// phases outer and the two 16-wide K faces inner, as the LLK's MOP runs them.
-void matmul_exact(const float* a, const float* b, float* dst, int64_t M, int64_t K, int64_t N,
-                  DataFormat fa, DataFormat fb, const ComputeConfig& cfg) {
+// Dst values for rows [r0, r1) of one batch, exact numerics, scalar lane
+// model (the oracle): per output element, per K tile, phases outer and the
+// two 16-wide K faces inner, as the LLK's MOP runs them.
+void matmul_oracle_rows(const float* a, const float* b, float* dst, int64_t r0, int64_t r1, int64_t K, int64_t N,
+                        DataFormat fa, DataFormat fb, const ComputeConfig& cfg) {
   const bool fp32 = cfg.fp32_dest_acc_en;
+  const int64_t M = r1 - r0;
   std::vector<detail::SrcDatum> ea(static_cast<size_t>(M * K)), eb(static_cast<size_t>(N * K));
-  for (int64_t i = 0; i < M * K; ++i) ea[i] = detail::encode_srcb(unpack_to_src(a[i], fa, fp32));
+  for (int64_t i = 0; i < M * K; ++i) ea[i] = detail::encode_srcb(unpack_to_src(a[r0 * K + i], fa, fp32));
   for (int64_t k = 0; k < K; ++k)  // B transposed so a column is contiguous along K
     for (int64_t n = 0; n < N; ++n) eb[n * K + k] = detail::encode_srca(unpack_to_src(b[k * N + n], fb, fp32));
   const int phases = fidelity_phase_count(cfg.math_fidelity);
@@ -93,8 +96,40 @@ void matmul_exact(const float* a, const float* b, float* dst, int64_t M, int64_t
         for (int p = 0; p < phases; ++p)
           for (int64_t kf = kt; kf < kt + kTile; kf += kFace)
             acc = detail::dot16(&ea[m * K + kf], &eb[n * K + kf], acc, p, fp32);
-      dst[m * N + n] = f32_from_bits(acc);
+      dst[(r0 + m) * N + n] = f32_from_bits(acc);
     }
+}
+
+// Exact numerics on the vector kernels: in1 decoded once per matrix, then
+// one task per 32-row block of in0 (decoded by the task), each writing only
+// its own output rows.
+void matmul_vector(const TileTensor& a, const TileTensor& b, TileTensor& out, const ComputeConfig& cfg,
+                   const Exec& ex) {
+  const simd::KernelTable& kern = *ex.kernels();
+  const bool fp32 = cfg.fp32_dest_acc_en;
+  const int64_t M = a.prows, K = a.pcols, N = b.pcols, Kt = K / kTile, mblocks = M / kTile;
+  const int P = fidelity_phase_count(cfg.math_fidelity);
+  std::vector<int32_t> bexp(static_cast<size_t>(b.batch * K * N)), bpcs(bexp.size());
+  ex.parallel_for(b.batch * Kt, [&](int64_t t, int) {
+    const int64_t bi = t / Kt, k0 = (t % Kt) * kTile, off = (bi * K + k0) * N;
+    detail::decode_in1(b.matrix(bi) + k0 * N, N, 1, kTile, N, b.format, fp32, &bexp[off], &bpcs[off]);
+  });
+  struct Scratch {
+    std::vector<simd::ARec> arec;
+    std::vector<float> dst;
+  };
+  std::vector<Scratch> scratch(static_cast<size_t>(ex.threads()));
+  ex.parallel_for(a.batch * mblocks, [&](int64_t t, int th) {
+    const int64_t bi = t / mblocks, r0 = (t % mblocks) * kTile, bb = b.batch == 1 ? 0 : bi;
+    Scratch& s = scratch[static_cast<size_t>(th)];
+    s.arec.resize(static_cast<size_t>(kTile * K * P));
+    s.dst.assign(static_cast<size_t>(kTile * N), 0.0f);
+    detail::decode_in0(a.matrix(bi) + r0 * K, K, kTile, K, a.format, fp32, P, s.arec.data());
+    kern.mvmul(s.arec.data(), K * P, kTile, &bexp[bb * K * N], &bpcs[bb * K * N], N, N, Kt, P, fp32,
+               reinterpret_cast<uint32_t*>(s.dst.data()), N);
+    for (int64_t r = 0; r < kTile; ++r)
+      pack_from_dst(&s.dst[r * N], out.matrix(bi) + (r0 + r) * N, N, cfg.output, fp32);
+  });
 }
 
 // Splits Src values into the pieces the phases multiply (see matrix_unit.h).
@@ -132,22 +167,32 @@ void matmul_fast(const float* a, const float* b, float* dst, int64_t M, int64_t 
 
 }  // namespace
 
-void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const ComputeConfig& cfg) {
+void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const ComputeConfig& cfg,
+               const Exec& ex) {
   check_shapes(a, b);
   Shape shape = a.shape;
   if (shape.size() < 2) shape.insert(shape.begin(), 1);
   shape.back() = b.cols;
   out = make_tile_tensor(shape, cfg.output);
   const int64_t M = a.prows, K = a.pcols, N = b.pcols;
-  std::vector<float> dst(static_cast<size_t>(M * N));
-  for (int64_t bi = 0; bi < a.batch; ++bi) {
-    const float* bm = b.matrix(b.batch == 1 ? 0 : bi);
-    if (cfg.numerics == Numerics::Exact)
-      matmul_exact(a.matrix(bi), bm, dst.data(), M, K, N, a.format, b.format, cfg);
-    else
-      matmul_fast(a.matrix(bi), bm, dst.data(), M, K, N, a.format, b.format, cfg);
-    pack_from_dst(dst.data(), out.matrix(bi), M * N, cfg.output, cfg.fp32_dest_acc_en);
+  if (cfg.numerics == Numerics::Exact && ex.kernels()) {
+    matmul_vector(a, b, out, cfg, ex);
+    return;
   }
+  const int64_t mblocks = M / kTile;
+  std::vector<float> dst(static_cast<size_t>(a.batch * M * N));
+  if (cfg.numerics == Numerics::Exact) {
+    ex.parallel_for(a.batch * mblocks, [&](int64_t t, int) {
+      const int64_t bi = t / mblocks, r0 = (t % mblocks) * kTile;
+      matmul_oracle_rows(a.matrix(bi), b.matrix(b.batch == 1 ? 0 : bi), &dst[bi * M * N], r0, r0 + kTile, K, N,
+                         a.format, b.format, cfg);
+    });
+  } else {
+    for (int64_t bi = 0; bi < a.batch; ++bi)
+      matmul_fast(a.matrix(bi), b.matrix(b.batch == 1 ? 0 : bi), &dst[bi * M * N], M, K, N, a.format, b.format, cfg);
+  }
+  for (int64_t bi = 0; bi < a.batch; ++bi)
+    pack_from_dst(&dst[bi * M * N], out.matrix(bi), M * N, cfg.output, cfg.fp32_dest_acc_en);
 }
 
 }  // namespace mha::ttsim

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ttsim/exec.h"
 #include "ttsim/formats.h"
 #include "ttsim/tile.h"
 
@@ -71,9 +72,12 @@ void pack_from_dst(const float* dst, float* out, int64_t n, DataFormat out_forma
 
 // out = a @ b.  a: (..., M, K); b: (..., K, N) with the same leading dims as
 // a, or (K, N) shared by every batch; out becomes (..., M, N) in cfg.output.
-// Exact numerics run the bit-level model per element (cost ~ M*N*K*phases/16
-// lane-dots); fast numerics use sgemm on the fidelity-truncated operands and
-// round only at the end. Throws InputError on mismatched shapes.
-void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const ComputeConfig& cfg);
+// Exact numerics run the bit-level model for every lane (M*N*K*phases/16
+// lane-dots): with ex.isa Scalar the lane model itself (the oracle), else
+// the vector kernels, bit-identical to it, over 32-row blocks on ex's pool.
+// Fast numerics use sgemm on the fidelity-truncated operands and round only
+// at the end. Throws InputError on mismatched shapes.
+void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const ComputeConfig& cfg,
+               const Exec& ex = Exec{});
 
 }  // namespace mha::ttsim

@@ -1,6 +1,6 @@
-#include "backends/cpu/cpu_thread_pool.h"
+#include "util/thread_pool.h"
 
-namespace mha::cpu {
+namespace mha {
 
 ThreadPool::ThreadPool(int threads) {
   for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
@@ -77,4 +77,4 @@ void ThreadPool::parallel_for(int64_t count, const std::function<void(int64_t, i
   if (err) std::rethrow_exception(err);
 }
 
-}  // namespace mha::cpu
+}  // namespace mha

@@ -1,0 +1,22 @@
+#pragma once
+// Internal to src/ttsim: matrix-unit operands decoded once per matmul for the
+// vector kernels (simd/kernels.h), from the values the unpacker delivers.
+#include <cstdint>
+
+#include "ttsim/formats.h"
+#include "ttsim/simd/kernels.h"
+
+namespace mha::ttsim::detail {
+
+// in0 (SrcB role): rows x K values, element (r, k) at a[r*lda + k], K a
+// multiple of 32 -> per row Kt*phases*32 records, (kt, p, k % 32) at
+// (kt*phases + p)*32 + k % 32, row r at out + r*(K*phases).
+void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat f, bool fp32, int phases,
+                simd::ARec* out);
+
+// in1 (SrcA role): K x N values, element (k, n) at b[k*ks + n*ns] ->
+// exponents and pieces, element (k, n) at k*N + n.
+void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, DataFormat f, bool fp32, int32_t* bexp,
+                int32_t* bpcs);
+
+}  // namespace mha::ttsim::detail

@@ -1,0 +1,36 @@
+#include "ttsim/simd/kernels.h"
+
+namespace mha::ttsim::simd {
+
+extern const KernelTable kAvx2Table;
+extern const KernelTable kAvx512Table;
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+namespace {
+
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512cd");
+}
+
+}  // namespace
+
+const KernelTable* kernels_for(Isa isa) {
+  static const bool avx512 = cpu_has_avx512();
+  if (isa == Isa::Avx2) return &kAvx2Table;
+  if (isa == Isa::Avx512 && avx512) return &kAvx512Table;
+  return nullptr;
+}
+
+Isa best_isa() { return kernels_for(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2; }
+
+}  // namespace mha::ttsim::simd

@@ -1,0 +1,67 @@
+#pragma once
+// The vector implementations of tt-sim's FPU and SFPU lanes, one table per
+// instruction set, chosen at run time. Each kernel is bit-identical to the
+// scalar lane model it replaces (src/ttsim/fpu.cpp, sfpu.cpp), which stays
+// the oracle that tests/ttsim compares them with.
+//
+// Lanes run across output columns: for one row of in0 (SrcB, broadcast) and
+// W columns of in1 (SrcA), every step of a lane's dot product (the exponent
+// max of a group of eight products, each product's alignment shift, the
+// group sums, the Dst adder) is one vertical vector operation.
+#include <cstdint>
+
+namespace mha::ttsim::simd {
+
+enum class Isa { Scalar, Avx2, Avx512 };
+const char* isa_name(Isa isa);
+
+// Exponent of a zero operand: far enough below every real product exponent
+// (>= -137) that it never wins a group's max, and shifts its (zero) product
+// out entirely.
+constexpr int32_t kZeroExp = -(1 << 20);
+
+// One in0 (SrcB) datum as one fidelity phase sees it: the product exponent's
+// share (exponent field, rebiased for the phase) and the phase's SrcB piece,
+// signed, in the 16-bit half of `pair` that meets the SrcA piece the phase
+// uses (low half: SrcA's high piece, high half: its low piece).
+struct ARec {
+  int32_t exp;
+  int32_t pair;
+};
+
+// One in1 (SrcA) datum: exponent field (kZeroExp for zero) and both pieces,
+// signed int16s (low: high piece, high: low piece).
+struct BDatum {
+  int32_t exp;
+  int32_t pieces;
+};
+
+struct KernelTable {
+  Isa isa;
+  int lanes;
+  // dst[r, 0:ncols] (FP32 bit patterns, a BF16 value each when !fp32) +=
+  // MVMUL over Kt tiles of K, for r < rows:
+  //   for kt, for phase p < phases, for face f < 2:
+  //     dst = dot16(in0[r, k-face], in1[k-face, :], dst, p)
+  // arec: row r's records at arec + r*arec_stride, (kt, p, k in tile) at
+  //   (kt*phases + p)*32 + k. bexp/bpcs: element (k, n) at k*ldb + n.
+  // ncols is a multiple of 32.
+  void (*mvmul)(const ARec* arec, int64_t arec_stride, int64_t rows, const int32_t* bexp, const int32_t* bpcs,
+                int64_t ldb, int64_t ncols, int64_t Kt, int phases, bool fp32, uint32_t* dst, int64_t ldd);
+  // ELWMUL over `phases` with Dst zeroed first: out[i] = a[i] (SrcA) * b[i*bstep]
+  // (SrcB; bstep 0 broadcasts one value). Inputs are Src values.
+  void (*elwmul)(const float* a, const float* b, int64_t bstep, int64_t n, int phases, bool fp32, float* out);
+  // ELWADD: out[i] = a[i] + b[i*bstep].
+  void (*elwadd)(const float* a, const float* b, int64_t bstep, int64_t n, bool fp32, float* out);
+  // exp_tile in approx mode with fast_and_approx (Schraudolph), then the
+  // store to Dst (bf16 truncation unless fp32).
+  void (*exp_fast_approx)(const float* x, int64_t n, bool fp32, float* out);
+};
+
+// The table for `isa`, or nullptr when this CPU cannot run it (or isa is
+// Scalar, which has no table: callers run the lane models).
+const KernelTable* kernels_for(Isa isa);
+// The widest instruction set this CPU runs.
+Isa best_isa();
+
+}  // namespace mha::ttsim::simd

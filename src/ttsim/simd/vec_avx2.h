@@ -1,0 +1,68 @@
+#pragma once
+// 8 x int32 lanes on AVX2 (every x86-64 mha supports). Comparisons give
+// all-ones lane masks. Variable shifts treat counts as unsigned: a count of
+// 32 or more gives 0 (sllv/srlv) or the sign fill (srav), which the FPU
+// kernels rely on to make "shifted out entirely" free.
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace mha::ttsim::simd {
+
+struct VecAvx2 {
+  using T = __m256i;
+  using M = __m256i;
+  using F = __m256;
+  static constexpr int W = 8;
+  static T load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  static void store(void* p, T v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
+  static T set1(int32_t x) { return _mm256_set1_epi32(x); }
+  static T zero() { return _mm256_setzero_si256(); }
+  static T add(T a, T b) { return _mm256_add_epi32(a, b); }
+  static T sub(T a, T b) { return _mm256_sub_epi32(a, b); }
+  static T max(T a, T b) { return _mm256_max_epi32(a, b); }
+  static T min(T a, T b) { return _mm256_min_epi32(a, b); }
+  static T and_(T a, T b) { return _mm256_and_si256(a, b); }
+  static T or_(T a, T b) { return _mm256_or_si256(a, b); }
+  static T xor_(T a, T b) { return _mm256_xor_si256(a, b); }
+  static T sllv(T a, T c) { return _mm256_sllv_epi32(a, c); }
+  static T srlv(T a, T c) { return _mm256_srlv_epi32(a, c); }
+  static T srav(T a, T c) { return _mm256_srav_epi32(a, c); }
+  template <int N> static T slli(T a) { return _mm256_slli_epi32(a, N); }
+  template <int N> static T srli(T a) { return _mm256_srli_epi32(a, N); }
+  template <int N> static T srai(T a) { return _mm256_srai_epi32(a, N); }
+  // Pairs of int16 multiplied and added into int32.
+  static T madd16(T a, T b) { return _mm256_madd_epi16(a, b); }
+  static T abs(T a) { return _mm256_abs_epi32(a); }
+  // Leading zeros of 0 < x < 2^31: clearing the bit below the leading one
+  // keeps the float conversion from rounding up to the next power of two.
+  static T lzcnt(T x) {
+    T y = _mm256_andnot_si256(_mm256_srli_epi32(x, 1), x);
+    T e = _mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(y)), 23);
+    return _mm256_sub_epi32(_mm256_set1_epi32(158), e);
+  }
+  static M gt(T a, T b) { return _mm256_cmpgt_epi32(a, b); }
+  static M eq(T a, T b) { return _mm256_cmpeq_epi32(a, b); }
+  static M mand(M a, M b) { return _mm256_and_si256(a, b); }
+  static M mor(M a, M b) { return _mm256_or_si256(a, b); }
+  static M mnot(M a) { return _mm256_xor_si256(a, _mm256_set1_epi32(-1)); }
+  static T select(M m, T a, T b) { return _mm256_blendv_epi8(b, a, m); }  // m ? a : b
+  static T keep(M m, T a) { return _mm256_and_si256(m, a); }             // m ? a : 0
+  // float lanes (SFPU kernels)
+  static F loadf(const float* p) { return _mm256_loadu_ps(p); }
+  static void storef(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static F set1f(float x) { return _mm256_set1_ps(x); }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F maxf(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
+  static M isnan(F a) { return _mm256_castps_si256(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)); }
+  static M gtf(F a, F b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
+  static M gef(F a, F b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GE_OQ)); }
+  static F addf(F a, F b) { return _mm256_add_ps(a, b); }
+  static F subf(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F cvtf(T a) { return _mm256_cvtepi32_ps(a); }
+  static T cvtt(F a) { return _mm256_cvttps_epi32(a); }
+  static T bits(F a) { return _mm256_castps_si256(a); }
+  static F fbits(T a) { return _mm256_castsi256_ps(a); }
+};
+
+}  // namespace mha::ttsim::simd

@@ -1,0 +1,59 @@
+#pragma once
+// 16 x int32 lanes on AVX-512 (F, BW for 16-bit multiply-adds, CD for
+// leading-zero counts). Only included by isa_avx512.cpp, which alone is
+// compiled for AVX-512; comparisons give k-register masks.
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace mha::ttsim::simd {
+
+struct VecAvx512 {
+  using T = __m512i;
+  using M = __mmask16;
+  using F = __m512;
+  static constexpr int W = 16;
+  static T load(const void* p) { return _mm512_loadu_si512(p); }
+  static void store(void* p, T v) { _mm512_storeu_si512(p, v); }
+  static T set1(int32_t x) { return _mm512_set1_epi32(x); }
+  static T zero() { return _mm512_setzero_si512(); }
+  static T add(T a, T b) { return _mm512_add_epi32(a, b); }
+  static T sub(T a, T b) { return _mm512_sub_epi32(a, b); }
+  static T max(T a, T b) { return _mm512_max_epi32(a, b); }
+  static T min(T a, T b) { return _mm512_min_epi32(a, b); }
+  static T and_(T a, T b) { return _mm512_and_si512(a, b); }
+  static T or_(T a, T b) { return _mm512_or_si512(a, b); }
+  static T xor_(T a, T b) { return _mm512_xor_si512(a, b); }
+  static T sllv(T a, T c) { return _mm512_sllv_epi32(a, c); }
+  static T srlv(T a, T c) { return _mm512_srlv_epi32(a, c); }
+  static T srav(T a, T c) { return _mm512_srav_epi32(a, c); }
+  template <int N> static T slli(T a) { return _mm512_slli_epi32(a, N); }
+  template <int N> static T srli(T a) { return _mm512_srli_epi32(a, N); }
+  template <int N> static T srai(T a) { return _mm512_srai_epi32(a, N); }
+  static T madd16(T a, T b) { return _mm512_madd_epi16(a, b); }
+  static T abs(T a) { return _mm512_abs_epi32(a); }
+  static T lzcnt(T x) { return _mm512_lzcnt_epi32(x); }
+  static M gt(T a, T b) { return _mm512_cmpgt_epi32_mask(a, b); }
+  static M eq(T a, T b) { return _mm512_cmpeq_epi32_mask(a, b); }
+  static M mand(M a, M b) { return static_cast<M>(a & b); }
+  static M mor(M a, M b) { return static_cast<M>(a | b); }
+  static M mnot(M a) { return static_cast<M>(~a); }
+  static T select(M m, T a, T b) { return _mm512_mask_blend_epi32(m, b, a); }  // m ? a : b
+  static T keep(M m, T a) { return _mm512_maskz_mov_epi32(m, a); }           // m ? a : 0
+  static F loadf(const float* p) { return _mm512_loadu_ps(p); }
+  static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static F set1f(float x) { return _mm512_set1_ps(x); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F maxf(F a, F b) { return _mm512_max_ps(a, b); }  // b when either is NaN
+  static M isnan(F a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
+  static M gtf(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+  static M gef(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+  static F addf(F a, F b) { return _mm512_add_ps(a, b); }
+  static F subf(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F cvtf(T a) { return _mm512_cvtepi32_ps(a); }
+  static T cvtt(F a) { return _mm512_cvttps_epi32(a); }
+  static T bits(F a) { return _mm512_castps_si512(a); }
+  static F fbits(T a) { return _mm512_castsi512_ps(a); }
+};
+
+}  // namespace mha::ttsim::simd

@@ -1,0 +1,177 @@
+// The vector kernels against the scalar lane models they replace: every
+// instruction set this CPU runs, every fidelity, both Dst modes, every data
+// format, on random values with mixed exponents and on edge values. The
+// comparison is bitwise: one differing bit fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensor/half.h"
+#include "ttsim/matrix_unit.h"
+#include "ttsim/sfpu.h"
+#include "ttsim/simd/kernels.h"
+#include "util/thread_pool.h"
+
+using namespace mha;
+using namespace mha::ttsim;
+
+namespace {
+
+std::vector<simd::Isa> vector_isas() {
+  std::vector<simd::Isa> v;
+  for (simd::Isa i : {simd::Isa::Avx2, simd::Isa::Avx512})
+    if (simd::kernels_for(i)) v.push_back(i);
+  return v;
+}
+
+// Values whose exponents spread over `spread` binades around 1, with a
+// share of edge values: zeros of both signs, denormals, the smallest and
+// largest normals, Inf, NaN, and bf16 ties (a set bit right below bf16).
+std::vector<float> values(std::mt19937& rng, size_t n, int spread, double edge_share) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-spread, spread);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::uniform_int_distribution<uint32_t> bits;
+  const float edges[] = {0.0f, -0.0f, f32_from_bits(0x00000001u), f32_from_bits(0x807fffffu),
+                         f32_from_bits(0x00800000u), f32_from_bits(0x80800001u),
+                         std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                         std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                         std::numeric_limits<float>::quiet_NaN(), 1.0f + 1.0f / 256, -(1.0f + 3.0f / 256),
+                         f32_from_bits(0x3f808000u), f32_from_bits(0x7f7f8000u)};
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    if (u(rng) < edge_share) {
+      x = u(rng) < 0.5 ? edges[bits(rng) % (sizeof(edges) / sizeof(edges[0]))] : f32_from_bits(bits(rng));
+    } else {
+      x = std::ldexp(normal(rng), ex(rng));
+    }
+  }
+  return v;
+}
+
+std::string bits_str(float f) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", f32_bits(f));
+  return buf;
+}
+
+// First differing element, or -1.
+int64_t first_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (f32_bits(a[i]) != f32_bits(b[i])) return static_cast<int64_t>(i);
+  return -1;
+}
+
+const DataFormat kFormats[] = {DataFormat::Float32, DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b};
+const MathFidelity kFidelities[] = {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4};
+
+}  // namespace
+
+TEST(TtsimSimdExact, MatmulEveryFidelityDstModeAndFormat) {
+  std::mt19937 rng(20261122);
+  ThreadPool pool(2);
+  int cases = 0;
+  for (simd::Isa isa : vector_isas())
+    for (MathFidelity fid : kFidelities)
+      for (bool fp32 : {false, true})
+        for (DataFormat fa : kFormats)
+          for (DataFormat fb : kFormats) {
+            // Alternate shapes: ragged (padding), batched in1, K of one tile.
+            const int variant = cases % 3;
+            Shape sa = variant == 0 ? Shape{40, 70} : variant == 1 ? Shape{2, 64, 96} : Shape{33, 32};
+            Shape sb = variant == 0 ? Shape{70, 50} : variant == 1 ? Shape{2, 96, 64} : Shape{32, 64};
+            const int spread = cases % 2 ? 30 : 6;
+            std::vector<float> va = values(rng, shape_numel(sa), spread, 0.05);
+            std::vector<float> vb = values(rng, shape_numel(sb), spread, 0.05);
+            TileTensor a = to_tile_layout(va.data(), sa, fa), b = to_tile_layout(vb.data(), sb, fb);
+            ComputeConfig cfg;
+            cfg.math_fidelity = fid;
+            cfg.fp32_dest_acc_en = fp32;
+            cfg.output = kFormats[cases % 4];
+            TileTensor want, got;
+            tt_matmul(a, b, want, cfg, Exec{simd::Isa::Scalar, nullptr});
+            tt_matmul(a, b, got, cfg, Exec{isa, &pool});
+            const int64_t d = first_diff(want.data, got.data);
+            ASSERT_EQ(d, -1) << simd::isa_name(isa) << " " << fidelity_name(fid) << " fp32_dest=" << fp32 << " a "
+                             << format_name(fa) << " b " << format_name(fb) << ": element " << d << " want "
+                             << bits_str(want.data[d]) << " got " << bits_str(got.data[d]);
+            ++cases;
+          }
+  EXPECT_GE(cases, 128);
+}
+
+// Rows that cancel, sums at the edges of the exponent range, and the -1
+// that Wormhole's leading-sign counter misreads.
+TEST(TtsimSimdExact, MatmulCancellationAndRangeEdges) {
+  std::mt19937 rng(7);
+  for (simd::Isa isa : vector_isas())
+    for (bool fp32 : {false, true})
+      for (MathFidelity fid : kFidelities) {
+        const int64_t M = 32, K = 64, N = 32;
+        std::vector<float> va(M * K), vb(K * N);
+        std::uniform_int_distribution<int> pick(0, 5);
+        for (int64_t i = 0; i < M * K; ++i) {
+          const int64_t r = i / K, k = i % K;
+          const float base = std::ldexp(1.0f + static_cast<float>(k % 7) / 8, static_cast<int>(r % 5) - 2);
+          switch (pick(rng)) {
+            case 0: va[i] = (k % 2 ? -1 : 1) * base; break;                    // pairs that cancel
+            case 1: va[i] = std::ldexp(1.5f, 120 - static_cast<int>(r));  break;  // near overflow
+            case 2: va[i] = std::ldexp(1.25f, -120 + static_cast<int>(r)); break; // near underflow
+            case 3: va[i] = -std::ldexp(1.0f, -23); break;
+            default: va[i] = base;
+          }
+        }
+        for (int64_t i = 0; i < K * N; ++i) vb[i] = (i % 3 == 0 ? -1.0f : 1.0f) * std::ldexp(1.0f, static_cast<int>(i % 9) - 4);
+        TileTensor a = to_tile_layout(va.data(), {M, K}, DataFormat::Bfloat16);
+        TileTensor b = to_tile_layout(vb.data(), {K, N}, DataFormat::Bfloat16);
+        ComputeConfig cfg;
+        cfg.math_fidelity = fid;
+        cfg.fp32_dest_acc_en = fp32;
+        cfg.output = DataFormat::Float32;
+        TileTensor want, got;
+        tt_matmul(a, b, want, cfg, Exec{simd::Isa::Scalar, nullptr});
+        tt_matmul(a, b, got, cfg, Exec{isa, nullptr});
+        const int64_t d = first_diff(want.data, got.data);
+        ASSERT_EQ(d, -1) << simd::isa_name(isa) << " " << fidelity_name(fid) << " fp32_dest=" << fp32 << " element " << d;
+      }
+}
+
+TEST(TtsimSimdExact, EltwiseMulAddAndExp) {
+  std::mt19937 rng(99);
+  for (simd::Isa isa : vector_isas()) {
+    const simd::KernelTable& k = *simd::kernels_for(isa);
+    for (int spread : {4, 40, 127}) {
+      const int64_t n = 4096;
+      std::vector<float> a = values(rng, n, spread, 0.08), b = values(rng, n, spread, 0.08), got(n);
+      for (bool fp32 : {false, true}) {
+        for (MathFidelity fid : kFidelities) {
+          k.elwmul(a.data(), b.data(), 1, n, fidelity_phase_count(fid), fp32, got.data());
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(f32_bits(got[i]), f32_bits(fpu_mul(a[i], b[i], fid, fp32)))
+                << simd::isa_name(isa) << " mul " << fidelity_name(fid) << " " << a[i] << " * " << b[i];
+          k.elwmul(a.data(), b.data() + 5, 0, n, fidelity_phase_count(fid), fp32, got.data());
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(f32_bits(got[i]), f32_bits(fpu_mul(a[i], b[5], fid, fp32))) << "broadcast mul";
+        }
+        k.elwadd(a.data(), b.data(), 1, n, fp32, got.data());
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(f32_bits(got[i]), f32_bits(fpu_add(a[i], b[i], fp32)))
+              << simd::isa_name(isa) << " add " << bits_str(a[i]) << " + " << bits_str(b[i]);
+        k.elwadd(a.data(), b.data() + 3, 0, n, fp32, got.data());
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(f32_bits(got[i]), f32_bits(fpu_add(a[i], b[3], fp32))) << "broadcast add";
+        // exp inputs: softmax sees scaled scores, so also a dense band.
+        std::vector<float> x = values(rng, n, spread / 8, 0.08);
+        for (int64_t i = 0; i < n / 4; ++i) x[i] = std::uniform_real_distribution<float>(-100.0f, 100.0f)(rng);
+        k.exp_fast_approx(x.data(), n, fp32, got.data());
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(f32_bits(got[i]), f32_bits(sfpu_exp(x[i], true, fp32))) << "exp(" << bits_str(x[i]) << ")";
+      }
+    }
+  }
+}

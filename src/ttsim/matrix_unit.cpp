@@ -109,10 +109,11 @@ void matmul_vector(const TileTensor& a, const TileTensor& b, TileTensor& out, co
   const bool fp32 = cfg.fp32_dest_acc_en;
   const int64_t M = a.prows, K = a.pcols, N = b.pcols, Kt = K / kTile, mblocks = M / kTile;
   const int P = fidelity_phase_count(cfg.math_fidelity);
-  std::vector<int32_t> bexp(static_cast<size_t>(b.batch * K * N)), bpcs(bexp.size());
+  detail::In1Buffer in1;
+  in1.resize(b.batch * K, N);
   ex.parallel_for(b.batch * Kt, [&](int64_t t, int) {
-    const int64_t bi = t / Kt, k0 = (t % Kt) * kTile, off = (bi * K + k0) * N;
-    detail::decode_in1(b.matrix(bi) + k0 * N, N, 1, kTile, N, b.format, fp32, &bexp[off], &bpcs[off]);
+    const int64_t bi = t / Kt, k0 = (t % Kt) * kTile;
+    detail::decode_in1(b.matrix(bi) + k0 * N, N, 1, kTile, N, b.format, fp32, in1, bi * K + k0);
   });
   struct Scratch {
     std::vector<simd::ARec> arec;
@@ -125,8 +126,8 @@ void matmul_vector(const TileTensor& a, const TileTensor& b, TileTensor& out, co
     s.arec.resize(static_cast<size_t>(kTile * K * P));
     s.dst.assign(static_cast<size_t>(kTile * N), 0.0f);
     detail::decode_in0(a.matrix(bi) + r0 * K, K, kTile, K, a.format, fp32, P, s.arec.data());
-    kern.mvmul(s.arec.data(), K * P, kTile, &bexp[bb * K * N], &bpcs[bb * K * N], N, N, Kt, P, fp32,
-               reinterpret_cast<uint32_t*>(s.dst.data()), N);
+    kern.mvmul(s.arec.data(), K * P, kTile, in1.view(bb * K), N, Kt, P, fp32, reinterpret_cast<uint32_t*>(s.dst.data()),
+               N);
     for (int64_t r = 0; r < kTile; ++r)
       pack_from_dst(&s.dst[r * N], out.matrix(bi) + (r0 + r) * N, N, cfg.output, fp32);
   });

@@ -5,13 +5,6 @@
 
 namespace mha::ttsim::detail {
 
-namespace {
-
-inline int32_t signed_piece(const SrcDatum& d, int i) { return d.sign ? -int32_t(d.piece[i]) : int32_t(d.piece[i]); }
-inline uint32_t half16(int32_t v) { return static_cast<uint32_t>(v) & 0xffffu; }
-
-}  // namespace
-
 void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat f, bool fp32, int phases,
                 simd::ARec* out) {
   const int64_t per_row = K * phases;
@@ -22,21 +15,44 @@ void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat
         // As detail::dot16: the low pieces weigh 2^-5 (SrcA) and 2^-7 (SrcB).
         const int32_t adj = -127 - ((p & 1) ? 5 : 0) - ((p & 2) ? 7 : 0);
         simd::ARec& rec = out[r * per_row + ((k / 32) * phases + p) * 32 + k % 32];
-        const uint32_t piece = half16(signed_piece(d, (p >> 1) & 1));
+        const uint32_t piece = d.piece[(p >> 1) & 1];
         rec.exp = d.zero ? simd::kZeroExp : d.exp + adj;
         rec.pair = d.zero ? 0 : static_cast<int32_t>((p & 1) ? piece << 16 : piece);
+        rec.neg = d.sign ? -1 : 0;
       }
     }
 }
 
-void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, DataFormat f, bool fp32, int32_t* bexp,
-                int32_t* bpcs) {
+void In1Buffer::resize(int64_t K, int64_t N) {
+  ld = N;
+  exp.resize(static_cast<size_t>(K * N));
+  pcs.resize(exp.size());
+  neg32.resize(exp.size());
+  neg16.resize(exp.size() / 16);
+  pos16.resize(exp.size() / 16);
+}
+
+simd::In1 In1Buffer::view(int64_t k0) const {
+  const int64_t o = k0 * ld;
+  return {exp.data() + o, pcs.data() + o, neg32.data() + o, {neg16.data() + o / 16, pos16.data() + o / 16}, ld};
+}
+
+void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, DataFormat f, bool fp32, In1Buffer& out,
+                int64_t k0) {
   for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) {
-      const SrcDatum d = encode_srca(unpack_to_src(b[k * ks + n * ns], f, fp32));
-      bexp[k * N + n] = d.zero ? simd::kZeroExp : d.exp;
-      bpcs[k * N + n] =
-          d.zero ? 0 : static_cast<int32_t>(half16(signed_piece(d, 0)) | (half16(signed_piece(d, 1)) << 16));
+    for (int64_t n0 = 0; n0 < N; n0 += 16) {
+      const int64_t o = (k0 + k) * out.ld + n0;
+      uint32_t bits = 0;
+      for (int64_t j = 0; j < 16; ++j) {
+        const SrcDatum d = encode_srca(unpack_to_src(b[k * ks + (n0 + j) * ns], f, fp32));
+        out.exp[o + j] = d.zero ? simd::kZeroExp : d.exp;
+        // Doubled, so the kernel's alignment can round with one shift.
+        out.pcs[o + j] = d.zero ? 0 : static_cast<int32_t>((2u * d.piece[0]) | ((2u * d.piece[1]) << 16));
+        out.neg32[o + j] = d.sign ? -1 : 0;
+        bits |= static_cast<uint32_t>(d.sign) << j;
+      }
+      out.neg16[o / 16] = static_cast<uint16_t>(bits);
+      out.pos16[o / 16] = static_cast<uint16_t>(~bits);
     }
 }
 

@@ -2,6 +2,7 @@
 // Internal to src/ttsim: matrix-unit operands decoded once per matmul for the
 // vector kernels (simd/kernels.h), from the values the unpacker delivers.
 #include <cstdint>
+#include <vector>
 
 #include "ttsim/formats.h"
 #include "ttsim/simd/kernels.h"
@@ -14,9 +15,19 @@ namespace mha::ttsim::detail {
 void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat f, bool fp32, int phases,
                 simd::ARec* out);
 
-// in1 (SrcA role): K x N values, element (k, n) at b[k*ks + n*ns] ->
-// exponents and pieces, element (k, n) at k*N + n.
-void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, DataFormat f, bool fp32, int32_t* bexp,
-                int32_t* bpcs);
+// in1 (SrcA role) decoded for simd::In1, with the storage behind it.
+struct In1Buffer {
+  std::vector<int32_t> exp, pcs, neg32;
+  std::vector<uint16_t> neg16, pos16;
+  int64_t ld = 0;
+  void resize(int64_t K, int64_t N);  // ld = N
+  // View of the part starting at element (k0, 0) (k0 a row index).
+  simd::In1 view(int64_t k0 = 0) const;
+};
+
+// Decodes K x N values, element (k, n) at b[k*ks + n*ns], into rows
+// [k0, k0 + K) of `out` (N == out.ld).
+void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, DataFormat f, bool fp32, In1Buffer& out,
+                int64_t k0);
 
 }  // namespace mha::ttsim::detail

@@ -48,7 +48,10 @@ float sfpu_reciprocal_legacy(float x, bool math_approx_mode, bool fp32_dest);
 // or fp32 with fp32_dest_acc_en), row sums on the matrix unit against a
 // scaler of 1.0, the reciprocal on the SFPU, then an FPU multiply; padded
 // columns are masked to -inf before exp. `out` gets cfg.output format.
-void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg);
+// Rows run in 32-row blocks on ex's pool; ex.isa Scalar runs the lane
+// models, otherwise exp (fast approx), the row sums and the multiply run on
+// the vector kernels (bit-identical).
+void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg, const Exec& ex = Exec{});
 
 // TT-NN's softmax defaults: HiFi4, approx mode on, fp32 accumulation off.
 ComputeConfig softmax_default_config();

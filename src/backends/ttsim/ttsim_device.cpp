@@ -1,8 +1,16 @@
 #include "backends/ttsim/ttsim_device.h"
 
+#include <thread>
+
 #include "util/error.h"
 
 namespace mha::ttsim {
+
+TtDevice::TtDevice(TtOptions o) : opt_(std::move(o)) {
+  const int hw = static_cast<int>(std::thread::hardware_concurrency());
+  pool_ = std::make_unique<ThreadPool>(opt_.threads > 0 ? opt_.threads : (hw > 0 ? hw : 1));
+  exec_ = Exec{opt_.isa, pool_.get()};
+}
 
 int64_t tile_bytes(DataFormat f) {
   switch (f) {

@@ -4,6 +4,7 @@
 // memory config) and the memory check each op runs before it allocates.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,9 @@
 
 #include "backends/backend.h"
 #include "backends/ttsim/ttsim_options.h"
+#include "ttsim/exec.h"
 #include "ttsim/tile.h"
+#include "util/thread_pool.h"
 
 namespace mha::ttsim {
 
@@ -22,8 +25,10 @@ int64_t tile_count(const Shape& shape);
 
 class TtDevice {
  public:
-  explicit TtDevice(TtOptions o) : opt_(std::move(o)) {}
+  explicit TtDevice(TtOptions o);
   const TtOptions& options() const { return opt_; }
+  // How ops compute on the host: the options' kernels on this device's pool.
+  const Exec& exec() const { return exec_; }
   MemoryKind memory() const { return memory_; }
   void set_memory(MemoryKind m) { memory_ = m; }
   // While muted, ops register no programs and allocate no buffers: the steps
@@ -52,6 +57,8 @@ class TtDevice {
   int64_t bank_bytes(int64_t tiles, DataFormat f) const;
 
   TtOptions opt_;
+  std::unique_ptr<ThreadPool> pool_;
+  Exec exec_;
   MemoryKind memory_ = MemoryKind::L1;
   bool muted_ = false;
   std::map<std::string, int> programs_;

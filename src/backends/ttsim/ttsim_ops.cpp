@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ttsim/eltwise.h"
 #include "ttsim/formats.h"
 #include "util/error.h"
 
@@ -37,7 +38,7 @@ TileTensor op_matmul(TtDevice& dev, const std::string& op, const TileTensor& a, 
                      pm * pn * tile_bytes(cfg.output);
   dev.check_memory_cb(op, {&a, &b}, out_shape, cfg.output, cb);
   TileTensor out;
-  tt_matmul(a, b, out, cfg);
+  tt_matmul(a, b, out, cfg, dev.exec());
   return out;
 }
 
@@ -48,44 +49,16 @@ TileTensor op_add(TtDevice& dev, const std::string& op, const TileTensor& a, con
     throw InputError("tt-sim: " + op + ": cannot broadcast " + shape_str(b.shape) + " onto " + shape_str(a.shape));
   dev.check_memory_cb(op, {&a, &b}, a.shape, out_fmt, 2 * (tile_bytes(a.format) + tile_bytes(b.format) + tile_bytes(out_fmt)));
   TileTensor out = make_tile_tensor(a.shape, out_fmt);
-  // Leading dims, right-aligned; b's size-1 dims broadcast.
-  const int na = static_cast<int>(a.shape.size()) - 2, nb = static_cast<int>(b.shape.size()) - 2;
-  std::vector<float> row(static_cast<size_t>(a.pcols));
-  for (int64_t bi = 0; bi < a.batch; ++bi) {
-    int64_t rem = bi, bidx = 0, bstride = 1;
-    for (int d = na - 1; d >= 0; --d) {
-      int64_t idx = rem % a.shape[d];
-      rem /= a.shape[d];
-      int db = d - (na - nb);
-      if (db >= 0) {
-        if (b.shape[db] != 1) bidx += idx * bstride;
-        bstride *= b.shape[db];
-      }
-    }
-    for (int64_t r = 0; r < a.prows; ++r) {
-      const int64_t rb = b.rows == 1 ? 0 : r;
-      for (int64_t c = 0; c < a.pcols; ++c)
-        row[c] = fpu_add(unpack_to_src(a.at(bi, r, c), a.format, fp32_dest),
-                         unpack_to_src(b.at(bidx, rb, c), b.format, fp32_dest), fp32_dest);
-      pack_from_dst(row.data(), &out.at(bi, r, 0), a.pcols, out_fmt, fp32_dest);
-    }
-  }
+  tt_add(a, b, out, fp32_dest, dev.exec());
   return out;
 }
 
 TileTensor op_mul_scalar(TtDevice& dev, const std::string& op, const TileTensor& a, float scalar, DataFormat out_fmt,
                          MathFidelity fidelity, bool fp32_dest) {
-  const float s = host_round_bf16(scalar);
   dev.program(op, std::string("scalar,") + fidelity_name(fidelity) + ",out=" + format_name(out_fmt), {&a});
   dev.check_memory_cb(op, {&a}, a.shape, out_fmt, 2 * (2 * tile_bytes(a.format) + tile_bytes(out_fmt)));
   TileTensor out = make_tile_tensor(a.shape, out_fmt);
-  std::vector<float> row(static_cast<size_t>(a.pcols));
-  for (int64_t bi = 0; bi < a.batch; ++bi)
-    for (int64_t r = 0; r < a.prows; ++r) {
-      for (int64_t c = 0; c < a.pcols; ++c)
-        row[c] = fpu_mul(unpack_to_src(a.at(bi, r, c), a.format, fp32_dest), s, fidelity, fp32_dest);
-      pack_from_dst(row.data(), &out.at(bi, r, 0), a.pcols, out_fmt, fp32_dest);
-    }
+  tt_mul_scalar(a, scalar, out, fidelity, fp32_dest, dev.exec());
   return out;
 }
 
@@ -97,7 +70,7 @@ TileTensor op_softmax(TtDevice& dev, const std::string& op, const TileTensor& a,
   dev.check_memory_cb(op, {&a}, a.shape, cfg.output,
                       wt * (tile_bytes(a.format) + tile_bytes(im)) + 4 * tile_bytes(im) + 2 * tile_bytes(cfg.output));
   TileTensor out;
-  tt_softmax(a, out, cfg);
+  tt_softmax(a, out, cfg, dev.exec());
   return out;
 }
 

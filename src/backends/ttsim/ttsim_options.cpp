@@ -81,9 +81,15 @@ TtOptions parse_tt_options(const ordered_json& options, const std::string& json_
       std::string s = string_value(v, w, "\"exact\" or \"fast\"");
       if (s != "exact" && s != "fast") bad(w, "\"exact\" or \"fast\"", v);
       o.numerics = numerics_from_name(s);
+    } else if (key == "threads") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024) bad(w, "an integer from 1 to 1024", v);
+      o.threads = static_cast<int>(v.get<int64_t>());
+    } else if (key == "kernels") {
+      o.isa = isa_from_name(string_value(v, w, "\"auto\", \"scalar\", \"avx2\" or \"avx512\""));
     } else {
       throw InputError(w + ": unknown tt-sim option (expected device, dtype, math_fidelity, fp32_dest_acc_en, "
-                           "math_approx_mode, memory_config, core_grid, numerics), found " + v.dump());
+                           "math_approx_mode, memory_config, core_grid, numerics, threads, kernels), found " +
+                       v.dump());
     }
   }
   return o;

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ttsim/exec.h"
 #include "ttsim/formats.h"
 #include "ttsim/matrix_unit.h"
 
@@ -34,6 +35,10 @@ struct TtOptions {
   std::optional<MemoryKind> memory;
   std::optional<int> grid_y, grid_x;  // core_grid [y, x]
   Numerics numerics = Numerics::Exact;
+  // Host execution only (never changes a result bit): worker threads (0:
+  // one per hardware thread) and the lane kernels' instruction set.
+  int threads = 0;
+  simd::Isa isa = simd::best_isa();
 };
 
 // `options` is the backend object (its "name" key is skipped); errors name

@@ -21,19 +21,28 @@ const char* isa_name(Isa isa);
 constexpr int32_t kZeroExp = -(1 << 20);
 
 // One in0 (SrcB) datum as one fidelity phase sees it: the product exponent's
-// share (exponent field, rebiased for the phase) and the phase's SrcB piece,
-// signed, in the 16-bit half of `pair` that meets the SrcA piece the phase
-// uses (low half: SrcA's high piece, high half: its low piece).
+// share (exponent field, rebiased for the phase), the phase's SrcB piece in
+// the 16-bit half of `pair` that meets the SrcA piece the phase uses (low
+// half: SrcA's high piece, high half: its low piece), and its sign (-1 when
+// negative, else 0).
 struct ARec {
   int32_t exp;
   int32_t pair;
+  int32_t neg;
 };
 
-// One in1 (SrcA) datum: exponent field (kZeroExp for zero) and both pieces,
-// signed int16s (low: high piece, high: low piece).
-struct BDatum {
-  int32_t exp;
-  int32_t pieces;
+// in1 (SrcA) decoded: element (k, n) at k*ld + n (ld a multiple of 32).
+// pcs holds both pieces, doubled (low half: high piece), as int16s; the sign
+// is kept three ways so each instruction set loads what it uses: a lane mask
+// (neg32: -1 or 0) and bit masks per 16 lanes at (k*ld + n)/16: sign16[0]
+// set where negative, sign16[1] its complement (indexed by an in0 sign & 1,
+// the lanes where the product is negative).
+struct In1 {
+  const int32_t* exp;
+  const int32_t* pcs;
+  const int32_t* neg32;
+  const uint16_t* sign16[2];
+  int64_t ld;
 };
 
 struct KernelTable {
@@ -44,10 +53,9 @@ struct KernelTable {
   //   for kt, for phase p < phases, for face f < 2:
   //     dst = dot16(in0[r, k-face], in1[k-face, :], dst, p)
   // arec: row r's records at arec + r*arec_stride, (kt, p, k in tile) at
-  //   (kt*phases + p)*32 + k. bexp/bpcs: element (k, n) at k*ldb + n.
-  // ncols is a multiple of 32.
-  void (*mvmul)(const ARec* arec, int64_t arec_stride, int64_t rows, const int32_t* bexp, const int32_t* bpcs,
-                int64_t ldb, int64_t ncols, int64_t Kt, int phases, bool fp32, uint32_t* dst, int64_t ldd);
+  //   (kt*phases + p)*32 + k. ncols is a multiple of 32.
+  void (*mvmul)(const ARec* arec, int64_t arec_stride, int64_t rows, const In1& b, int64_t ncols, int64_t Kt,
+                int phases, bool fp32, uint32_t* dst, int64_t ldd);
   // ELWMUL over `phases` with Dst zeroed first: out[i] = a[i] (SrcA) * b[i*bstep]
   // (SrcB; bstep 0 broadcasts one value). Inputs are Src values.
   void (*elwmul)(const float* a, const float* b, int64_t bstep, int64_t n, int phases, bool fp32, float* out);

@@ -109,21 +109,6 @@ void host_quantize(const float* in, float* out, int64_t n, DataFormat f) {
   }
 }
 
-float pack_fp32_to_bf16(float x) {
-  uint32_t u = f32_bits(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) u = (u & 0x80000000u) | 0x7f800000u;
-  uint32_t h = (u + 0x8000u) >> 16;  // carries into the exponent and on to Inf
-  if ((h & 0x7fffu) < 0x80u) h = 0;
-  return f32_from_bits(h << 16);
-}
-
-float pack_bf16_passthrough(float x) {
-  uint32_t h = f32_bits(x) >> 16;
-  if ((h & 0x7fffu) > 0x7f80u) h = (h & 0x8000u) | 0x7f80u;
-  else if ((h & 0x7fffu) < 0x80u) h = 0;
-  return f32_from_bits(h << 16);
-}
-
 BfpRow pack_bf16_row_to_bfp(const float in[16], int mag_bits) {
   BfpRow row;
   uint32_t h[16];

@@ -6,6 +6,7 @@
 // float exactly, so a "bfloat8_b tensor" is a float array whose every 16-value
 // face row shares one exponent. See docs/TTSIM.md for the rules and sources.
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace mha::ttsim {
@@ -53,9 +54,28 @@ void host_quantize(const float* in, float* out, int64_t n, DataFormat f);
 // Dst FP32 value -> bf16 as the packer rounds it: NaN becomes Inf of the same
 // sign, then round half away from zero (add 0x8000 to the magnitude bits),
 // then exponent-0 results flush to +0.
-float pack_fp32_to_bf16(float x);
+// (Inline: the packer runs once per output element.)
+inline float pack_fp32_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) u = (u & 0x80000000u) | 0x7f800000u;
+  uint32_t h = (u + 0x8000u) >> 16;  // carries into the exponent and on to Inf
+  if ((h & 0x7fffu) < 0x80u) h = 0;
+  h <<= 16;
+  std::memcpy(&x, &h, 4);
+  return x;
+}
 // Dst BF16 value -> bf16 output: NaN -> Inf, denormal -> +0, else unchanged.
-float pack_bf16_passthrough(float x);
+inline float pack_bf16_passthrough(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  uint32_t h = u >> 16;
+  if ((h & 0x7fffu) > 0x7f80u) h = (h & 0x8000u) | 0x7f80u;
+  else if ((h & 0x7fffu) < 0x80u) h = 0;
+  h <<= 16;
+  std::memcpy(&x, &h, 4);
+  return x;
+}
 // A face row of bf16 values -> block float as the packer does it: shared
 // exponent = max; 8-bit significand (hidden+7) shifted right by the gap with
 // round half up (in magnitude) to 7 bits, saturating at 127; for bfp4 the

@@ -76,38 +76,6 @@ uint32_t accumulate(Term t0, Term t1, uint32_t dst_bits, bool fp32_dest) {
   return (sign << 31) | (static_cast<uint32_t>(exp) << 23) | frac;
 }
 
-namespace {
-
-// The fields both Src roles share; the roles differ only in how they cut
-// the significand (returned in sig) into multiplier pieces.
-SrcDatum src_fields(float x, uint32_t& sig) {
-  SrcDatum d;
-  const uint32_t u = f32_bits(x);
-  d.sign = static_cast<uint8_t>(u >> 31);
-  d.exp = static_cast<int16_t>((u >> 23) & 255u);
-  d.zero = d.exp == 0;
-  sig = sig11(u);
-  return d;
-}
-
-}  // namespace
-
-SrcDatum encode_srca(float x) {
-  uint32_t m;
-  SrcDatum d = src_fields(x, m);
-  d.piece[0] = static_cast<uint8_t>(m >> 6);
-  d.piece[1] = static_cast<uint8_t>((m >> 1) & 31u);
-  return d;
-}
-
-SrcDatum encode_srcb(float x) {
-  uint32_t m;
-  SrcDatum d = src_fields(x, m);
-  d.piece[0] = static_cast<uint8_t>(m >> 4);
-  d.piece[1] = static_cast<uint8_t>((m & 15u) << 3);
-  return d;
-}
-
 uint32_t dot16(const SrcDatum* srcb, const SrcDatum* srca, uint32_t dst_bits, int phase,
                bool fp32_dest) {
   // Rebias so that exponent fields add to an FP32 exponent; the low pieces

@@ -39,13 +39,6 @@ Numerics numerics_from_name(const std::string& name) {
 
 int fidelity_phase_count(MathFidelity f) { return f == MathFidelity::LoFi ? 1 : static_cast<int>(f); }
 
-float unpack_to_src(float x, DataFormat f, bool fp32_dest) {
-  if (f != DataFormat::Float32) return x;
-  uint32_t u = f32_bits(x);
-  if ((u & 0x7f800000u) == 0) return f32_from_bits(u & 0x80000000u);
-  return f32_from_bits(u & (fp32_dest ? 0xffffe000u : 0xffff0000u));  // truncation, no rounding
-}
-
 void pack_from_dst(const float* dst, float* out, int64_t n, DataFormat out_format, bool fp32_dest) {
   if (out_format == DataFormat::Float32) {
     for (int64_t i = 0; i < n; ++i) out[i] = dst[i];

@@ -14,6 +14,7 @@
 // into Dst (FP32, or BF16 re-rounded on every add). Rules and sources:
 // docs/TTSIM.md.
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "ttsim/exec.h"
@@ -64,7 +65,14 @@ float fpu_add(float a, float b, bool fp32_dest);
 // What Src holds after unpacking a value of format `f`: Float32 inputs are
 // truncated to TF32 when fp32_dest_acc_en, else to BF16 (denormals flushed);
 // other formats are already bf16-exact.
-float unpack_to_src(float x, DataFormat f, bool fp32_dest);
+inline float unpack_to_src(float x, DataFormat f, bool fp32_dest) {
+  if (f != DataFormat::Float32) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u & 0x7f800000u) == 0 ? (u & 0x80000000u) : (u & (fp32_dest ? 0xffffe000u : 0xffff0000u));  // truncation
+  std::memcpy(&x, &u, 4);
+  return x;
+}
 
 // Packs n Dst values (n a multiple of 16 for block-float outputs, taken as
 // face rows) to `out` format: bf16 conversion first, then block float.

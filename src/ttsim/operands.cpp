@@ -19,6 +19,7 @@ void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat
         rec.exp = d.zero ? simd::kZeroExp : d.exp + adj;
         rec.pair = d.zero ? 0 : static_cast<int32_t>((p & 1) ? piece << 16 : piece);
         rec.neg = d.sign ? -1 : 0;
+        rec.piece = d.zero ? 0 : static_cast<int32_t>(piece);
       }
     }
 }
@@ -29,12 +30,18 @@ void In1Buffer::resize(int64_t K, int64_t N) {
   pcs.resize(exp.size());
   neg32.resize(exp.size());
   neg16.resize(exp.size() / 16);
+  exp16.resize(exp.size());
+  pc16_hi.resize(exp.size());
+  pc16_lo.resize(exp.size());
   pos16.resize(exp.size() / 16);
 }
 
 simd::In1 In1Buffer::view(int64_t k0) const {
   const int64_t o = k0 * ld;
-  return {exp.data() + o, pcs.data() + o, neg32.data() + o, {neg16.data() + o / 16, pos16.data() + o / 16}, ld};
+  return {exp.data() + o,          pcs.data() + o,
+          neg32.data() + o,        {neg16.data() + o / 16, pos16.data() + o / 16},
+          exp16.data() + o,        {pc16_hi.data() + o, pc16_lo.data() + o},
+          ld};
 }
 
 void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, DataFormat f, bool fp32, In1Buffer& out,
@@ -49,6 +56,9 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
         // Doubled, so the kernel's alignment can round with one shift.
         out.pcs[o + j] = d.zero ? 0 : static_cast<int32_t>((2u * d.piece[0]) | ((2u * d.piece[1]) << 16));
         out.neg32[o + j] = d.sign ? -1 : 0;
+        out.exp16[o + j] = static_cast<int16_t>(out.exp[o + j]);
+        out.pc16_hi[o + j] = static_cast<int16_t>(d.zero ? 0 : 2 * d.piece[0]);
+        out.pc16_lo[o + j] = static_cast<int16_t>(d.zero ? 0 : 2 * d.piece[1]);
         bits |= static_cast<uint32_t>(d.sign) << j;
       }
       out.neg16[o / 16] = static_cast<uint16_t>(bits);

@@ -17,8 +17,8 @@ const char* isa_name(Isa isa);
 
 // Exponent of a zero operand: far enough below every real product exponent
 // (>= -137) that it never wins a group's max, and shifts its (zero) product
-// out entirely.
-constexpr int32_t kZeroExp = -(1 << 20);
+// out entirely; small enough that two of them still fit in an int16.
+constexpr int32_t kZeroExp = -8192;
 
 // One in0 (SrcB) datum as one fidelity phase sees it: the product exponent's
 // share (exponent field, rebiased for the phase), the phase's SrcB piece in
@@ -29,6 +29,7 @@ struct ARec {
   int32_t exp;
   int32_t pair;
   int32_t neg;
+  int32_t piece;  // the same SrcB piece, unplaced (16-bit kernels)
 };
 
 // in1 (SrcA) decoded: element (k, n) at k*ld + n (ld a multiple of 32).
@@ -37,11 +38,16 @@ struct ARec {
 // (neg32: -1 or 0) and bit masks per 16 lanes at (k*ld + n)/16: sign16[0]
 // set where negative, sign16[1] its complement (indexed by an in0 sign & 1,
 // the lanes where the product is negative).
+//
+// The same as int16s for kernels with 16-bit lanes: exp16, and each doubled
+// piece alone (pc16[0]: high piece, pc16[1]: low piece).
 struct In1 {
   const int32_t* exp;
   const int32_t* pcs;
   const int32_t* neg32;
   const uint16_t* sign16[2];
+  const int16_t* exp16;
+  const int16_t* pc16[2];
   int64_t ld;
 };
 

@@ -21,7 +21,7 @@ struct BenchFlags {
   std::vector<std::string> backend_options;  // KEY=VALUE
 };
 
-// "numerics=fast" -> {"numerics": "fast"}; values that parse as JSON (numbers,
+// "dtype=bfloat8_b" -> {"dtype": "bfloat8_b"}; values that parse as JSON (numbers,
 // true, [8, 8]) keep their type.
 ordered_json parse_backend_options(const std::vector<std::string>& items) {
   ordered_json o = ordered_json::object();
@@ -128,7 +128,7 @@ void add_bench(CLI::App& app, int& exit_code) {
   sub->add_option("--heads", f->heads, "comma list of head counts (default 16)");
   sub->add_option("--causal", f->causal, "comma list of 0/1 (default 0)");
   sub->add_option("--backend-option", f->backend_options,
-                  "KEY=VALUE for the backend of swept rows, repeatable (tt-sim: numerics=fast, dtype=bfloat8_b)");
+                  "KEY=VALUE for the backend of swept rows, repeatable (tt-sim: dtype=bfloat8_b, threads=1)");
   sub->add_option("--suite", f->suite, "JSON array of rows {variant, backend, batch, seq, hidden, heads, causal}");
   sub->add_option("-r,--repetitions", f->repetitions, "timed cached runs per row (default 5)")->check(CLI::PositiveNumber);
   sub->add_option("--warmup", f->warmup, "untimed runs after the first (default 1)")->check(CLI::NonNegativeNumber);

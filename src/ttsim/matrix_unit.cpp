@@ -1,7 +1,5 @@
 #include "ttsim/matrix_unit.h"
 
-#include <cblas.h>
-
 #include <vector>
 
 #include "tensor/half.h"
@@ -29,12 +27,14 @@ MathFidelity fidelity_from_name(const std::string& name) {
   throw InputError("unknown math_fidelity '" + name + "': expected LoFi, HiFi2, HiFi3 or HiFi4");
 }
 
-const char* numerics_name(Numerics n) { return n == Numerics::Exact ? "exact" : "fast"; }
+const char* numerics_name(Numerics) { return "exact"; }
 
 Numerics numerics_from_name(const std::string& name) {
   if (name == "exact") return Numerics::Exact;
-  if (name == "fast") return Numerics::Fast;
-  throw InputError("unknown numerics '" + name + "': expected exact or fast");
+  if (name == "fast")
+    throw InputError("numerics 'fast' was removed: exact numerics now run within 3x of its speed (docs/TTSIM.md); "
+                     "use \"exact\" or leave numerics out");
+  throw InputError("unknown numerics '" + name + "': expected exact");
 }
 
 int fidelity_phase_count(MathFidelity f) { return f == MathFidelity::LoFi ? 1 : static_cast<int>(f); }
@@ -126,39 +126,6 @@ void matmul_vector(const TileTensor& a, const TileTensor& b, TileTensor& out, co
   });
 }
 
-// Splits Src values into the pieces the phases multiply (see matrix_unit.h).
-inline float high_bits(float x, uint32_t mask) { return f32_from_bits(f32_bits(x) & mask); }
-
-// Dst values for one batch, fast numerics: the phases' partial products are
-// summed exactly per element pair, so the fidelity loss is a truncation of
-// the operands; the K sum is an fp32 sgemm, rounded to bf16 once at the end
-// when Dst is 16-bit.
-void matmul_fast(const float* a, const float* b, float* dst, int64_t M, int64_t K, int64_t N,
-                 DataFormat fa, DataFormat fb, const ComputeConfig& cfg) {
-  const bool fp32 = cfg.fp32_dest_acc_en;
-  std::vector<float> ahi(static_cast<size_t>(M * K)), bq(static_cast<size_t>(K * N));
-  std::vector<float> alo, bhi;
-  const MathFidelity f = cfg.math_fidelity;
-  for (int64_t i = 0; i < M * K; ++i) {
-    float x = unpack_to_src(a[i], fa, fp32);
-    ahi[i] = f == MathFidelity::HiFi4 ? x : high_bits(x, 0xfffe0000u);  // SrcB: hidden + 6
-    if (f == MathFidelity::HiFi3) alo.push_back(x - ahi[i]);
-  }
-  for (int64_t i = 0; i < K * N; ++i) {
-    float x = unpack_to_src(b[i], fb, fp32);
-    bq[i] = f == MathFidelity::LoFi ? high_bits(x, 0xfff80000u) : x;  // SrcA: hidden + 4
-    if (f == MathFidelity::HiFi3) bhi.push_back(high_bits(x, 0xfff80000u));
-  }
-  const int m = static_cast<int>(M), k = static_cast<int>(K), n = static_cast<int>(N);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, ahi.data(), k, bq.data(), n,
-              0.0f, dst, n);
-  if (f == MathFidelity::HiFi3)  // phase 2: SrcB's last bit times SrcA's high piece
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, alo.data(), k, bhi.data(), n,
-                1.0f, dst, n);
-  if (!fp32)
-    for (int64_t i = 0; i < M * N; ++i) dst[i] = pack_fp32_to_bf16(dst[i]);
-}
-
 }  // namespace
 
 void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const ComputeConfig& cfg,
@@ -169,22 +136,17 @@ void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const 
   shape.back() = b.cols;
   out = make_tile_tensor(shape, cfg.output);
   const int64_t M = a.prows, K = a.pcols, N = b.pcols;
-  if (cfg.numerics == Numerics::Exact && ex.kernels()) {
+  if (ex.kernels()) {
     matmul_vector(a, b, out, cfg, ex);
     return;
   }
   const int64_t mblocks = M / kTile;
   std::vector<float> dst(static_cast<size_t>(a.batch * M * N));
-  if (cfg.numerics == Numerics::Exact) {
-    ex.parallel_for(a.batch * mblocks, [&](int64_t t, int) {
-      const int64_t bi = t / mblocks, r0 = (t % mblocks) * kTile;
-      matmul_oracle_rows(a.matrix(bi), b.matrix(b.batch == 1 ? 0 : bi), &dst[bi * M * N], r0, r0 + kTile, K, N,
-                         a.format, b.format, cfg);
-    });
-  } else {
-    for (int64_t bi = 0; bi < a.batch; ++bi)
-      matmul_fast(a.matrix(bi), b.matrix(b.batch == 1 ? 0 : bi), &dst[bi * M * N], M, K, N, a.format, b.format, cfg);
-  }
+  ex.parallel_for(a.batch * mblocks, [&](int64_t t, int) {
+    const int64_t bi = t / mblocks, r0 = (t % mblocks) * kTile;
+    matmul_oracle_rows(a.matrix(bi), b.matrix(b.batch == 1 ? 0 : bi), &dst[bi * M * N], r0, r0 + kTile, K, N, a.format,
+                       b.format, cfg);
+  });
   for (int64_t bi = 0; bi < a.batch; ++bi)
     pack_from_dst(&dst[bi * M * N], out.matrix(bi), M * N, cfg.output, cfg.fp32_dest_acc_en);
 }

@@ -24,12 +24,15 @@
 namespace mha::ttsim {
 
 enum class MathFidelity { LoFi = 0, HiFi2 = 2, HiFi3 = 3, HiFi4 = 4 };
-enum class Numerics { Exact, Fast };
+// Exact is the only mode: the vector kernels reproduce the lane models bit
+// for bit within 3x of what an sgemm-based approximation ran at (measured
+// on seed 002, docs/BENCHMARKS.md), so the approximation ("fast") is gone.
+enum class Numerics { Exact };
 
 const char* fidelity_name(MathFidelity f);
 MathFidelity fidelity_from_name(const std::string& name);  // throws InputError
 const char* numerics_name(Numerics n);
-Numerics numerics_from_name(const std::string& name);  // "exact" | "fast"; throws InputError
+Numerics numerics_from_name(const std::string& name);  // "exact"; throws InputError (says why "fast" went)
 // Number of fidelity phases the LLK runs (LoFi 1, HiFi2 2, HiFi3 3, HiFi4 4).
 int fidelity_phase_count(MathFidelity f);
 
@@ -83,8 +86,7 @@ void pack_from_dst(const float* dst, float* out, int64_t n, DataFormat out_forma
 // Exact numerics run the bit-level model for every lane (M*N*K*phases/16
 // lane-dots): with ex.isa Scalar the lane model itself (the oracle), else
 // the vector kernels, bit-identical to it, over 32-row blocks on ex's pool.
-// Fast numerics use sgemm on the fidelity-truncated operands and round only
-// at the end. Throws InputError on mismatched shapes.
+// Throws InputError on mismatched shapes.
 void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const ComputeConfig& cfg,
                const Exec& ex = Exec{});
 

@@ -151,7 +151,7 @@ TEST(Bench, SweepPrintsCsvRowsAndRejectsBadLists) {
 
 TEST(Bench, TtSimRowsTakeBackendOptions) {
   auto r = run_mha("bench --no-progress --backend tt-sim --variant ttnn_mha_fused --batch 1 --seq 32 --hidden 64 "
-                   "--heads 2 -r 1 --backend-option numerics=fast --backend-option dtype=bfloat8_b -o jsonl");
+                   "--heads 2 -r 1 --backend-option threads=1 --backend-option dtype=bfloat8_b -o jsonl");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\"backend\":\"tt-sim\""), std::string::npos) << r.out;
   auto bad = run_mha("bench --no-progress --backend tt-sim --backend-option bogus=1 --seq 8 --hidden 8 --heads 2");

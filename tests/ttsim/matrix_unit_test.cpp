@@ -93,13 +93,12 @@ TEST(TtsimMatrixUnit, MatmulSmallIntegersIsExactWithPaddingAndBroadcast) {
   for (int i = 0; i < 10; ++i) bv[i] = static_cast<float>(i % 5) - 2;
   TileTensor a = to_tile_layout(av.data(), {2, 3, 5}, DataFormat::Bfloat16);
   TileTensor b = to_tile_layout(bv.data(), {5, 2}, DataFormat::Bfloat16);
-  for (Numerics num : {Numerics::Exact, Numerics::Fast})
+  for (simd::Isa isa : {simd::Isa::Scalar, simd::best_isa()})
     for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi4}) {
       ComputeConfig cfg;
       cfg.math_fidelity = f;
-      cfg.numerics = num;
       TileTensor out;
-      tt_matmul(a, b, out, cfg);
+      tt_matmul(a, b, out, cfg, Exec{isa, nullptr});
       ASSERT_EQ(out.shape, (Shape{2, 3, 2}));
       std::vector<float> got = to_row_major(out);
       for (int bt = 0; bt < 2; ++bt)
@@ -116,29 +115,6 @@ TEST(TtsimMatrixUnit, MatmulSmallIntegersIsExactWithPaddingAndBroadcast) {
           }
         }
       }
-    }
-}
-
-TEST(TtsimMatrixUnit, FastNumericsTracksExact) {
-  std::mt19937 gen(7);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> av(40 * 70), bv(70 * 33);
-  for (float& x : av) x = u(gen);
-  for (float& x : bv) x = u(gen);
-  TileTensor a = to_tile_layout(av.data(), {40, 70}, DataFormat::Bfloat16);
-  TileTensor b = to_tile_layout(bv.data(), {70, 33}, DataFormat::Bfloat16);
-  for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4})
-    for (bool fp32 : {false, true}) {
-      ComputeConfig cfg;
-      cfg.math_fidelity = f;
-      cfg.fp32_dest_acc_en = fp32;
-      TileTensor ex, fa;
-      tt_matmul(a, b, ex, cfg);
-      cfg.numerics = Numerics::Fast;
-      tt_matmul(a, b, fa, cfg);
-      std::vector<float> e = to_row_major(ex), g = to_row_major(fa);
-      for (size_t i = 0; i < e.size(); ++i)
-        EXPECT_NEAR(g[i], e[i], 0.05f + 0.02f * std::fabs(e[i])) << fidelity_name(f) << " " << i;
     }
 }
 

@@ -200,7 +200,13 @@ TEST(TtSimBackend, BadOptionsExitTwoNamingTheKey) {
   expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "fp32_dest_acc_en": "yes"})")),
                "backend.fp32_dest_acc_en: expected true or false");
   expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "numerics": "approximate"})")),
-               "backend.numerics: expected \"exact\" or \"fast\"");
+               "backend.numerics: unknown numerics 'approximate': expected exact");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "numerics": "fast"})")),
+               "backend.numerics: numerics 'fast' was removed");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "threads": 0})")),
+               "backend.threads: expected an integer from 1 to 1024, found 0");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "kernels": "sse"})")),
+               "unknown tt-sim kernels 'sse': expected auto, scalar, avx2 or avx512");
   // grayskull's 12-wide grid admits x = 12.
   auto ok = run_config(dir, book_with_backend(R"({"name": "tt-sim", "device": "grayskull", "core_grid": [8, 12]})"));
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
@@ -213,7 +219,7 @@ TEST(TtSimBackend, OutOfL1MemoryExitsTwo) {
   auto r = run_config(dir, R"({"variant": "ttnn_mha", "params": {"hidden_size": 256, "num_heads": 16},
       "weights": {"init": "rand", "seed": 0},
       "inputs": {"seed": 0, "x": {"rand": [1, 2048, 256]}},
-      "backend": {"name": "tt-sim", "memory_config": "L1", "numerics": "fast"}})");
+      "backend": {"name": "tt-sim", "memory_config": "L1"}})");
   expect_error(r, "Out of Memory: Not enough space to allocate 134217728 B L1 buffer across 64 banks, where each bank "
                   "needs to store 2097152 B");
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -229,7 +235,7 @@ TEST(TtSimBackend, Seed002ShapeBf16AndBfp8PccAgainstFloat64) {
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(variants[i]);
     Built b = seed002(variants[i], 1024, 16, 1, 384);
-    auto tt = make_backend("tt-sim", ordered_json{{"numerics", "fast"}}, "backend");
+    auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
     Tensor want = ref->run(b.spec, b.in, {}).output, got = tt->run(b.spec, b.in, {}).output;
     pcc[i] = compare::compare(want, got, compare::Options{}).pcc;
     std::printf("%s at 1x384x1024/16: pcc %.6f\n", variants[i], pcc[i]);

@@ -78,9 +78,12 @@ TtOptions parse_tt_options(const ordered_json& options, const std::string& json_
       o.grid_y = static_cast<int>(y);
       o.grid_x = static_cast<int>(x);
     } else if (key == "numerics") {
-      std::string s = string_value(v, w, "\"exact\" or \"fast\"");
-      if (s != "exact" && s != "fast") bad(w, "\"exact\" or \"fast\"", v);
-      o.numerics = numerics_from_name(s);
+      const std::string s = string_value(v, w, "\"exact\"");
+      try {
+        o.numerics = numerics_from_name(s);
+      } catch (const InputError& e) {
+        throw InputError(w + ": " + e.what());
+      }
     } else if (key == "threads") {
       if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024) bad(w, "an integer from 1 to 1024", v);
       o.threads = static_cast<int>(v.get<int64_t>());

@@ -42,9 +42,14 @@ std::vector<Row> default_suite() {
     r.batch = b, r.seq = s, r.hidden = h, r.heads = heads, r.causal = causal;
     return r;
   };
+  Row tt = row("ttnn_mha", 8, 384, 1024, 16, false);
+  tt.backend = "tt-sim";
+  tt.max_warmup = 0;
+  tt.max_repetitions = 2;
   return {
       row("torch_mha", 8, 384, 1024, 16, false),  // seed 002's shape, PyTorch's module
       row("ttnn_mha", 8, 384, 1024, 16, false),   // seed 002's variant on the cpu backend
+      tt,                                         // ... and on tt-sim, bit-exact
       row("torch_mha", 1, 1024, 768, 12, true),
       row("torch_mha", 1, 4096, 1024, 16, true),
       row("mha_causal", 2, 6, 2, 2, true),        // seed 000 / 003
@@ -128,8 +133,8 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, double sgemm
   std::unique_ptr<Backend> backend = make_backend(row.backend, row.backend_options, "backend");
   reset_peak_memory();
   RunRequest req;
-  req.warmup = warmup;
-  req.iterations = repetitions;
+  req.warmup = row.max_warmup >= 0 ? std::min(warmup, row.max_warmup) : warmup;
+  req.iterations = row.max_repetitions > 0 ? std::min(repetitions, row.max_repetitions) : repetitions;
   RunReport rep = execute_run(run, *backend, req);
   res.peak_mib = peak_memory_mib();
   res.timing = rep.timing;

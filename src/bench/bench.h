@@ -19,6 +19,9 @@ struct Row {
   int64_t batch = 1, seq = 128, hidden = 256, heads = 4;
   bool causal = false;
   nlohmann::ordered_json backend_options = nlohmann::ordered_json::object();
+  // Caps on the run's warmup / repetitions for this row (-1: none), so a
+  // seconds-long row (tt-sim at seed 002's shape) fits in the default suite.
+  int64_t max_warmup = -1, max_repetitions = -1;
   std::string label() const;
 };
 
@@ -34,8 +37,9 @@ struct Result {
 // the threads OpenBLAS would use for attention.
 double probe_sgemm_gflops(int64_t n = 1024);
 
-// The default suite: the seed 002 shape (8x384x1024, 16 heads), 1x1024x768/12
-// causal, 1x4096x1024/16 causal, and the seeds' small shapes.
+// The default suite: the seed 002 shape (8x384x1024, 16 heads) on cpu and on
+// tt-sim (exact numerics, no warmup, two cached runs), 1x1024x768/12 causal,
+// 1x4096x1024/16 causal, and the seeds' small shapes.
 std::vector<Row> default_suite();
 // Reads a suite file: a JSON array of row objects with the keys of Row.
 std::vector<Row> load_suite(const std::string& path);

@@ -49,9 +49,25 @@ void TtDevice::program(const std::string& op, const std::string& attrs, const st
   }
 }
 
+TtDevice::OpTimer::~OpTimer() {
+  OpTime& t = d_.times_[op_];
+  ++t.calls;
+  t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  t.mac_phases += macs_;
+}
+
 nlohmann::json TtDevice::per_op_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [op, s] : per_op_) j[op] = {{"hits", s.hits}, {"misses", s.misses}};
+  for (const auto& [op, t] : times_) {
+    nlohmann::json& o = j[op];
+    o["calls"] = t.calls;
+    o["host_ms"] = t.seconds * 1e3;
+    if (t.mac_phases > 0) {
+      o["emulated_mac_phases"] = t.mac_phases;
+      o["ns_per_mac_phase_per_thread"] = t.seconds * 1e9 * exec_.threads() / t.mac_phases;
+    }
+  }
   return j;
 }
 

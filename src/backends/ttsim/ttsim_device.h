@@ -2,6 +2,7 @@
 // The emulated device's bookkeeping: the program cache (keyed as TT-NN keys
 // programs: op name + attributes + every input's shape, dtype, layout and
 // memory config) and the memory check each op runs before it allocates.
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -50,7 +51,26 @@ class TtDevice {
   void set_resident(const std::vector<const TileTensor*>& tensors);
 
   CacheStats stats() const { return total_; }
+  // Per op name: program-cache hits and misses, and host time over every
+  // call (all runs), with the emulated multiply-add phases of matmuls.
   nlohmann::json per_op_json() const;
+
+  // Times one op call on the host (muted inner steps count for the op name
+  // they are called with); mac_phases: lane multiply-adds x fidelity phases.
+  class OpTimer {
+   public:
+    OpTimer(TtDevice& d, std::string op, double mac_phases = 0)
+        : d_(d), op_(std::move(op)), macs_(mac_phases), t0_(std::chrono::steady_clock::now()) {}
+    ~OpTimer();
+    OpTimer(const OpTimer&) = delete;
+    OpTimer& operator=(const OpTimer&) = delete;
+
+   private:
+    TtDevice& d_;
+    std::string op_;
+    double macs_;
+    std::chrono::steady_clock::time_point t0_;
+  };
 
  private:
   int64_t banks() const;
@@ -63,6 +83,11 @@ class TtDevice {
   bool muted_ = false;
   std::map<std::string, int> programs_;
   std::map<std::string, CacheStats> per_op_;
+  struct OpTime {
+    int64_t calls = 0;
+    double seconds = 0, mac_phases = 0;
+  };
+  std::map<std::string, OpTime> times_;
   CacheStats total_;
   int64_t resident_per_bank_ = 0, resident_total_ = 0;
 };

@@ -26,6 +26,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // the whole output block.
 TileTensor op_matmul(TtDevice& dev, const std::string& op, const TileTensor& a, const TileTensor& b,
                      const ComputeConfig& cfg, Grid grid) {
+  const double macs = static_cast<double>(a.batch) * a.prows * a.pcols * b.pcols * fidelity_phase_count(cfg.math_fidelity);
+  TtDevice::OpTimer timer(dev, op, macs);
   dev.program(op, cfg_attrs(cfg) + grid_attrs(grid), {&a, &b});
   Shape out_shape = a.shape;
   out_shape.back() = b.cols;
@@ -44,6 +46,7 @@ TileTensor op_matmul(TtDevice& dev, const std::string& op, const TileTensor& a, 
 
 TileTensor op_add(TtDevice& dev, const std::string& op, const TileTensor& a, const TileTensor& b, DataFormat out_fmt,
                   bool fp32_dest) {
+  TtDevice::OpTimer timer(dev, op);
   dev.program(op, std::string("out=") + format_name(out_fmt) + ",fp32_acc=" + (fp32_dest ? "1" : "0"), {&a, &b});
   if (b.cols != a.cols || (b.rows != 1 && b.rows != a.rows))
     throw InputError("tt-sim: " + op + ": cannot broadcast " + shape_str(b.shape) + " onto " + shape_str(a.shape));
@@ -55,6 +58,7 @@ TileTensor op_add(TtDevice& dev, const std::string& op, const TileTensor& a, con
 
 TileTensor op_mul_scalar(TtDevice& dev, const std::string& op, const TileTensor& a, float scalar, DataFormat out_fmt,
                          MathFidelity fidelity, bool fp32_dest) {
+  TtDevice::OpTimer timer(dev, op);
   dev.program(op, std::string("scalar,") + fidelity_name(fidelity) + ",out=" + format_name(out_fmt), {&a});
   dev.check_memory_cb(op, {&a}, a.shape, out_fmt, 2 * (2 * tile_bytes(a.format) + tile_bytes(out_fmt)));
   TileTensor out = make_tile_tensor(a.shape, out_fmt);
@@ -64,6 +68,7 @@ TileTensor op_mul_scalar(TtDevice& dev, const std::string& op, const TileTensor&
 
 // The softmax kernel holds a whole row of tiles (input and exps) per core.
 TileTensor op_softmax(TtDevice& dev, const std::string& op, const TileTensor& a, const ComputeConfig& cfg) {
+  TtDevice::OpTimer timer(dev, op);
   dev.program(op, cfg_attrs(cfg), {&a});
   const int64_t wt = a.pcols / kTile;
   const DataFormat im = cfg.fp32_dest_acc_en ? DataFormat::Float32 : DataFormat::Bfloat16;
@@ -76,6 +81,7 @@ TileTensor op_softmax(TtDevice& dev, const std::string& op, const TileTensor& a,
 
 TileTensor op_move(TtDevice& dev, const std::string& op, const TileTensor& in, const std::vector<float>& values,
                    const Shape& shape, DataFormat out_fmt) {
+  TtDevice::OpTimer timer(dev, op);
   dev.program(op, std::string("out=") + format_name(out_fmt) + ",shape=" + shape_str(shape), {&in});
   dev.check_memory_cb(op, {&in}, shape, out_fmt, 4 * (tile_bytes(in.format) + tile_bytes(out_fmt)));
   TileTensor t = make_tile_tensor(shape, out_fmt);

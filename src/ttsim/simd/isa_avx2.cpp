@@ -1,4 +1,6 @@
 // The kernels compiled for AVX2 (the baseline every mha build requires).
+#include <cstring>
+
 #include "ttsim/simd/kernels.h"
 #include "ttsim/simd/vec_avx2.h"
 

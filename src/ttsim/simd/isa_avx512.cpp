@@ -6,6 +6,8 @@
 // avx512fintrin.h as maybe-uninitialized (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#include <cstring>
+
 #include "ttsim/simd/kernels.h"
 #include "ttsim/simd/vec_avx512.h"
 

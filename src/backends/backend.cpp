@@ -7,6 +7,11 @@
 
 namespace mha {
 
+void require_supported(const Backend& backend, const AttentionSpec& spec, const AttentionInputs& in) {
+  if (auto why = backend.supports(spec, in))
+    throw InputError("backend " + backend.name() + " cannot run variant " + spec.variant + ": " + *why);
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, const nlohmann::ordered_json& options,
                                       const std::string& json_path) {
   if (name == "reference") {

@@ -6,6 +6,7 @@
 // runs reuse it. A plan is keyed by the spec's uid plus every shape, so a
 // changed spec must be a new object (AttentionSpec::uid).
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,11 +24,24 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Why this backend cannot run the spec on these inputs (one line naming
+  // what it lacks), or nullopt when it can. run() throws InputError with
+  // this reason; `mha bench` reports the row as skipped with it; the
+  // cross-backend tests skip with it. Inputs are assumed to pass
+  // validate_inputs.
+  virtual std::optional<std::string> supports(const AttentionSpec& spec, const AttentionInputs& in) const {
+    (void)spec, (void)in;
+    return std::nullopt;
+  }
   virtual AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) = 0;
   virtual CacheStats cache_stats() const { return {}; }
   // Backend-specific facts for reports (tt-sim: device, dtype, fidelity...).
   virtual nlohmann::json describe() const { return nlohmann::json::object(); }
 };
+
+// Throws InputError("backend NAME cannot run variant V: REASON") when
+// backend.supports() gives a reason.
+void require_supported(const Backend& backend, const AttentionSpec& spec, const AttentionInputs& in);
 
 // Names: "reference", "cpu", "tt-sim". `options` is the config's "backend"
 // object (without "name"); `json_path` locates it for error messages.

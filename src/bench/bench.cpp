@@ -131,6 +131,10 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, double sgemm
   run.inputs = run.variant->build_inputs(inputs, run.options);
 
   std::unique_ptr<Backend> backend = make_backend(row.backend, row.backend_options, "backend");
+  if (auto why = backend->supports(run.spec, run.inputs)) {
+    res.skipped = *why;
+    return res;
+  }
   reset_peak_memory();
   RunRequest req;
   req.warmup = row.max_warmup >= 0 ? std::min(warmup, row.max_warmup) : warmup;

@@ -6,6 +6,15 @@
 
 namespace mha {
 
+const char* op_sequence_name(OpSequence s) {
+  switch (s) {
+    case OpSequence::Book: return "book";
+    case OpSequence::TtnnMha: return "ttnn_mha";
+    case OpSequence::TtnnMhaFused: return "ttnn_mha_fused";
+  }
+  return "book";
+}
+
 uint64_t new_spec_uid() {
   static std::atomic<uint64_t> next{1};
   return next++;
@@ -30,10 +39,10 @@ void validate_inputs(const AttentionSpec& spec, const AttentionInputs& in) {
     const Tensor& m = *in.mask;
     int64_t st = s + spec.extra_keys();
     bool ok = m.ndim() == 4 && (m.dim(0) == 1 || m.dim(0) == b) && (m.dim(1) == 1 || m.dim(1) == spec.num_heads) &&
-              m.dim(2) == l && m.dim(3) == st;
+              (m.dim(2) == l || m.dim(2) == 1) && m.dim(3) == st;
     if (!ok)
       throw InputError("attention mask: expected shape broadcastable as (" + std::to_string(b) + " or 1, " +
-                       std::to_string(spec.num_heads) + " or 1, " + std::to_string(l) + ", " + std::to_string(st) +
+                       std::to_string(spec.num_heads) + " or 1, " + std::to_string(l) + " or 1, " + std::to_string(st) +
                        "), found " + shape_str(m.shape()));
   }
 }

@@ -30,7 +30,22 @@ namespace mha {
 struct Projection {
   Tensor weight;               // [out, in] float32, applied as x @ weight^T
   std::optional<Tensor> bias;  // [out] float32
+  // [in, out]: the same values as a module that computes x @ W stores them
+  // (seed 002's TT-NN modules). A backend that multiplies by (in, out)
+  // operands (tt-sim) uploads this as is instead of transposing `weight`
+  // back; Tensors share their bytes, so keeping both costs nothing.
+  std::optional<Tensor> weight_in_out = std::nullopt;
 };
+
+// The sequence of TT-NN ops a variant's module is written as: what tt-sim
+// emulates op by op (backends/ttsim/ttsim_pipeline.h). The variant sets it;
+// no backend looks at variant names.
+enum class OpSequence {
+  Book,          // seed 000's MultiHeadAttention_ttnn (the PyTorch-style modules)
+  TtnnMha,       // seed 002's multi_head_attention: plain `@` and `+`
+  TtnnMhaFused,  // seed 002's optimised version: fused QKV, attention_softmax_
+};
+const char* op_sequence_name(OpSequence s);
 
 // A fresh identity per constructed spec, so that backends can key plan
 // caches on it (addresses get reused; copies are identical so share it).
@@ -38,7 +53,8 @@ uint64_t new_spec_uid();
 
 struct AttentionSpec {
   uint64_t uid = new_spec_uid();  // plan-cache identity; never edit a spec after running it
-  std::string variant;  // for messages and for tt-sim's choice of pipeline
+  std::string variant;  // for messages only
+  OpSequence ops = OpSequence::Book;
   int64_t num_heads = 1;
   int64_t num_kv_heads = 1;  // == num_heads except for grouped-query attention
   int64_t head_dim = 1;      // dh: query/key width per head
@@ -51,6 +67,10 @@ struct AttentionSpec {
   std::optional<Tensor> bias_k, bias_v;  // [Hkv*dh] / [Hkv*dv], appended after projection
   bool add_zero_attn = false;
   double dropout = 0.0;  // applied to weights only when training
+  // The fused [q | k | v] projection as the module holds it, when it does
+  // (ttnn_mha_fused: weight [Eq+Ek+Ev, in], weight_in_out [in, Eq+Ek+Ev]);
+  // q, k and v above are its row slices.
+  std::optional<Projection> qkv_fused;
 
   int64_t q_in() const { return q.weight.dim(1); }
   int64_t k_in() const { return k.weight.dim(1); }
@@ -62,7 +82,8 @@ struct AttentionSpec {
 struct AttentionInputs {
   Tensor query, key, value;  // float32 [B, L, q_in], [B, S, k_in], [B, S, v_in]
   // Additive float32 mask, broadcast over [B, H, L, S_total]: shape
-  // [Bm, Hm, L, S_total] with Bm in {1, B} and Hm in {1, H}; -inf masks.
+  // [Bm, Hm, Lm, S_total] with Bm in {1, B}, Hm in {1, H} and Lm in {1, L}
+  // (Lm = 1: one row for every query, as a key padding mask); -inf masks.
   std::optional<Tensor> mask;
   bool training = false;
   uint64_t dropout_seed = 0;

@@ -86,6 +86,8 @@ RunReport execute_run(PreparedRun& run, Backend& backend, const RunRequest& requ
     return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   };
 
+  // Before any timing: a spec the backend cannot run is one clear line.
+  require_supported(backend, run.spec, run.inputs);
   RunReport rep;
   rep.backend_name = backend.name();
   rep.timing.flops = attention_flops(run.spec, run.inputs);

@@ -31,6 +31,7 @@ class AiEdgeBase : public Variant {
   AttentionSpec base_spec() const {
     AttentionSpec s;
     s.variant = name();
+    s.ops = OpSequence::Book;  // no TT-NN port of its own: the book's op sequence
     s.num_heads = s.num_kv_heads = n_head_;
     s.head_dim = s.head_dim_v = d_model_ / n_head_;
     s.scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));

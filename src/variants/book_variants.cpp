@@ -61,6 +61,7 @@ class BookVariant : public Variant {
   AttentionSpec base_spec(int64_t heads, int64_t head_dim) const {
     AttentionSpec s;
     s.variant = name();
+    s.ops = OpSequence::Book;  // seed 000 ported this module to TT-NN
     s.num_heads = s.num_kv_heads = heads;
     s.head_dim = s.head_dim_v = head_dim;
     s.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));

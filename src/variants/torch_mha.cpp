@@ -86,6 +86,7 @@ class TorchMha : public Variant {
   AttentionSpec build_spec(const TensorMap& w, const ForwardOptions& opt) const override {
     AttentionSpec s;
     s.variant = name();
+    s.ops = OpSequence::Book;  // no TT-NN port of its own: the book's op sequence
     s.num_heads = s.num_kv_heads = h_;
     s.head_dim = s.head_dim_v = e_ / h_;
     s.scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));

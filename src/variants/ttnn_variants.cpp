@@ -3,7 +3,6 @@
 // Weights are stored (in x out) and used as x @ W + b; the mask is additive,
 // shape (b, 1, 1, s).
 #include <cmath>
-#include <cstring>
 
 #include "util/error.h"
 #include "variants/common.h"
@@ -25,7 +24,9 @@ class TtnnBase : public Variant {
   }
   std::vector<InputSlot> input_slots() const override { return {{"x", true}, {"attention_mask", false}}; }
 
-  // x [B, S, hidden]; attention_mask (B or 1, 1, 1, S) added to every row.
+  // x [B, S, hidden]; attention_mask (B or 1, 1, 1, S) passes through as
+  // one row that every query row adds (AttentionInputs::mask broadcasts it),
+  // as ttnn.add broadcasts it on the device.
   AttentionInputs map_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
     AttentionInputs in = self_attention_inputs(inputs, hidden_, 0);
     in.training = opt.training;
@@ -36,12 +37,7 @@ class TtnnBase : public Variant {
           mask.dim(3) != s)
         throw InputError("inputs.attention_mask: expected shape (" + std::to_string(b) + ", 1, 1, " +
                          std::to_string(s) + "), found " + shape_str(mask.shape()));
-      // Spread over the query rows: the canonical mask has one row per query.
-      Tensor full(DType::F32, {mask.dim(0), 1, s, s});
-      for (int64_t bi = 0; bi < mask.dim(0); ++bi)
-        for (int64_t i = 0; i < s; ++i)
-          std::memcpy(full.data<float>() + (bi * s + i) * s, mask.data<float>() + bi * s, s * sizeof(float));
-      in.mask = std::move(full);
+      in.mask = std::move(mask);
     }
     return in;
   }
@@ -57,9 +53,10 @@ class TtnnBase : public Variant {
  protected:
   // The separate query/key/value/output weights in this variant's layout.
   virtual NamedTensors to_layout(NamedTensors separate) const { return separate; }
-  AttentionSpec base_spec() const {
+  AttentionSpec base_spec(OpSequence ops) const {
     AttentionSpec s;
     s.variant = name();
+    s.ops = ops;
     s.num_heads = s.num_kv_heads = heads_;
     s.head_dim = s.head_dim_v = hidden_ / heads_;
     s.scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
@@ -81,8 +78,13 @@ class TtnnMha : public TtnnBase {
     return s;
   }
   AttentionSpec build_spec(const TensorMap& w, const ForwardOptions&) const override {
-    AttentionSpec s = base_spec();
-    auto proj = [&](const std::string& n) { return Projection{transpose2d(w.at(n + "_weight")), w.at(n + "_bias")}; };
+    AttentionSpec s = base_spec(OpSequence::TtnnMha);
+    // Stored (in, out): the canonical (out, in) copy for the other
+    // backends, the stored one for tt-sim's x @ W.
+    auto proj = [&](const std::string& n) {
+      const Tensor& wt = w.at(n + "_weight");
+      return Projection{transpose2d(wt), w.at(n + "_bias"), wt};
+    };
     s.q = proj("query");
     s.k = proj("key");
     s.v = proj("value");
@@ -101,16 +103,21 @@ class TtnnMhaFused : public TtnnBase {
             {"self_output_weight", {hidden_, hidden_}, {}},
             {"self_output_bias", {hidden_}, {}}};
   }
-  // fused_qkv columns are [Q all heads | K all heads | V all heads].
+  // fused_qkv columns are [Q all heads | K all heads | V all heads]. The
+  // spec keeps the fused form as stored (tt-sim uploads it as is) and its
+  // (out, in) row slices as q, k, v for the other backends.
   AttentionSpec build_spec(const TensorMap& w, const ForwardOptions&) const override {
-    AttentionSpec s = base_spec();
-    Tensor wt = transpose2d(w.at("fused_qkv_weight"));  // [3h, h]
+    AttentionSpec s = base_spec(OpSequence::TtnnMhaFused);
+    const Tensor& stored = w.at("fused_qkv_weight");  // [h, 3h]
+    Tensor wt = transpose2d(stored);                  // [3h, h]
     const Tensor& b = w.at("fused_qkv_bias");
     for (int64_t part = 0; part < 3; ++part) {
-      Projection p{slice_rows(wt, part * hidden_, hidden_), slice_rows(b, part * hidden_, hidden_)};
+      Projection p{slice_rows(wt, part * hidden_, hidden_), slice_rows(b, part * hidden_, hidden_), std::nullopt};
       (part == 0 ? s.q : part == 1 ? s.k : s.v) = p;
     }
-    s.out = Projection{transpose2d(w.at("self_output_weight")), w.at("self_output_bias")};
+    s.qkv_fused = Projection{wt, b, stored};
+    const Tensor& wo = w.at("self_output_weight");
+    s.out = Projection{transpose2d(wo), w.at("self_output_bias"), wo};
     return s;
   }
 

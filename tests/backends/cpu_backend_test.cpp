@@ -30,6 +30,7 @@ struct Case {
   int64_t window = 0;
   bool bias_kv = false, zero_attn = false;
   int mask = 0;  // 0 none, 1 (1,1,L,St), 2 (B,1,L,St), 3 (1,H,L,St), 4 (B,H,L,St)
+  bool mask_row = false;  // the mask has one row that every query adds: L above becomes 1
   bool inf_rows = false;  // mask some whole rows with -inf (NaN outputs) and scattered entries
   double dropout = 0.0;
 };
@@ -82,13 +83,14 @@ Problem make_problem(const Case& c, uint32_t seed = 1) {
   if (c.mask) {
     const int64_t St = c.S + s.extra_keys();
     const int64_t mb = (c.mask == 2 || c.mask == 4) ? c.B : 1, mh = (c.mask == 3 || c.mask == 4) ? c.H : 1;
-    Tensor m = rand_tensor(g, {mb, mh, c.L, St}, -1, 1);
+    const int64_t ml = c.mask_row ? 1 : c.L;
+    Tensor m = rand_tensor(g, {mb, mh, ml, St}, -1, 1);
     if (c.inf_rows) {
       float* d = m.data<float>();
       const float inf = std::numeric_limits<float>::infinity();
       std::uniform_int_distribution<int64_t> pick(0, m.numel() - 1);
       for (int n = 0; n < m.numel() / 5; ++n) d[pick(g)] = -inf;
-      for (int64_t r = 0; r < mb * mh * c.L; r += 3)
+      for (int64_t r = 0; r < mb * mh * ml; r += 3)
         for (int64_t j = 0; j < St; ++j) d[r * St + j] = -inf;
     }
     in.mask = m;
@@ -177,14 +179,48 @@ TEST(CpuBackend, SlidingWindow) {
 
 TEST(CpuBackend, MaskBroadcastShapes) {
   for (int mask = 1; mask <= 4; ++mask)
-    for (bool inf_rows : {false, true}) {
+    for (bool inf_rows : {false, true})
+      for (bool mask_row : {false, true}) {
+        Case c;
+        c.L = c.S = 101, c.H = 3, c.Hkv = 3, c.mask = mask, c.inf_rows = inf_rows, c.mask_row = mask_row;
+        SCOPED_TRACE("mask=" + std::to_string(mask) + " inf_rows=" + std::to_string(inf_rows) +
+                     " mask_row=" + std::to_string(mask_row));
+        expect_matches_reference(c);
+        expect_matches_reference(c, RunOptions{true, true});  // the plain path
+        c.causal = true;
+        expect_matches_reference(c);
+      }
+}
+
+// A one-row mask (Bm, Hm, 1, St) is the same as that row repeated for every
+// query: bit for bit, on the flash path (batch groups, chunked queries) and
+// the plain one.
+TEST(CpuBackend, MaskRowEqualsExpandedMask) {
+  cpu::ChunkPolicy saved = cpu::chunk_policy();
+  for (int policy = 0; policy < 3; ++policy) {
+    if (policy == 1) cpu::chunk_policy().group_rows = 1;          // one batch per group
+    if (policy == 2) cpu::chunk_policy() = {1000, 2 * 96, 768};  // chunked queries
+    for (bool plain : {false, true}) {
       Case c;
-      c.L = c.S = 101, c.H = 3, c.Hkv = 3, c.mask = mask, c.inf_rows = inf_rows;
-      SCOPED_TRACE("mask=" + std::to_string(mask) + " inf_rows=" + std::to_string(inf_rows));
-      expect_matches_reference(c);
-      c.causal = true;
-      expect_matches_reference(c);
+      c.B = 3, c.L = c.S = 200, c.mask = 2, c.mask_row = true, c.causal = policy == 2;
+      SCOPED_TRACE("policy " + std::to_string(policy) + (plain ? " plain" : " flash"));
+      Problem p = make_problem(c);
+      const Tensor row = *p.in.mask;  // [B, 1, 1, S]
+      Tensor full(DType::F32, {c.B, 1, c.L, c.S});
+      for (int64_t b = 0; b < c.B; ++b)
+        for (int64_t i = 0; i < c.L; ++i)
+          std::memcpy(full.data<float>() + (b * c.L + i) * c.S, row.data<float>() + b * c.S, c.S * sizeof(float));
+      RunOptions opt;
+      opt.need_weights = plain;
+      auto cpu = cpu_backend();
+      Tensor a = cpu->run(p.spec, p.in, opt).output;
+      p.in.mask = full;
+      Tensor b = cpu->run(p.spec, p.in, opt).output;
+      EXPECT_TRUE(test::tensors_close(a, b, 0.0, 0.0));
+      expect_matches_reference(c, opt);
     }
+  }
+  cpu::chunk_policy() = saved;
 }
 
 TEST(CpuBackend, FullyMaskedRowsAreNaN) {
@@ -332,6 +368,8 @@ TEST(CpuBackend, ChunkedQueryProjection) {
         expect_matches_reference(c);
         c.dv = 6;  // ctx into its own chunk buffer
         expect_matches_reference(c);
+        c.mask_row = true;
+        expect_matches_reference(c);
       }
   cpu::chunk_policy() = saved;
 }
@@ -352,6 +390,8 @@ TEST(CpuBackend, BatchGroups) {
         SCOPED_TRACE(std::to_string(group_rows) + std::to_string(self) + std::to_string(out));
         expect_matches_reference(c);
         c.dv = 6;
+        expect_matches_reference(c);
+        c.mask_row = true;
         expect_matches_reference(c);
         c.L = 9, c.causal = !self;  // cross-attention with more queries than keys
         if (!self) expect_matches_reference(c);

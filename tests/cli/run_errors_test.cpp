@@ -158,3 +158,18 @@ TEST(Bench, TtSimRowsTakeBackendOptions) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("backend.bogus"), std::string::npos) << bad.err;
 }
+
+// A spec the backend cannot run (Backend::supports) is one line naming the
+// backend, the variant and what is missing, before any run: exit 2, and
+// no output file.
+TEST(RunErrors, UnsupportedOnTheBackendSaysWhy) {
+  TempDir dir;
+  const char* dropout = R"({"d_in": 3, "d_out": 2, "context_length": 6, "dropout": 0.5, "num_heads": 2})";
+  auto r = run_config(dir, book(dropout, R"(, "options": {"training": true}, "backend": {"name": "tt-sim"})"),
+                      "--output " + shell_quote(dir.file("o.npy")));
+  expect_input_error(r, "backend tt-sim cannot run variant mha_causal: dropout in training (p = 0.5");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o.npy")));
+  // The same config runs on the cpu backend.
+  auto ok = run_config(dir, book(dropout, R"(, "options": {"training": true}, "backend": {"name": "cpu"})"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}

@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/reference/reference_backend.h"
+#include "backends/ttsim/ttsim_pipeline.h"
 #include "compare/compare.h"
 #include "init/torch_generator.h"
 #include "io/tensor_file.h"
@@ -243,4 +246,149 @@ TEST(TtSimBackend, Seed002ShapeBf16AndBfp8PccAgainstFloat64) {
   EXPECT_GT(pcc[0], 0.999);
   EXPECT_GT(pcc[1], 0.99);
   EXPECT_LT(pcc[1], pcc[0]);
+}
+
+namespace {
+
+// A spec built from the variant, run once on a fresh emulated device
+// through the library (the program keys are the device's).
+struct DeviceRun {
+  ttsim::TtDevice dev{ttsim::parse_tt_options(ordered_json::object(), "backend")};
+  AttentionResult result;
+  void run(const AttentionSpec& spec, const AttentionInputs& in) {
+    const ttsim::Recipe r = ttsim::make_recipe(spec.ops, dev.options());
+    const ttsim::DeviceWeights w = ttsim::convert_weights(spec, r);
+    result = ttsim::run_pipeline(dev, r, w, spec, in, {});
+  }
+  std::vector<std::string> keys(const std::string& prefix) const {
+    std::vector<std::string> k;
+    for (const std::string& key : dev.program_keys())
+      if (key.rfind(prefix, 0) == 0) k.push_back(key);
+    return k;
+  }
+};
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+// Cross-attention, S = 40 keys for L = 8 queries: the k and v reshapes and
+// permutes key their programs (and size their memory checks) on the k and v
+// projections [1, 40, 16], not on q's [1, 8, 16].
+TEST(TtSimBackend, CrossAttentionDataMovementKeysOnItsOwnInput) {
+  auto v = make_variant("torch_mha", ordered_json{{"embed_dim", 16}, {"num_heads", 4}, {"batch_first", true}});
+  ForwardOptions opt = v->parse_options(ordered_json{{"need_weights", false}});
+  AttentionSpec spec = v->build_spec(bind_weights(*v, v->init_torch(3), "init"), opt);
+  TorchGenerator gen(3);
+  AttentionInputs in = v->build_inputs(
+      {{"query", gen.rand({1, 8, 16})}, {"key", gen.rand({1, 40, 16})}, {"value", gen.rand({1, 40, 16})}}, opt);
+  DeviceRun d;
+  d.run(spec, in);
+  const std::string q_in = "(1,8,16,bfloat16", kv_in = "(1,40,16,bfloat16";
+  for (const char* which : {"q", "k", "v"}) {
+    auto k = d.keys(std::string("ttnn.reshape{") + which + " heads}");
+    ASSERT_EQ(k.size(), 1u) << which;
+    EXPECT_TRUE(contains(k[0], std::string(which) == "q" ? q_in : kv_in)) << k[0];
+  }
+  // Permutes: q -> (1, 4, 8, 4), k^T -> (1, 4, 4, 40), v -> (1, 4, 40, 4); the context's back.
+  int seen = 0;
+  for (const std::string& k : d.keys("ttnn.permute{")) {
+    if (contains(k, "shape=(1, 4, 8, 4)")) {
+      ++seen;
+      EXPECT_TRUE(contains(k, q_in)) << k;
+    }
+    if (contains(k, "shape=(1, 4, 4, 40)") || contains(k, "shape=(1, 4, 40, 4)")) {
+      ++seen;
+      EXPECT_TRUE(contains(k, kv_in)) << k;
+    }
+  }
+  EXPECT_EQ(seen, 3);
+  Tensor want = make_reference_backend()->run(spec, in, {}).output;
+  EXPECT_GT(compare::compare(want, d.result.output, compare::Options{}).pcc, 0.999);
+}
+
+// seed 002's (b, 1, 1, s) attention mask stays one row that ttnn.add
+// broadcasts over the query rows: bit for bit what the expanded
+// (b, 1, s, s) mask gives, on both seed 002 pipelines and the book's.
+TEST(TtSimBackend, MaskRowBroadcastEqualsExpandedMask) {
+  for (const char* variant : {"ttnn_mha", "ttnn_mha_fused"})
+    for (OpSequence ops : {OpSequence::Book, OpSequence::TtnnMha, OpSequence::TtnnMhaFused}) {
+      SCOPED_TRACE(std::string(variant) + " on " + op_sequence_name(ops));
+      if ((ops == OpSequence::TtnnMhaFused) != (std::string(variant) == "ttnn_mha_fused")) continue;
+      Built b = seed002(variant, 64, 2, 2, 40);
+      b.spec.ops = ops;
+      ASSERT_EQ(b.in.mask->shape(), (Shape{2, 1, 1, 40}));
+      auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
+      Tensor row_out = tt->run(b.spec, b.in, {}).output;
+      Tensor full(DType::F32, {2, 1, 40, 40});
+      for (int64_t bi = 0; bi < 2; ++bi)
+        for (int64_t i = 0; i < 40; ++i)
+          std::memcpy(full.data<float>() + (bi * 40 + i) * 40, b.in.mask->data<float>() + bi * 40, 40 * sizeof(float));
+      b.in.mask = full;
+      Tensor full_out = tt->run(b.spec, b.in, {}).output;
+      EXPECT_TRUE(tensors_close(row_out, full_out, 0.0, 0.0));
+    }
+}
+
+// The pipeline follows the spec's typed op sequence, never the variant's
+// name: a renamed variant keeps its pipeline, and a book spec told to run
+// seed 002's ops gets that pipeline's defaults.
+TEST(TtSimBackend, PipelineFollowsTheSpecsOpSequence) {
+  Built b = seed002("ttnn_mha_fused", 64, 2, 1, 32);
+  auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
+  Tensor before = tt->run(b.spec, b.in, {}).output;
+  AttentionSpec renamed = b.spec;
+  renamed.uid = new_spec_uid();
+  renamed.variant = "ttnn_mha";
+  auto tt2 = make_backend("tt-sim", ordered_json::object(), "backend");
+  Tensor after = tt2->run(renamed, b.in, {}).output;
+  EXPECT_EQ(tt2->describe()["pipeline"], "ttnn_mha_fused");
+  EXPECT_TRUE(tensors_close(after, before, 0.0, 0.0));
+
+  auto v = make_variant("mha", ordered_json{{"d_model", 64}, {"n_head", 2}});
+  AttentionSpec spec = v->build_spec(bind_weights(*v, v->init_torch(1), "init"), {});
+  EXPECT_EQ(spec.ops, OpSequence::Book);
+  spec.ops = OpSequence::TtnnMha;
+  auto tt3 = make_backend("tt-sim", ordered_json::object(), "backend");
+  tt3->run(spec, b.in, {});
+  EXPECT_EQ(tt3->describe()["pipeline"], "ttnn_mha");
+  EXPECT_EQ(tt3->describe()["matmul_fidelity"], "HiFi2");
+}
+
+// The fused pipeline projects one input with one QKV linear: a spec on that
+// op sequence with a distinct key is refused with the reason, by
+// supports() and by run().
+TEST(TtSimBackend, SupportsGivesTheReason) {
+  Built b = seed002("ttnn_mha_fused", 64, 2, 1, 32);
+  auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
+  EXPECT_FALSE(tt->supports(b.spec, b.in).has_value());
+  TorchGenerator gen(5);
+  b.in.key = gen.rand({1, 32, 64});
+  auto why = tt->supports(b.spec, b.in);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_TRUE(contains(*why, "query, key and value must be the same tensor")) << *why;
+  try {
+    tt->run(b.spec, b.in, {});
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(contains(e.what(), "backend tt-sim cannot run variant ttnn_mha_fused: the fused")) << e.what();
+  }
+  EXPECT_FALSE(make_reference_backend()->supports(b.spec, b.in).has_value());
+}
+
+// A scope gives back the state it found, so a muted step inside a muted
+// fused op does not unmute the rest of it.
+TEST(TtSimBackend, MutedScopesNest) {
+  ttsim::TtDevice dev(ttsim::parse_tt_options(ordered_json::object(), "backend"));
+  {
+    ttsim::Muted outer(dev);
+    {
+      ttsim::Muted inner(dev);
+      EXPECT_TRUE(dev.muted());
+    }
+    EXPECT_TRUE(dev.muted());
+    ttsim::Muted off(dev, false);
+    EXPECT_TRUE(dev.muted());
+  }
+  EXPECT_FALSE(dev.muted());
 }

@@ -106,8 +106,9 @@ void flash_block(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScra
   const float* mbase = nullptr;
   if (a.mask) {
     const int64_t mb = a.mask_b == 1 ? 0 : b, mh = a.mask_h == 1 ? 0 : h;
-    mbase = a.mask + (mb * a.mask_h + mh) * a.L * a.St;
+    mbase = a.mask + (mb * a.mask_h + mh) * a.mask_l * a.St;
   }
+  const int64_t mask_ld = a.mask_l == 1 ? 0 : a.St;  // 0: every query adds the one row
   float* st = s.st.data();
   float* mt = s.mt.data();
   float* o = s.o.data();
@@ -143,7 +144,7 @@ void flash_block(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScra
     }
     if (mbase) {
       for (int64_t ii = 0; ii < nql; ++ii) {
-        const float* mrow = mbase + (i0 + ii) * a.St + j0;
+        const float* mrow = mbase + (i0 + ii) * mask_ld + j0;
         for (int64_t j = 0; j < nkp; ++j) mt[j * kBr + ii] = ii < nq && j < nk ? mrow[j] * kLog2e : 0.0f;
       }
     }

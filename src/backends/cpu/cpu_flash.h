@@ -30,8 +30,8 @@ struct FlashArgs {
   float scale = 1.0f;
   bool causal = false;
   int64_t window = 0;
-  const float* mask = nullptr;  // [mask_b, mask_h, L, St] additive, broadcast
-  int64_t mask_b = 1, mask_h = 1;
+  const float* mask = nullptr;  // [mask_b, mask_h, mask_l, St] additive, broadcast
+  int64_t mask_b = 1, mask_h = 1, mask_l = 1;  // mask_l: L, or 1 (one row for every query)
   bool dropout = false;
   double dropout_p = 0.0;
   uint64_t dropout_seed = 0;

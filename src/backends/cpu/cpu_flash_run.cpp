@@ -43,7 +43,7 @@ AttentionResult run_flash(const AttentionSpec& spec, const AttentionInputs& in, 
   std::vector<float> tmask;
   if (in.mask) {
     a.mask = f32_data(*in.mask, tmask);
-    a.mask_b = in.mask->dim(0), a.mask_h = in.mask->dim(1);
+    a.mask_b = in.mask->dim(0), a.mask_h = in.mask->dim(1), a.mask_l = in.mask->dim(2);
   }
   a.dropout = in.training && spec.dropout > 0.0;
   a.dropout_p = spec.dropout, a.dropout_seed = in.dropout_seed;

@@ -66,15 +66,18 @@ AttentionResult run_plain(const AttentionSpec& spec, const AttentionInputs& in, 
   const float scale = static_cast<float>(spec.scale);
   pool.parallel_for(B * H, [&](int64_t bh, int) {
     const int64_t b = bh / H, h = bh % H;
+    // The mask's rows: one per query, or one row every query adds (mask_ld = 0).
     const float* mrow = nullptr;
+    int64_t mask_ld = 0;
     if (mask) {
-      const int64_t mb = in.mask->dim(0) == 1 ? 0 : b, mh = in.mask->dim(1) == 1 ? 0 : h;
-      mrow = mask + (mb * in.mask->dim(1) + mh) * L * St;
+      const int64_t mb = in.mask->dim(0) == 1 ? 0 : b, mh = in.mask->dim(1) == 1 ? 0 : h, ml = in.mask->dim(2);
+      mrow = mask + (mb * in.mask->dim(1) + mh) * ml * St;
+      mask_ld = ml == 1 ? 0 : St;
     }
     for (int64_t i = 0; i < L; ++i) {
       float* row = W + (bh * L + i) * St;
       for (int64_t j = 0; j < St; ++j) {
-        float x = scale * row[j] + (mrow ? mrow[i * St + j] : 0.0f);
+        float x = scale * row[j] + (mrow ? mrow[i * mask_ld + j] : 0.0f);
         if ((spec.causal && j > i) || (spec.window > 0 && j < i - spec.window + 1)) x = -inf;
         row[j] = x;
       }

@@ -78,8 +78,8 @@ class ReferenceBackend : public Backend {
             double m = spec.scale * s;
             if (in.mask) {
               const Tensor& mt = *in.mask;
-              int64_t mb = mt.dim(0) == 1 ? 0 : b, mh = mt.dim(1) == 1 ? 0 : h;
-              m += mask[((mb * mt.dim(1) + mh) * L + i) * St + j];
+              int64_t mb = mt.dim(0) == 1 ? 0 : b, mh = mt.dim(1) == 1 ? 0 : h, mi = mt.dim(2) == 1 ? 0 : i;
+              m += mask[((mb * mt.dim(1) + mh) * mt.dim(2) + mi) * St + j];
             }
             if (spec.causal && j > i) m = -inf;
             if (spec.window > 0 && j < i - spec.window + 1) m = -inf;

@@ -20,13 +20,17 @@ class TtSimBackend : public Backend {
   explicit TtSimBackend(TtOptions o) : dev_(o), opt_(std::move(o)) {}
   std::string name() const override { return "tt-sim"; }
 
+  std::optional<std::string> supports(const AttentionSpec& spec, const AttentionInputs& in) const override {
+    return tt_supports(spec, in);
+  }
+
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
     validate_inputs(spec, in);
-    check_supported(spec, in);
+    require_supported(*this, spec, in);
     auto it = plans_.find(spec.uid);
     if (it == plans_.end()) {
       Plan p;
-      p.recipe = make_recipe(spec.variant, opt_);
+      p.recipe = make_recipe(spec.ops, opt_);
       p.weights = convert_weights(spec, p.recipe);
       it = plans_.emplace(spec.uid, std::move(p)).first;
     }

@@ -56,6 +56,12 @@ TtDevice::OpTimer::~OpTimer() {
   t.mac_phases += macs_;
 }
 
+std::vector<std::string> TtDevice::program_keys() const {
+  std::vector<std::string> keys;
+  for (const auto& [key, uses] : programs_) keys.push_back(key);
+  return keys;
+}
+
 nlohmann::json TtDevice::per_op_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [op, s] : per_op_) j[op] = {{"hits", s.hits}, {"misses", s.misses}};

@@ -36,6 +36,7 @@ class TtDevice {
   // of one fused TT-NN op (a linear's bias, attention_softmax_'s scale, mask
   // and in-place softmax) share its program and its output.
   void set_muted(bool m) { muted_ = m; }
+  bool muted() const { return muted_; }
 
   // Looks the op's program up; a miss "compiles" it. Counts per op name.
   void program(const std::string& op, const std::string& attrs, const std::vector<const TileTensor*>& inputs);
@@ -51,6 +52,9 @@ class TtDevice {
   void set_resident(const std::vector<const TileTensor*>& tensors);
 
   CacheStats stats() const { return total_; }
+  // Every program compiled so far, by its cache key (tests check what an
+  // op's program was keyed on).
+  std::vector<std::string> program_keys() const;
   // Per op name: program-cache hits and misses, and host time over every
   // call (all runs), with the emulated multiply-add phases of matmuls.
   nlohmann::json per_op_json() const;
@@ -90,6 +94,23 @@ class TtDevice {
   std::map<std::string, OpTime> times_;
   CacheStats total_;
   int64_t resident_per_bank_ = 0, resident_total_ = 0;
+};
+
+// The inner steps of one fused TT-NN op register no programs and allocate
+// nothing of their own: mutes the device for a scope (or not, `on` false)
+// and gives back the state it found, so scopes nest.
+class Muted {
+ public:
+  explicit Muted(TtDevice& dev, bool on = true) : dev_(dev), prev_(dev.muted()) {
+    if (on) dev_.set_muted(true);
+  }
+  ~Muted() { dev_.set_muted(prev_); }
+  Muted(const Muted&) = delete;
+  Muted& operator=(const Muted&) = delete;
+
+ private:
+  TtDevice& dev_;
+  bool prev_;
 };
 
 }  // namespace mha::ttsim

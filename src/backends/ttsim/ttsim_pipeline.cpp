@@ -1,297 +1,286 @@
 #include "backends/ttsim/ttsim_pipeline.h"
 
 #include <algorithm>
-#include <cstring>
-
-#include "util/error.h"
 
 namespace mha::ttsim {
 
 namespace {
 
-bool block_float(DataFormat f) { return bfp_magnitude_bits(f) > 0; }
+// One run's shapes: query rows L, key rows S (+ extra key rows = St), H
+// query heads over Hkv kv heads (`group` query heads share one), widths
+// dh (query/key) and dv (value).
+struct Dims {
+  int64_t B, L, S, St, H, Hkv, dh, dv, group;
+};
 
-// (out, in) float32 weight -> the (in, out) operand the matmul sees; the
-// transpose (transpose_b, or the seed's (in, out) storage) is exact.
-std::vector<float> transposed(const Tensor& w) {
-  const int64_t o = w.dim(0), i = w.dim(1);
-  const float* p = w.data<float>();
-  std::vector<float> t(static_cast<size_t>(o * i));
-  for (int64_t r = 0; r < o; ++r)
-    for (int64_t c = 0; c < i; ++c) t[c * o + r] = p[r * i + c];
-  return t;
+// What every op of one run needs.
+struct Pass {
+  TtDevice& dev;
+  const Recipe& r;
+  const DeviceWeights& w;
+  Dims d;
+};
+
+// Host-side values of the data-movement ops, read straight from tile
+// storage (a row of a TileTensor matrix is contiguous) in runs of d floats.
+
+// [B, H, rows_total, d] row-major: query head h takes kv head g = h / group,
+// columns [c0 + g*d, c0 + (g+1)*d) of src [B, rows, *] for its first `rows`
+// rows, then the extra rows: `extra_row` (+ g*d) when given, zeros.
+std::vector<float> split_rows(const TileTensor& src, int64_t c0, const Dims& dm, int64_t rows, int64_t rows_total,
+                              int64_t heads, int64_t group, int64_t d, const float* extra_row) {
+  std::vector<float> out(static_cast<size_t>(dm.B * heads * rows_total * d), 0.0f);
+  for (int64_t b = 0; b < dm.B; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t col = c0 + (h / group) * d;
+      float* dst = out.data() + (b * heads + h) * rows_total * d;
+      const float* s = src.matrix(b) + col;
+      for (int64_t j = 0; j < rows; ++j) std::copy_n(s + j * src.pcols, d, dst + j * d);
+      if (extra_row && rows < rows_total) std::copy_n(extra_row + (h / group) * d, d, dst + rows * d);
+    }
+  return out;
 }
 
-TileTensor weight_tile(const Tensor& w, DataFormat f) { return to_tile_layout(transposed(w).data(), {w.dim(1), w.dim(0)}, f); }
-TileTensor row_tile(const Tensor& b, DataFormat f) { return to_tile_layout(b.data<float>(), {1, b.numel()}, f); }
+// [n, rows, cols] -> [n, cols, rows] row-major.
+std::vector<float> transpose_last2(const std::vector<float>& v, int64_t n, int64_t rows, int64_t cols) {
+  std::vector<float> out(v.size());
+  for (int64_t m = 0; m < n; ++m) {
+    const float* s = v.data() + m * rows * cols;
+    float* t = out.data() + m * rows * cols;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = s[r * cols + c];
+  }
+  return out;
+}
 
-// One fused TT-NN op's inner steps register no programs of their own.
-struct Muted {
-  TtDevice& d;
-  explicit Muted(TtDevice& dev) : d(dev) { d.set_muted(true); }
-  ~Muted() { d.set_muted(false); }
+std::vector<float> row_values(const std::optional<TileTensor>& t) {
+  return t ? to_row_major(*t) : std::vector<float>();
+}
+
+// ttnn.linear (book, fused: the bias inside, one program) or `@` then `+`
+// (ttnn_mha, and the book's out_proj bias: a separate ttnn.add).
+//   x [B, rows, in] @ w [in, out] (+ b [1, out]) -> [B, rows, out]
+TileTensor linear(const Pass& p, const TileTensor& x, const TileTensor& w, const std::optional<TileTensor>& b,
+                  DataFormat out, bool bias_inside) {
+  const std::string op = p.r.pipeline == OpSequence::TtnnMha ? "ttnn.matmul" : "ttnn.linear";
+  ComputeConfig c = p.r.linear;
+  c.output = out;
+  TileTensor y = op_matmul(p.dev, op, x, w, c, p.r.grid);
+  if (!b) return y;
+  Muted m(p.dev, bias_inside);
+  return op_add(p.dev, bias_inside ? op : "ttnn.add", y, *b, out, p.r.fp32_dest);
+}
+
+struct Heads {
+  TileTensor q;    // [B, H, L, dh]
+  TileTensor k_t;  // [B, H, dh, St]: keys transposed, kv heads repeated per query head
+  TileTensor v;    // [B, H, St, dv]
 };
+
+// The k^T and v values from a key/value source [B, S, *] whose keys start
+// at column ck and values at cv; the extra key rows (bias_k / bias_v, then
+// add_zero_attn's zeros) appended as ttnn.concat would.
+std::vector<float> key_values_t(const Pass& p, const TileTensor& src, int64_t ck) {
+  const Dims& d = p.d;
+  const std::vector<float> bias = row_values(p.w.bias_k);
+  std::vector<float> k = split_rows(src, ck, d, d.S, d.St, d.H, d.group, d.dh, bias.empty() ? nullptr : bias.data());
+  return transpose_last2(k, d.B * d.H, d.St, d.dh);
+}
+std::vector<float> value_values(const Pass& p, const TileTensor& src, int64_t cv) {
+  const Dims& d = p.d;
+  const std::vector<float> bias = row_values(p.w.bias_v);
+  return split_rows(src, cv, d, d.S, d.St, d.H, d.group, d.dv, bias.empty() ? nullptr : bias.data());
+}
+
+// ttnn.reshape + ttnn.permute of each projection (book, ttnn_mha); each
+// op's program and memory check see its own input:
+//   q [B, L, H*dh] -> [B, H, L, dh], k [B, S, Hkv*dh] -> [B, H, dh, St],
+//   v [B, S, Hkv*dv] -> [B, H, St, dv]
+Heads split_heads(const Pass& p, const TileTensor& q, const TileTensor& k, const TileTensor& v) {
+  const Dims& d = p.d;
+  p.dev.program("ttnn.reshape", "q heads", {&q});
+  p.dev.program("ttnn.reshape", "k heads", {&k});
+  p.dev.program("ttnn.reshape", "v heads", {&v});
+  Heads h;
+  h.q = op_move(p.dev, "ttnn.permute", q, split_rows(q, 0, d, d.L, d.L, d.H, 1, d.dh, nullptr), {d.B, d.H, d.L, d.dh},
+                p.r.qkv_out);
+  h.k_t = op_move(p.dev, "ttnn.permute", k, key_values_t(p, k, 0), {d.B, d.H, d.dh, d.St}, p.r.qkv_out);
+  h.v = op_move(p.dev, "ttnn.permute", v, value_values(p, v, 0), {d.B, d.H, d.St, d.dv}, p.r.qkv_out);
+  return h;
+}
+
+// ttnn.transformer.split_query_key_value_and_split_heads (fused): one
+// program over qkv [B, L, H*dh + Hkv*dh + Hkv*dv] (S = L) giving the three
+// tensors above.
+Heads split_heads_fused(const Pass& p, const TileTensor& qkv) {
+  const Dims& d = p.d;
+  Heads h;
+  h.q = op_move(p.dev, "ttnn.transformer.split_query_key_value_and_split_heads", qkv,
+                split_rows(qkv, 0, d, d.L, d.L, d.H, 1, d.dh, nullptr), {d.B, d.H, d.L, d.dh}, p.r.qkv_out);
+  Muted m(p.dev);
+  h.k_t = op_move(p.dev, "ttnn.permute", qkv, key_values_t(p, qkv, d.H * d.dh), {d.B, d.H, d.dh, d.St}, p.r.qkv_out);
+  h.v = op_move(p.dev, "ttnn.permute", qkv, value_values(p, qkv, d.H * d.dh + d.Hkv * d.dh), {d.B, d.H, d.St, d.dv},
+                p.r.qkv_out);
+  return h;
+}
+
+// ttnn.matmul: q [B, H, L, dh] @ k^T [B, H, dh, St] -> scores [B, H, L, St].
+TileTensor attention_scores(const Pass& p, const Heads& h) {
+  ComputeConfig c = p.r.matmul;
+  c.output = p.r.scores_out;
+  return op_matmul(p.dev, "ttnn.matmul", h.q, h.k_t, c, p.r.grid);
+}
+
+// ttnn.multiply(scores, scale), then ttnn.add of the given additive mask
+// [Bm, Hm, 1 or L, St] (one row is broadcast over the query rows, as
+// ttnn.add broadcasts a row tile), then the causal / window mask:
+// torch.triu(ones, diagonal=1) (and the window's lower band) on the host in
+// the activation dtype, times MINUS_INFINITY = -1e9 on the device, added.
+//   scores [B, H, L, St] -> masked [B, H, L, St]
+TileTensor scale_and_mask(const Pass& p, const TileTensor& scores, const AttentionSpec& spec,
+                          const AttentionInputs& in) {
+  const Recipe& r = p.r;
+  TileTensor masked =
+      op_mul_scalar(p.dev, "ttnn.multiply", scores, static_cast<float>(spec.scale), r.scores_out, r.eltwise, r.fp32_dest);
+  if (in.mask) {
+    const TileTensor mt = to_tile_layout(*in.mask, r.act);
+    masked = op_add(p.dev, "ttnn.add", masked, mt, r.scores_out, r.fp32_dest);
+  }
+  if (spec.causal || spec.window > 0) {
+    const int64_t L = p.d.L, St = p.d.St;
+    std::vector<float> tri(static_cast<size_t>(L * St), 0.0f);
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < St; ++j)
+        tri[i * St + j] = (spec.causal && j > i) || (spec.window > 0 && j < i - spec.window + 1) ? 1.0f : 0.0f;
+    const TileTensor tri_t = to_tile_layout(tri.data(), {1, 1, L, St}, r.act);
+    const TileTensor mask_t = op_mul_scalar(p.dev, "ttnn.multiply", tri_t, -1e9f, r.act, r.eltwise, r.fp32_dest);
+    masked = op_add(p.dev, "ttnn.add", masked, mask_t, r.scores_out, r.fp32_dest);
+  }
+  return masked;
+}
+
+struct Softmaxed {
+  TileTensor masked;  // [B, H, L, St] scaled and masked scores
+  TileTensor probs;   // [B, H, L, St] softmax over St
+};
+
+// ttnn.softmax(dim=-1) after the separate scale and mask ops (book, ttnn_mha).
+Softmaxed softmax(const Pass& p, const TileTensor& scores, const AttentionSpec& spec, const AttentionInputs& in) {
+  Softmaxed s;
+  s.masked = scale_and_mask(p, scores, spec, in);
+  s.probs = op_softmax(p.dev, "ttnn.softmax", s.masked, p.r.softmax);
+  return s;
+}
+
+// ttnn.transformer.attention_softmax_ (fused): scale, mask and softmax in
+// one program, in place (no output buffer beyond the scores).
+Softmaxed attention_softmax_(const Pass& p, const TileTensor& scores, const AttentionSpec& spec,
+                             const AttentionInputs& in) {
+  const char* op = "ttnn.transformer.attention_softmax_";
+  p.dev.program(op, "head_size=" + std::to_string(p.d.dh), {&scores});
+  p.dev.check_memory(op, {}, scores.shape, scores.format);
+  Muted m(p.dev);
+  Softmaxed s;
+  s.masked = scale_and_mask(p, scores, spec, in);
+  s.probs = op_softmax(p.dev, op, s.masked, p.r.softmax);
+  return s;
+}
+
+// ttnn.matmul: probs [B, H, L, St] @ v [B, H, St, dv] -> [B, H, L, dv].
+TileTensor attention_context(const Pass& p, const TileTensor& probs, const TileTensor& v) {
+  ComputeConfig c = p.r.matmul;
+  c.output = p.r.ctx_out;
+  return op_matmul(p.dev, "ttnn.matmul", probs, v, c, p.r.grid);
+}
+
+// ttnn.permute + ttnn.reshape (book, ttnn_mha) or
+// ttnn.transformer.concatenate_heads (fused):
+//   ctx [B, H, L, dv] -> context [B, L, H*dv]
+TileTensor concatenate_heads(const Pass& p, const TileTensor& ctx) {
+  const Dims& d = p.d;
+  const int64_t width = d.H * d.dv;
+  std::vector<float> values(static_cast<size_t>(d.B * d.L * width));
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h) {
+      const float* s = ctx.matrix(b * d.H + h);
+      for (int64_t i = 0; i < d.L; ++i) std::copy_n(s + i * ctx.pcols, d.dv, &values[(b * d.L + i) * width + h * d.dv]);
+    }
+  const bool fused = p.r.fused_qkv;
+  TileTensor context = op_move(p.dev, fused ? "ttnn.transformer.concatenate_heads" : "ttnn.permute", ctx, values,
+                               {d.B, d.L, width}, p.r.ctx_out);
+  if (!fused) p.dev.program("ttnn.reshape", "context", {&ctx});
+  return context;
+}
+
+// Stages k [B, Hkv, St, dh] and v [B, Hkv, St, dv], per kv head (the first
+// query head of each group), as the reference names them.
+void kv_stages(const Dims& d, const Heads& h, Tensor& ks, Tensor& vs) {
+  ks = Tensor(DType::F32, {d.B, d.Hkv, d.St, d.dh});
+  vs = Tensor(DType::F32, {d.B, d.Hkv, d.St, d.dv});
+  float* kp = ks.data<float>();
+  float* vp = vs.data<float>();
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t g = 0; g < d.Hkv; ++g) {
+      const int64_t m = b * d.H + g * d.group, o = b * d.Hkv + g;
+      const float* kt = h.k_t.matrix(m);
+      for (int64_t dd = 0; dd < d.dh; ++dd)
+        for (int64_t j = 0; j < d.St; ++j) kp[(o * d.St + j) * d.dh + dd] = kt[dd * h.k_t.pcols + j];
+      const float* v = h.v.matrix(m);
+      for (int64_t j = 0; j < d.St; ++j) std::copy_n(v + j * h.v.pcols, d.dv, vp + (o * d.St + j) * d.dv);
+    }
+}
+
+bool same_storage(const Tensor& a, const Tensor& b) { return a.shape() == b.shape() && a.raw() == b.raw(); }
 
 }  // namespace
 
-Recipe make_recipe(const std::string& variant, const TtOptions& o) {
-  Recipe r;
-  r.pipeline = variant == "ttnn_mha" || variant == "ttnn_mha_fused" ? variant : "book";
-  r.fused_qkv = r.pipeline == "ttnn_mha_fused";
-  const DataFormat dt = o.dtype.value_or(r.fused_qkv ? DataFormat::Bfp8_b : DataFormat::Bfloat16);
-  // The fused seed keeps hidden states, weights, scores and the output in
-  // bfloat16 and asks for its `dtype` on the QKV and context matmuls only.
-  r.act = r.fused_qkv ? DataFormat::Bfloat16 : dt;
-  r.qkv_out = r.ctx_out = dt;
-  r.scores_out = r.out_out = r.act;
-  r.fp32_dest = o.fp32_dest_acc_en.value_or(false);
-  ComputeConfig mm;
-  mm.fp32_dest_acc_en = r.fp32_dest;
-  mm.math_approx_mode = o.math_approx_mode.value_or(true);
-  mm.numerics = o.numerics;
-  // `@` without core_grid: HiFi2 unless both operands are block float; a
-  // core_grid (seed 000, the fused seed) selects LoFi.
-  MathFidelity mm_default = r.pipeline == "ttnn_mha" && !block_float(r.act) ? MathFidelity::HiFi2 : MathFidelity::LoFi;
-  mm.math_fidelity = o.math_fidelity.value_or(mm_default);
-  r.linear = r.matmul = mm;
-  r.softmax = softmax_default_config();
-  r.softmax.math_fidelity = o.math_fidelity.value_or(MathFidelity::HiFi4);
-  r.softmax.math_approx_mode = o.math_approx_mode.value_or(true);
-  r.softmax.fp32_dest_acc_en = r.fp32_dest;
-  r.softmax.numerics = o.numerics;
-  r.softmax.output = r.scores_out;
-  r.softmax.legacy_sfpu_recip = true;  // what seed 000's hardware run computed
-  const int dy = o.device.grid_y, dx = o.device.grid_x;
-  Grid g{dy, dx};
-  if (r.pipeline == "book") g = {std::min(8, dy), std::min(8, dx)};
-  if (r.fused_qkv) g = {std::min(8, dy), std::min(12, dx)};
-  r.grid = {o.grid_y.value_or(g.y), o.grid_x.value_or(g.x)};
-  r.memory = o.memory.value_or(r.pipeline == "ttnn_mha" ? MemoryKind::DRAM : MemoryKind::L1);
-  return r;
-}
-
-nlohmann::json recipe_json(const Recipe& r) {
-  return {{"pipeline", r.pipeline},
-          {"dtype", format_name(r.act)},
-          {"qkv_dtype", format_name(r.qkv_out)},
-          {"context_dtype", format_name(r.ctx_out)},
-          {"matmul_fidelity", fidelity_name(r.matmul.math_fidelity)},
-          {"softmax_fidelity", fidelity_name(r.softmax.math_fidelity)},
-          {"fp32_dest_acc_en", r.fp32_dest},
-          {"math_approx_mode", r.softmax.math_approx_mode},
-          {"memory_config", memory_name(r.memory)},
-          {"core_grid", {r.grid.y, r.grid.x}},
-          {"numerics", numerics_name(r.matmul.numerics)}};
-}
-
-std::vector<const TileTensor*> DeviceWeights::all() const {
-  std::vector<const TileTensor*> v;
-  for (const TileTensor* t : {&wq, &wk, &wv, &wqkv, &wo})
-    if (!t->data.empty()) v.push_back(t);
-  for (const auto* t : {&bq, &bk, &bv, &bqkv, &bo, &bias_k, &bias_v})
-    if (*t) v.push_back(&**t);
-  return v;
-}
-
-DeviceWeights convert_weights(const AttentionSpec& spec, const Recipe& r) {
-  DeviceWeights w;
-  const DataFormat f = r.act;
-  if (r.fused_qkv) {
-    // ttnn.concat([query_weight, key_weight, value_weight], dim=-1): (in, 3h).
-    const int64_t in = spec.q_in(), hq = spec.q.weight.dim(0), hk = spec.k.weight.dim(0), hv = spec.v.weight.dim(0);
-    std::vector<float> cat(static_cast<size_t>(in * (hq + hk + hv))), bias(static_cast<size_t>(hq + hk + hv), 0.0f);
-    int64_t off = 0;
-    for (const Projection* p : {&spec.q, &spec.k, &spec.v}) {
-      const int64_t n = p->weight.dim(0);
-      std::vector<float> t = transposed(p->weight);
-      for (int64_t i = 0; i < in; ++i) std::copy_n(&t[i * n], n, &cat[i * (hq + hk + hv) + off]);
-      if (p->bias) std::copy_n(p->bias->data<float>(), n, &bias[off]);
-      off += n;
-    }
-    w.wqkv = to_tile_layout(cat.data(), {in, hq + hk + hv}, f);
-    w.bqkv = to_tile_layout(bias.data(), {1, hq + hk + hv}, f);
-  } else {
-    w.wq = weight_tile(spec.q.weight, f);
-    w.wk = weight_tile(spec.k.weight, f);
-    w.wv = weight_tile(spec.v.weight, f);
-    if (spec.q.bias) w.bq = row_tile(*spec.q.bias, f);
-    if (spec.k.bias) w.bk = row_tile(*spec.k.bias, f);
-    if (spec.v.bias) w.bv = row_tile(*spec.v.bias, f);
-  }
-  if (spec.out) {
-    w.wo = weight_tile(spec.out->weight, f);
-    if (spec.out->bias) w.bo = row_tile(*spec.out->bias, f);
-  }
-  if (spec.bias_k) w.bias_k = row_tile(*spec.bias_k, f);
-  if (spec.bias_v) w.bias_v = row_tile(*spec.bias_v, f);
-  return w;
-}
-
-void check_supported(const AttentionSpec& spec, const AttentionInputs& in) {
-  if (in.training && spec.dropout > 0.0)
-    throw InputError("tt-sim: variant " + spec.variant + ": dropout in training (p = " + std::to_string(spec.dropout) +
-                     ") is not supported on tt-sim (ttnn.experimental.dropout's device RNG is not modelled); "
-                     "run in eval mode or on the cpu/reference backend");
-  if (spec.variant == "ttnn_mha_fused" && (spec.extra_keys() > 0 || spec.num_kv_heads != spec.num_heads))
-    throw InputError("tt-sim: ttnn_mha_fused supports neither extra key rows nor grouped kv heads");
-}
-
 AttentionResult run_pipeline(TtDevice& dev, const Recipe& r, const DeviceWeights& w, const AttentionSpec& spec,
                              const AttentionInputs& in, const RunOptions& opt) {
-  const int64_t B = in.query.dim(0), L = in.query.dim(1), S = in.key.dim(1);
-  const int64_t H = spec.num_heads, Hkv = spec.num_kv_heads, dh = spec.head_dim, dv = spec.head_dim_v;
-  const int64_t St = S + spec.extra_keys(), group = H / Hkv;
-  const bool fused = r.fused_qkv, book = r.pipeline == "book";
+  Dims d;
+  d.B = in.query.dim(0), d.L = in.query.dim(1), d.S = in.key.dim(1), d.St = d.S + spec.extra_keys();
+  d.H = spec.num_heads, d.Hkv = spec.num_kv_heads, d.dh = spec.head_dim, d.dv = spec.head_dim_v;
+  d.group = d.H / d.Hkv;
+  const Pass p{dev, r, w, d};
   dev.set_memory(r.memory);
   dev.set_resident(w.all());
-  const std::string mm_op = r.pipeline == "ttnn_mha" ? "ttnn.matmul" : "ttnn.linear";
+  const bool fused = r.fused_qkv;
 
-  // A projection: matmul, then the bias (fused into ttnn.linear, or the
-  // seed's separate `+` / ttnn.add).
-  auto linear = [&](const TileTensor& x, const TileTensor& wt, const std::optional<TileTensor>& b, DataFormat out,
-                    bool bias_fused) {
-    ComputeConfig c = r.linear;
-    c.output = out;
-    TileTensor y = op_matmul(dev, mm_op, x, wt, c, r.grid);
-    if (!b) return y;
-    if (bias_fused) {
-      Muted m(dev);
-      return op_add(dev, mm_op, y, *b, out, r.fp32_dest);
-    }
-    return op_add(dev, "ttnn.add", y, *b, out, r.fp32_dest);
-  };
-
-  // Projections, row-major [B, L or S, heads * d].
-  std::vector<float> q_rm, k_rm, v_rm;
-  const int64_t qw = H * dh, kw = Hkv * dh, vw = Hkv * dv;
+  // Host inputs (ttnn.from_torch); self-attention passes one tensor thrice.
   const TileTensor xq = to_tile_layout(in.query, r.act);
-  std::optional<TileTensor> qkv;
+  Heads h;
   if (fused) {
-    qkv = linear(xq, w.wqkv, w.bqkv, r.qkv_out, true);
-    std::vector<float> all = to_row_major(*qkv);
-    const int64_t width = qw + kw + vw;
-    q_rm.resize(B * L * qw);
-    k_rm.resize(B * S * kw);
-    v_rm.resize(B * S * vw);
-    for (int64_t t = 0; t < B * L; ++t) {
-      std::copy_n(&all[t * width], qw, &q_rm[t * qw]);
-      std::copy_n(&all[t * width + qw], kw, &k_rm[t * kw]);
-      std::copy_n(&all[t * width + qw + kw], vw, &v_rm[t * vw]);
-    }
+    h = split_heads_fused(p, linear(p, xq, w.wqkv, w.bqkv, r.qkv_out, true));
   } else {
-    const TileTensor xk = to_tile_layout(in.key, r.act), xv = to_tile_layout(in.value, r.act);
-    q_rm = to_row_major(linear(xq, w.wq, w.bq, r.qkv_out, book));
-    k_rm = to_row_major(linear(xk, w.wk, w.bk, r.qkv_out, book));
-    v_rm = to_row_major(linear(xv, w.wv, w.bv, r.qkv_out, book));
+    const bool book = r.pipeline == OpSequence::Book;
+    std::optional<TileTensor> xk, xv;
+    if (!same_storage(in.key, in.query)) xk = to_tile_layout(in.key, r.act);
+    const TileTensor& key_x = xk ? *xk : xq;
+    const TileTensor* value_x = &key_x;
+    if (!same_storage(in.value, in.key)) value_x = same_storage(in.value, in.query) ? &xq : &xv.emplace(to_tile_layout(in.value, r.act));
+    const TileTensor q = linear(p, xq, w.wq, w.bq, r.qkv_out, book);
+    const TileTensor k = linear(p, key_x, w.wk, w.bk, r.qkv_out, book);
+    const TileTensor v = linear(p, *value_x, w.wv, w.bv, r.qkv_out, book);
+    h = split_heads(p, q, k, v);
   }
-
-  // Heads: q [B, H, L, dh], k^T [B, H, dh, St], v [B, H, St, dv]; extra key
-  // rows (bias_k/bias_v, add_zero_attn) appended and kv heads repeated for
-  // grouped queries, as ttnn.concat / repeat would (data movement only).
-  std::vector<float> qh(B * H * L * dh), kt(B * H * dh * St, 0.0f), vh(B * H * St * dv, 0.0f);
-  std::vector<float> bk = w.bias_k ? to_row_major(*w.bias_k) : std::vector<float>();
-  std::vector<float> bv = w.bias_v ? to_row_major(*w.bias_v) : std::vector<float>();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t g = h / group;
-      for (int64_t i = 0; i < L; ++i)
-        for (int64_t d = 0; d < dh; ++d) qh[((b * H + h) * L + i) * dh + d] = q_rm[(b * L + i) * qw + h * dh + d];
-      for (int64_t j = 0; j < St; ++j) {
-        for (int64_t d = 0; d < dh; ++d)
-          kt[((b * H + h) * dh + d) * St + j] =
-              j < S ? k_rm[(b * S + j) * kw + g * dh + d] : (j == S && w.bias_k ? bk[g * dh + d] : 0.0f);
-        for (int64_t d = 0; d < dv; ++d)
-          vh[((b * H + h) * St + j) * dv + d] =
-              j < S ? v_rm[(b * S + j) * vw + g * dv + d] : (j == S && w.bias_v ? bv[g * dv + d] : 0.0f);
-      }
-    }
-  const TileTensor q_src = to_tile_layout(q_rm.data(), {B, L, qw}, r.qkv_out);
-  if (!fused) {
-    for (const char* n : {"q", "k", "v"}) dev.program("ttnn.reshape", std::string(n) + " heads", {&q_src});
-  }
-  const std::string split_op = fused ? "ttnn.transformer.split_query_key_value_and_split_heads" : "ttnn.permute";
-  TileTensor q = op_move(dev, split_op, fused ? *qkv : q_src, qh, {B, H, L, dh}, r.qkv_out);
-  TileTensor k_t, v;
-  {
-    std::optional<Muted> m;
-    if (fused) m.emplace(dev);
-    k_t = op_move(dev, "ttnn.permute", q_src, kt, {B, H, dh, St}, r.qkv_out);
-    v = op_move(dev, "ttnn.permute", q_src, vh, {B, H, St, dv}, r.qkv_out);
-  }
-
-  ComputeConfig mmc = r.matmul;
-  mmc.output = r.scores_out;
-  TileTensor scores = op_matmul(dev, "ttnn.matmul", q, k_t, mmc, r.grid);
-
-  // Scale and mask: separate ttnn ops, or inside attention_softmax_.
-  const std::string sm_op = fused ? "ttnn.transformer.attention_softmax_" : "ttnn.softmax";
-  TileTensor masked;
-  {
-    std::optional<Muted> m;
-    if (fused) m.emplace(dev);
-    masked = op_mul_scalar(dev, "ttnn.multiply", scores, static_cast<float>(spec.scale), r.scores_out, r.eltwise,
-                           r.fp32_dest);
-    if (in.mask) {
-      TileTensor mt = to_tile_layout(*in.mask, r.act);
-      masked = op_add(dev, "ttnn.add", masked, mt, r.scores_out, r.fp32_dest);
-    }
-    if (spec.causal || spec.window > 0) {
-      // torch.triu(ones, diagonal=1) (and the window's lower band) on the
-      // host in bf16, times MINUS_INFINITY = -1e9 on the device.
-      std::vector<float> tri(L * St, 0.0f);
-      for (int64_t i = 0; i < L; ++i)
-        for (int64_t j = 0; j < St; ++j)
-          tri[i * St + j] = (spec.causal && j > i) || (spec.window > 0 && j < i - spec.window + 1) ? 1.0f : 0.0f;
-      TileTensor tri_t = to_tile_layout(tri.data(), {1, 1, L, St}, r.act);
-      TileTensor mask_t = op_mul_scalar(dev, "ttnn.multiply", tri_t, -1e9f, r.act, r.eltwise, r.fp32_dest);
-      masked = op_add(dev, "ttnn.add", masked, mask_t, r.scores_out, r.fp32_dest);
-    }
-  }
-  TileTensor probs;
-  if (fused) {
-    // In place (attention_softmax_): no output buffer beyond the scores.
-    dev.program(sm_op, "head_size=" + std::to_string(dh), {&scores});
-    dev.check_memory(sm_op, {}, scores.shape, scores.format);
-    Muted m(dev);
-    probs = op_softmax(dev, sm_op, masked, r.softmax);
-  } else {
-    probs = op_softmax(dev, sm_op, masked, r.softmax);
-  }
-
-  mmc.output = r.ctx_out;
-  TileTensor ctx = op_matmul(dev, "ttnn.matmul", probs, v, mmc, r.grid);
-  Shape cs;
-  const int perm[4] = {0, 2, 1, 3};
-  std::vector<float> ctx_rm = permute4(to_row_major(ctx), {B, H, L, dv}, perm, cs);
-  TileTensor context =
-      op_move(dev, fused ? "ttnn.transformer.concatenate_heads" : "ttnn.permute", ctx, ctx_rm, {B, L, H * dv}, r.ctx_out);
-  if (!fused) dev.program("ttnn.reshape", "context", {&ctx});
-
-  TileTensor out = context;
-  if (spec.out) out = linear(context, w.wo, w.bo, r.out_out, fused);
+  const TileTensor scores = attention_scores(p, h);
+  const Softmaxed sm = fused ? attention_softmax_(p, scores, spec, in) : softmax(p, scores, spec, in);
+  const TileTensor context = concatenate_heads(p, attention_context(p, sm.probs, h.v));
+  const TileTensor out = spec.out ? linear(p, context, w.wo, w.bo, r.out_out, fused) : context;
 
   AttentionResult res;
   res.output = to_tensor(out);
-  if (opt.need_weights) res.weights = to_tensor(probs);
+  if (opt.need_weights) res.weights = to_tensor(sm.probs);
   if (opt.collect_stages) {
-    // k and v per kv head (the first query head of each group), as the
-    // reference names them.
-    std::vector<float> kt_rm = to_row_major(k_t), v_rm2 = to_row_major(v);
-    Tensor ks(DType::F32, {B, Hkv, St, dh}), vs(DType::F32, {B, Hkv, St, dv});
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t g = 0; g < Hkv; ++g) {
-        const int64_t h = g * group;
-        for (int64_t j = 0; j < St; ++j) {
-          for (int64_t d = 0; d < dh; ++d)
-            ks.data<float>()[((b * Hkv + g) * St + j) * dh + d] = kt_rm[((b * H + h) * dh + d) * St + j];
-          for (int64_t d = 0; d < dv; ++d)
-            vs.data<float>()[((b * Hkv + g) * St + j) * dv + d] = v_rm2[((b * H + h) * St + j) * dv + d];
-        }
-      }
-    res.stages = {{"q", to_tensor(q)},           {"k", ks},
-                  {"v", vs},                     {"scores", to_tensor(scores)},
-                  {"masked_scores", to_tensor(masked)}, {"weights", to_tensor(probs)},
-                  {"context", to_tensor(context)}, {"output", res.output}};
+    Tensor ks, vs;
+    kv_stages(d, h, ks, vs);
+    res.stages = {{"q", to_tensor(h.q)},
+                  {"k", ks},
+                  {"v", vs},
+                  {"scores", to_tensor(scores)},
+                  {"masked_scores", to_tensor(sm.masked)},
+                  {"weights", to_tensor(sm.probs)},
+                  {"context", to_tensor(context)},
+                  {"output", res.output}};
   }
   return res;
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "compare/numeric.h"
@@ -46,18 +47,29 @@ std::string side_line(const char* label, const Side& s) {
          std::to_string(s.neg_inf) + "\n";
 }
 
+// The shortest text that reads back as exactly v (thresholds are numbers
+// the user typed: 0.9999999 prints as typed, not as 1.000000).
+std::string shortest(double v) {
+  char buf[64];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
 // A measured value and its threshold as text that differs whenever the two
-// numbers do: format_metric's 6 digits, then as many significant digits as
-// it takes (up to 17, which tells any two doubles apart). A PCC of
+// numbers do: the threshold as typed, the value to 9 significant digits or
+// as many more as it takes (17 tell any two doubles apart). A PCC of
 // 0.99999951 against 0.9999999 must not read "1.000000 < 1.000000".
 std::pair<std::string, std::string> distinct_pair(double v, double t) {
-  std::string a = format_metric(v), b = format_metric(t);
-  for (int digits = 9; a == b && v != t && std::isfinite(v) && std::isfinite(t) && digits <= 17; ++digits) {
+  if (!std::isfinite(v) || !std::isfinite(t)) return {format_metric(v), format_metric(t)};
+  std::string b = shortest(t), a;
+  for (int digits = 9; digits <= 17; ++digits) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.*g", digits, v);
     a = buf;
-    std::snprintf(buf, sizeof buf, "%.*g", digits, t);
-    b = buf;
+    if (v == t || a != b) break;
   }
   return {a, b};
 }
@@ -66,7 +78,7 @@ std::pair<std::string, std::string> distinct_pair(double v, double t) {
 // print 0.99999951 as 1.000000, so a PCC that is not exactly +-1 gets the
 // digits that show it.
 std::string format_pcc(double v) {
-  if (!std::isfinite(v) || std::fabs(v) == 1.0) return format_metric(v);
+  if (!std::isfinite(v) || std::fabs(v) == 1.0 || format_metric(std::fabs(v)) != "1.000000") return format_metric(v);
   return distinct_pair(v, std::copysign(1.0, v)).first;
 }
 

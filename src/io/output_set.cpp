@@ -51,6 +51,11 @@ std::string make_temp(const std::string& flag, const std::string& path, const st
   }();
   if (!ok)
     throw InputError(named(flag, path) + ": cannot write in folder " + where_file(dir) + ": " + std::strerror(errno));
+  if (folder) {  // mkdtemp makes it 0700; give it the mode a plain mkdir would
+    mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::chmod(tmp.c_str(), 0777 & ~mask);
+  }
   return tmp;
 }
 

@@ -219,7 +219,10 @@ TEST(CompareReport, FailLinesNeverShowEqualNumbers) {
   // Two doubles one step apart still print differently.
   r.checks = {{"pcc", false, std::nextafter(0.9999, 0.0), 0.9999}};
   text = format_text(r);
-  EXPECT_NE(text.find("FAIL  0.9998999999999999 < 0.9999"), std::string::npos) << text;
+  EXPECT_NE(text.find("FAIL  0.9998999999999999 < 0.9999\n"), std::string::npos) << text;
+  // A passing check prints its threshold as typed too.
+  r.checks = {{"max-abs", true, 0.0234375, 0.025}};
+  EXPECT_NE(format_text(r).find("max-abs   PASS  0.0234375 <= 0.025\n"), std::string::npos) << format_text(r);
 }
 
 }  // namespace

@@ -87,5 +87,8 @@ TEST(Determinism, CausalLongSequenceWithWeights) {
 
 TEST(Determinism, CrossAttentionOddShapes) { check_deterministic(config(33, 129, 24, 3, false), false); }
 
+// Long enough for the flash path's chunked projections.
+TEST(Determinism, FlashPathLongSequence) { check_deterministic(config(700, 700, 128, 4, false), false); }
+
 }  // namespace
 }  // namespace mha

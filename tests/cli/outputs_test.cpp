@@ -111,7 +111,9 @@ TEST_F(Outputs, RunWritesEveryOutputOnSuccess) {
 const char* kTinyBench = "bench --hidden 16 --heads 2 -r 1 --warmup 0 --no-progress";
 
 TEST_F(Outputs, BenchChecksItsOutputBeforeRunningRows) {
-  CommandResult r = run_mha(std::string(kTinyBench) + " --seq 8 --output " + q("nodir/x.md"));
+  // With progress on: a bench that started would have said "probing sgemm..."
+  // on stderr before its error line.
+  CommandResult r = run_mha("bench --hidden 16 --heads 2 -r 1 --warmup 0 --seq 8 --output " + q("nodir/x.md"));
   expect_refused(r, "nodir");
   EXPECT_EQ(r.out, "");
   write_text(path("suite.json"), R"([{"variant": "torch_mha", "seq": 8, "hidden": 16, "heads": 2}])");

@@ -23,7 +23,7 @@ TEST(Docs, ReadmeListsEveryConfigAndLinksConfigMd) {
 }
 
 TEST(Docs, NoPointerToTheSpecOutsideTheRepository) {
-  for (const std::string& f : {"/README.md", "/docs/CONFIG.md", "/docs/COMPARE.md", "/src/config/config.h"})
+  for (const char* f : {"/README.md", "/docs/CONFIG.md", "/docs/COMPARE.md", "/src/config/config.h"})
     EXPECT_EQ(read_text(source_dir() + f).find("SPEC"), std::string::npos) << f;
 }
 

@@ -43,6 +43,8 @@ TEST(Docs, SlowLabelThatTestShExcludesExists) {
   const std::string script = read_text(source_dir() + "/scripts/test.sh");
   ASSERT_NE(script.find("-LE slow"), std::string::npos);
   const std::string build = fs::path(MHA_BINARY).parent_path().string();
+  // Tests are listed once their binary is built (gtest_discover_tests).
+  if (!fs::exists(build + "/tests/test_parity")) GTEST_SKIP() << "test_parity not built in " << build;
   CommandResult r = run_command("cd " + shell_quote(build) + " && ctest -N -L slow");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("Total Tests: 0"), std::string::npos) << r.out;

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 # --- seed 000 / 003: Build an LLM From Scratch ------------------------------
 # Seed 000's CausalAttention computes keys with W_query and throws away its
-# masked_fill; SPEC asks for the intended layer, so both are fixed here.
+# masked_fill; mha runs the intended layer, so both are fixed here too.
 
 class CausalAttention(nn.Module):
   def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
@@ -280,7 +280,7 @@ def loaded_weights(cfg_w, base):
 
 
 def ttnn_init(cfg_w, hidden):
-  """The separate ttnn weights, (in x out), drawn as SPEC section 2 says."""
+  """The separate ttnn weights, (in x out): nn.Linear init for "torch", seed 002's torch.rand for "rand"."""
   names = ['query', 'key', 'value', 'output']
   torch.manual_seed(cfg_w.get('seed', 0))
   w = {}

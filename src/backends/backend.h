@@ -37,6 +37,10 @@ class Backend {
   virtual CacheStats cache_stats() const { return {}; }
   // Backend-specific facts for reports (tt-sim: device, dtype, fidelity...).
   virtual nlohmann::json describe() const { return nlohmann::json::object(); }
+  // True when the backend computes in float64 and so should be given float64
+  // weights and inputs as the files hold them; every other backend is given
+  // them as float32 (run/runner.cpp narrows them).
+  virtual bool computes_in_float64() const { return false; }
 };
 
 // Throws InputError("backend NAME cannot run variant V: REASON") when

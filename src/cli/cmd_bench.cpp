@@ -2,12 +2,15 @@
 // (md, csv) or machine output (json, jsonl); progress on stderr.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "bench/bench.h"
 #include "cli/commands.h"
-#include "io/tensor_file.h"
+#include "cli/validators.h"
+#include "io/output_set.h"
 #include "util/error.h"
 
 namespace mha::cli {
@@ -94,6 +97,13 @@ int bench_command(const BenchFlags& f) {
   if (!f.suite.empty() && swept) throw InputError("--suite: give either a suite file or sweep flags, not both");
   if (f.format != "md" && f.format != "csv" && f.format != "json" && f.format != "jsonl")
     throw InputError("-o: expected md, csv, json or jsonl, found '" + f.format + "'");
+  io::OutputSet outs;
+  if (!f.suite.empty()) outs.add_input(f.suite);
+  if (!f.output.empty()) outs.add_file("--output", f.output);
+  // jsonl rows are written and flushed as each finishes, so an interrupted
+  // bench keeps them: the one output that is not all-or-nothing.
+  const bool stream = f.format == "jsonl";
+  std::FILE* sink = !stream ? nullptr : f.output.empty() ? stdout : outs.open_stream(f.output);
   const bool progress = !f.no_progress;
   const bool tty = isatty(fileno(stderr));
   if (progress) std::fprintf(stderr, "probing sgemm...\n");
@@ -107,11 +117,23 @@ int bench_command(const BenchFlags& f) {
       std::fflush(stderr);
     }
     results.push_back(bench::run_row(rows[i], f.warmup, f.repetitions, sgemm));
+    if (sink) {
+      const std::string line = bench::format_table({results.back()}, "jsonl", sgemm);
+      std::fwrite(line.data(), 1, line.size(), sink);
+      if (std::fflush(sink) != 0 || std::ferror(sink))
+        throw InputError("--output " + (f.output.empty() ? std::string("-") : f.output) + ": cannot write: " +
+                         std::strerror(errno));
+    }
   }
   if (progress && tty) std::fprintf(stderr, "\r\033[K");
+  if (stream) return 0;
   std::string text = bench::format_table(results, f.format, sgemm);
-  if (f.output.empty()) std::fputs(text.c_str(), stdout);
-  else io::write_file_atomic(f.output, text);
+  if (f.output.empty()) {
+    std::fputs(text.c_str(), stdout);
+  } else {
+    outs.stage_bytes(f.output, text);
+    outs.commit();
+  }
   return 0;
 }
 
@@ -130,8 +152,8 @@ void add_bench(CLI::App& app, int& exit_code) {
   sub->add_option("--backend-option", f->backend_options,
                   "KEY=VALUE for the backend of swept rows, repeatable (tt-sim: dtype=bfloat8_b, threads=1)");
   sub->add_option("--suite", f->suite, "JSON array of rows {variant, backend, batch, seq, hidden, heads, causal}");
-  sub->add_option("-r,--repetitions", f->repetitions, "timed cached runs per row (default 5)")->check(CLI::PositiveNumber);
-  sub->add_option("--warmup", f->warmup, "untimed runs after the first (default 1)")->check(CLI::NonNegativeNumber);
+  sub->add_option("-r,--repetitions", f->repetitions, "timed cached runs per row (default 5)")->check(integer_at_least(1));
+  sub->add_option("--warmup", f->warmup, "untimed runs after the first (default 1)")->check(integer_at_least(0));
   sub->add_option("-o,--format", f->format, "md, csv, json or jsonl (default md)");
   sub->add_option("--output", f->output, "write the table to this file instead of stdout");
   sub->add_flag("--no-progress", f->no_progress, "no progress bar on stderr");

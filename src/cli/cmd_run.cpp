@@ -1,11 +1,13 @@
 // `mha run --config FILE`: prints the output as PyTorch does, timings of the
 // first and the cached runs, and the comparison with the configured
 // reference (exit 1 when it fails).
+#include <cctype>
 #include <cstdio>
-#include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "compare/report.h"
+#include "io/output_set.h"
 #include "io/tensor_file.h"
 #include "run/runner.h"
 #include "tensor/format.h"
@@ -27,21 +29,49 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-void dump_stages(const std::string& dir, const NamedTensors& stages) {
-  std::filesystem::create_directories(dir);
-  for (const auto& [name, t] : stages) io::write_npy(dir + "/" + name + ".npy", t);
+bool ends_with_ci(const std::string& s, const std::string& suffix) {
+  if (s.size() < suffix.size()) return false;
+  for (std::size_t i = 0; i < suffix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[s.size() - suffix.size() + i])) != suffix[i]) return false;
+  return true;
 }
 
-// The state_dict as the module names it (slot order), as .safetensors or .npz.
-void save_weights(const std::string& path, const Variant& v, const TensorMap& w) {
+// --save-weights writes a whole state_dict, which only .safetensors and .npz
+// hold; anything else would be a file whose content contradicts its name.
+void check_save_weights_name(const std::string& path) {
+  if (!ends_with_ci(path, ".safetensors") && !ends_with_ci(path, ".npz"))
+    throw InputError("--save-weights " + path + ": expected a file name ending in .safetensors or .npz");
+}
+
+// Before any work: every file the run reads is an input, every flag that
+// writes is an output; OutputSet refuses collisions and unwritable folders.
+void plan_outputs(const RunFlags& f, const RunConfig& c, io::OutputSet& outs) {
+  outs.add_input(f.config);
+  if (c.weights.kind == WeightsConfig::Kind::File || c.weights.kind == WeightsConfig::Kind::Dir)
+    outs.add_input(c.weights.path);
+  for (const InputConfig& ic : c.inputs)
+    if (ic.kind == InputConfig::Kind::File) outs.add_input(io::tensor_spec_file(ic.path));
+  if (c.reference) outs.add_input(io::tensor_spec_file(c.reference->file));
+  if (!f.save_weights.empty()) check_save_weights_name(f.save_weights);
+  if (!f.output.empty()) outs.add_file("--output", f.output);
+  if (!f.attn_weights.empty()) outs.add_file("--attn-weights", f.attn_weights);
+  if (!f.save_weights.empty()) outs.add_file("--save-weights", f.save_weights);
+  if (!f.json.empty() && f.json != "-") outs.add_file("--json", f.json);
+  if (!f.dump_stages.empty()) outs.add_folder("--dump-stages", f.dump_stages);
+}
+
+// The state_dict as the module names it (slot order) into `file`, as .npz
+// or .safetensors as `name` (the target, whose extension `file`, a
+// temporary, lacks) says.
+void save_weights(const std::string& file, const std::string& name, const Variant& v, const TensorMap& w) {
   NamedTensors named;
   for (const WeightSlot& s : v.weight_slots())
     if (!s.buffer) named.emplace_back(s.name, w.at(s.name));
-  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npz") == 0) io::write_npz(path, named);
-  else io::write_safetensors(path, named);
+  if (ends_with_ci(name, ".npz")) io::write_npz(file, named);
+  else io::write_safetensors(file, named);
 }
 
-nlohmann::json report_json(const PreparedRun& run, const RunReport& rep) {
+nlohmann::json report_json(const PreparedRun& run, const RunReport& rep, const nlohmann::json& stages) {
   nlohmann::json j;
   j["name"] = run.config.name;
   j["config"] = run.config.file;
@@ -55,34 +85,77 @@ nlohmann::json report_json(const PreparedRun& run, const RunReport& rep) {
   j["timing"] = timing_json(rep.timing);
   j["cache"] = {{"hits", rep.cache.hits}, {"misses", rep.cache.misses}};
   if (rep.comparison) j["comparison"] = compare::to_json(*rep.comparison);
+  if (!stages.is_null()) j["stage_comparison"] = stages;
   return j;
 }
 
 // Like TT-NN's comparison mode: every stage of this backend against the cpu
-// backend's stage of the same name on the same spec and inputs.
-void print_stage_comparison(const PreparedRun& run, const NamedTensors& stages) {
+// backend's stage of the same name on the same spec and inputs. Returns the
+// text table and fills `json` with [{stage, shape, pcc, max_abs_diff}].
+std::string stage_comparison(const PreparedRun& run, const NamedTensors& stages, nlohmann::json& json) {
   std::unique_ptr<Backend> cpu = make_backend("cpu", nlohmann::ordered_json::object(), "--compare-stages");
   RunOptions ro;
   ro.collect_stages = true;
   AttentionResult want = cpu->run(run.spec, run.inputs, ro);
-  std::printf("stages vs cpu backend:\n%-16s %-18s %10s %12s\n", "stage", "shape", "pcc", "max abs diff");
+  std::string text = "stages vs cpu backend:\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-16s %-18s %12s %16s\n", "stage", "shape", "pcc", "max abs diff");
+  text += line;
+  json = nlohmann::json::array();
   for (const auto& [name, t] : stages) {
     const Tensor* ref = nullptr;
     for (const auto& [n, c] : want.stages)
       if (n == name) ref = &c;
     if (!ref || ref->shape() != t.shape()) {
-      std::printf("%-16s %-18s %10s %12s\n", name.c_str(), shape_str(t.shape()).c_str(), "-", "(no cpu stage)");
+      std::snprintf(line, sizeof line, "%-16s %-18s %12s %16s\n", name.c_str(), shape_str(t.shape()).c_str(), "-",
+                    "(no cpu stage)");
+      text += line;
+      json.push_back({{"stage", name}, {"shape", t.shape()}, {"pcc", nullptr}, {"max_abs_diff", nullptr}});
       continue;
     }
     compare::Report r = compare::compare(*ref, t, compare::Options{});
-    std::printf("%-16s %-18s %10s %12s\n", name.c_str(), shape_str(t.shape()).c_str(), fmt("%.6f", r.pcc).c_str(),
-                r.max_abs_diff ? fmt("%.6g", r.max_abs_diff->value).c_str() : "-");
+    std::snprintf(line, sizeof line, "%-16s %-18s %12s %16s\n", name.c_str(), shape_str(t.shape()).c_str(),
+                  compare::format_metric(r.pcc).c_str(),
+                  r.max_abs_diff ? compare::format_metric(r.max_abs_diff->value).c_str() : "-");
+    text += line;
+    json.push_back({{"stage", name},
+                    {"shape", t.shape()},
+                    {"pcc", r.pcc},
+                    {"max_abs_diff", r.max_abs_diff ? nlohmann::json(r.max_abs_diff->value) : nlohmann::json()}});
   }
+  return text;
+}
+
+std::string text_report(const RunConfig& config, const RunReport& rep) {
+  std::string s;
+  char buf[512];
+  const Tensor& out = rep.result.output;
+  s += config.name + ": variant " + config.variant + " on backend " + rep.backend_name + "\n";
+  s += "output:\n" + format_torch(out) + "\n";
+  s += "shape " + shape_str(out.shape()) + ", dtype " + dtype_name(out.dtype()) + "\n";
+  if (rep.result.weights) {
+    s += "attention weights:\n" + format_torch(*rep.result.weights) + "\n";
+    s += "shape " + shape_str(rep.result.weights->shape()) + "\n";
+  }
+  const Timing& t = rep.timing;
+  std::snprintf(buf, sizeof buf, "first run: %s ms (%s GFLOP/s), includes building the plan\n",
+                fmt("%.3f", t.first_ms).c_str(), fmt("%.2f", t.gflops_first()).c_str());
+  s += buf;
+  std::snprintf(buf, sizeof buf, "cached runs (%zu): median %s ms, min %s ms, max %s ms (%s GFLOP/s)\n",
+                t.cached_ms.size(), fmt("%.3f", t.median_ms).c_str(), fmt("%.3f", t.min_ms).c_str(),
+                fmt("%.3f", t.max_ms).c_str(), fmt("%.2f", t.gflops_cached()).c_str());
+  s += buf;
+  std::snprintf(buf, sizeof buf, "plan cache: %lld hits, %lld misses\n", static_cast<long long>(rep.cache.hits),
+                static_cast<long long>(rep.cache.misses));
+  s += buf;
+  return s;
 }
 
 int run_command(const RunFlags& f) {
   RunConfig config = load_config(f.config);
   if (!f.backend.empty()) config.backend = f.backend;
+  io::OutputSet outs;
+  plan_outputs(f, config, outs);
   PreparedRun run;
   try {
     run = prepare_run(config);
@@ -98,42 +171,36 @@ int run_command(const RunFlags& f) {
   if (f.iterations >= 1) req.iterations = f.iterations;
   RunReport rep = execute_run(run, *backend, req);
 
-  const Tensor& out = rep.result.output;
-  std::printf("%s: variant %s on backend %s\n", config.name.c_str(), config.variant.c_str(), rep.backend_name.c_str());
-  std::printf("output:\n%s\n", format_torch(out).c_str());
-  std::printf("shape %s, dtype %s\n", shape_str(out.shape()).c_str(), dtype_name(out.dtype()));
-  if (rep.result.weights) {
-    std::printf("attention weights:\n%s\n", format_torch(*rep.result.weights).c_str());
-    std::printf("shape %s\n", shape_str(rep.result.weights->shape()).c_str());
-  }
-  const Timing& t = rep.timing;
-  std::printf("first run: %s ms (%s GFLOP/s), includes building the plan\n", fmt("%.3f", t.first_ms).c_str(),
-              fmt("%.2f", t.gflops_first()).c_str());
-  std::printf("cached runs (%zu): median %s ms, min %s ms, max %s ms (%s GFLOP/s)\n", t.cached_ms.size(),
-              fmt("%.3f", t.median_ms).c_str(), fmt("%.3f", t.min_ms).c_str(), fmt("%.3f", t.max_ms).c_str(),
-              fmt("%.2f", t.gflops_cached()).c_str());
-  std::printf("plan cache: %lld hits, %lld misses\n", static_cast<long long>(rep.cache.hits),
-              static_cast<long long>(rep.cache.misses));
-
-  if (!f.output.empty()) io::write_npy(f.output, out);
-  if (!f.save_weights.empty()) save_weights(f.save_weights, *run.variant, run.weights);
-  if (!f.attn_weights.empty()) {
-    if (!rep.result.weights) throw InputError("--attn-weights: backend " + rep.backend_name + " returned no weights");
-    io::write_npy(f.attn_weights, *rep.result.weights);
-  }
-  if (!f.dump_stages.empty()) dump_stages(f.dump_stages, rep.result.stages);
-  if (f.compare_stages) print_stage_comparison(run, rep.result.stages);
+  std::string text = text_report(config, rep);
+  nlohmann::json stages_json;
+  if (f.compare_stages) text += stage_comparison(run, rep.result.stages, stages_json);
   int code = 0;
   if (rep.comparison) {
-    std::printf("comparison with reference %s:\n%s", config.reference->file.c_str(),
-                compare::format_text(*rep.comparison).c_str());
+    text += "comparison with reference " + config.reference->file + ":\n" + compare::format_text(*rep.comparison);
     if (!rep.comparison->passed) code = 1;
   }
-  if (!f.json.empty()) {
-    std::string text = report_json(run, rep).dump(2) + "\n";
-    if (f.json == "-") std::fputs(text.c_str(), stdout);
-    else io::write_file_atomic(f.json, text);
+
+  // All outputs are staged, then put in place together: a failure anywhere
+  // above leaves every output file as it was.
+  const Tensor& out = rep.result.output;
+  if (!f.output.empty()) outs.stage(f.output, [&](const std::string& tmp) { io::write_npy(tmp, out); });
+  if (!f.save_weights.empty())
+    outs.stage(f.save_weights,
+               [&](const std::string& tmp) { save_weights(tmp, f.save_weights, *run.variant, run.weights); });
+  if (!f.attn_weights.empty()) {
+    if (!rep.result.weights) throw InputError("--attn-weights: backend " + rep.backend_name + " returned no weights");
+    outs.stage(f.attn_weights, [&](const std::string& tmp) { io::write_npy(tmp, *rep.result.weights); });
   }
+  if (!f.dump_stages.empty())
+    for (const auto& [name, t] : rep.result.stages)
+      outs.stage_in_folder(f.dump_stages, name + ".npy", [&](const std::string& tmp) { io::write_npy(tmp, t); });
+  const std::string json = f.json.empty() ? "" : report_json(run, rep, stages_json).dump(2) + "\n";
+  if (!f.json.empty() && f.json != "-") outs.stage_bytes(f.json, json);
+  outs.commit();
+
+  // `--json -`: stdout carries the JSON document and nothing else.
+  if (f.json == "-") std::fputs(json.c_str(), stdout);
+  else std::fputs(text.c_str(), stdout);
   return code;
 }
 
@@ -151,8 +218,10 @@ void add_run(CLI::App& app, int& exit_code) {
                 "compare every stage with the cpu backend's (PCC, max abs diff)");
   sub->add_option("--save-weights", flags->save_weights, "save the weights used as .safetensors (or .npz)");
   sub->add_option("--json", flags->json, "write the whole report as JSON (- for stdout)");
-  sub->add_option("--warmup", flags->warmup, "untimed runs after the first (overrides runs.warmup)");
-  sub->add_option("--iterations,-n", flags->iterations, "timed cached runs (overrides runs.iterations)");
+  sub->add_option("--warmup", flags->warmup, "untimed runs after the first (overrides runs.warmup)")
+      ->check(integer_at_least(0));
+  sub->add_option("--iterations,-n", flags->iterations, "timed cached runs (overrides runs.iterations)")
+      ->check(integer_at_least(1));
   sub->callback([flags, &exit_code]() { exit_code = run_command(*flags); });
 }
 

@@ -33,8 +33,15 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // CLI11 prints two lines without the project's prefix; flag errors are
+    // input errors like any other: one line, exit code 2.
+    std::string msg = e.what();
+    for (char& c : msg)
+      if (c == '\n' || c == '\r') c = ' ';
+    while (!msg.empty() && msg.back() == ' ') msg.pop_back();
+    std::fprintf(stderr, "mha: error: %s (see mha --help)\n", msg.c_str());
+    return 2;
   } catch (const mha::InputError& e) {
     std::fprintf(stderr, "mha: error: %s\n", e.what());
     return 2;

@@ -94,6 +94,12 @@ void keep_max(std::optional<Position>& best, int64_t i, double r, double o, doub
 }
 
 void add_checks(Report& rep, const Options& opt) {
+  if (opt.check_dtype && !opt.as_dtype && rep.ref.dtype != rep.out.dtype) {
+    Check c{"dtype", false, 0, 0};
+    c.out_dtype = rep.out.dtype;
+    c.ref_dtype = rep.ref.dtype;
+    rep.checks.push_back(c);
+  }
   rep.checks.push_back({"allclose", rep.mismatches == 0, static_cast<double>(rep.mismatches), 0});
   if (opt.pcc) rep.checks.push_back({"pcc", rep.pcc >= *opt.pcc, rep.pcc, *opt.pcc});
   // A NaN or Inf where the other side differs is an unbounded difference.

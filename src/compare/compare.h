@@ -30,6 +30,9 @@ struct Options {
   // check only when set.
   std::optional<double> atol, rtol, pcc, max_abs, mean_abs, ulp;
   bool equal_nan = false;  // torch's default: NaN never matches, not even NaN
+  // As torch.testing.assert_close's check_dtype: differing dtypes fail a
+  // "dtype" check (unless as_dtype casts both). `mha compare` sets it.
+  bool check_dtype = false;
   int top_k = 5;           // how many of the worst mismatches to keep
   // Names used in error messages and reports (file specs in the CLI).
   std::string ref_name = "REF", out_name = "OUT";
@@ -52,10 +55,12 @@ struct Side {
 };
 
 struct Check {
-  std::string name;  // allclose, pcc, max-abs, mean-abs, ulp
+  std::string name;  // dtype, allclose, pcc, max-abs, mean-abs, ulp
   bool passed = true;
   double value = 0;      // what was measured
   double threshold = 0;  // what it was checked against
+  // dtype: the two dtypes (value and threshold unused).
+  DType out_dtype = DType::F32, ref_dtype = DType::F32;
 };
 
 struct Report {

@@ -39,11 +39,15 @@ class Sum {
   double sum_ = 0, comp_ = 0;
 };
 
-// PCC as tt-metal's comp_pcc(golden=ref, calculated=out) reports it:
+// PCC as tt-metal's comp_pcc(golden=ref, calculated=out) reports it
+// (get_pcc in ttnn/tt_lib/_internal/comparison_funcs.py, which the sweep
+// tests' comparison_funcs.py is; revision in docs/COMPARE.md):
 //  both all NaN -> 1; one all NaN -> 0; exactly one side all zero -> 0
 //  (NaN and Inf count as non-zero); then NaN and +-Inf become 0; equal -> 1;
-//  either side constant -> 1 (numpy masks the 0/0 correlation and comp_pcc
-//  takes the minimum of what is left); else Pearson's r.
+//  a single element (not equal) -> 0; both sides constant -> 1 if the two
+//  constants are close (torch.isclose: |ref - out| <= 1e-8 + 1e-5 |out|)
+//  else 0; one side constant -> 1 (numpy masks the 0/0 correlation and
+//  comp_pcc takes the minimum of what is left); else Pearson's r.
 // ref(i) and out(i) give the values as compared, for i in [0, n).
 template <class RefAt, class OutAt>
 double pcc_tt(int64_t n, const RefAt& ref, const OutAt& out) {
@@ -68,6 +72,9 @@ double pcc_tt(int64_t n, const RefAt& ref, const OutAt& out) {
   if (ref_all_nan || out_all_nan) return 0.0;
   if (ref_nonzero != out_nonzero) return 0.0;
   if (equal) return 1.0;
+  if (n == 1) return 0.0;
+  if (ref_min == ref_max && out_min == out_max)
+    return std::fabs(ref_max - out_max) <= 1e-8 + 1e-5 * std::fabs(out_max) ? 1.0 : 0.0;
   if (ref_min == ref_max || out_min == out_max) return 1.0;
   double ref_mean = ref_sum.value() / n, out_mean = out_sum.value() / n;
   Sum sxx, syy, sxy;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <utility>
 
 #include "compare/numeric.h"
 
@@ -45,12 +47,52 @@ std::string side_line(const char* label, const Side& s) {
          std::to_string(s.neg_inf) + "\n";
 }
 
+// The shortest text that reads back as exactly v (thresholds are numbers
+// the user typed: 0.9999999 prints as typed, not as 1.000000).
+std::string shortest(double v) {
+  char buf[64];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+// A measured value and its threshold as text that differs whenever the two
+// numbers do: the threshold as typed, the value to 9 significant digits or
+// as many more as it takes (17 tell any two doubles apart). A PCC of
+// 0.99999951 against 0.9999999 must not read "1.000000 < 1.000000".
+std::pair<std::string, std::string> distinct_pair(double v, double t) {
+  if (!std::isfinite(v) || !std::isfinite(t)) return {format_metric(v), format_metric(t)};
+  std::string b = shortest(t), a;
+  for (int digits = 9; digits <= 17; ++digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    a = buf;
+    if (v == t || a != b) break;
+  }
+  return {a, b};
+}
+
+// PCC near 1 is where thresholds live (0.9999, 0.99999): six decimals would
+// print 0.99999951 as 1.000000, so a PCC that is not exactly +-1 gets the
+// digits that show it.
+std::string format_pcc(double v) {
+  if (!std::isfinite(v) || std::fabs(v) == 1.0 || format_metric(std::fabs(v)) != "1.000000") return format_metric(v);
+  return distinct_pair(v, std::copysign(1.0, v)).first;
+}
+
 std::string check_line(const Check& c) {
   std::string s = "  " + c.name + std::string(10 - c.name.size(), ' ') + (c.passed ? "PASS  " : "FAIL  ");
   if (c.name == "allclose") return s + format_count(c.value) + " mismatched\n";
-  if (c.name == "pcc") return s + format_metric(c.value) + (c.passed ? " >= " : " < ") + format_metric(c.threshold) + "\n";
-  const std::string v = c.name == "ulp" ? format_count(c.value) : format_metric(c.value);
-  return s + v + (c.passed ? " <= " : " > ") + format_metric(c.threshold) + "\n";
+  if (c.name == "dtype")
+    return s + "torch." + dtype_name(c.ref_dtype) + " != torch." + dtype_name(c.out_dtype) +
+           ": the values for attribute 'dtype' do not match (as in torch.testing.assert_close); --dtype NAME "
+           "casts both to NAME\n";
+  auto [v, t] = distinct_pair(c.value, c.threshold);
+  if (c.name == "pcc") return s + v + (c.passed ? " >= " : " < ") + t + "\n";
+  if (c.name == "ulp") v = format_count(c.value);
+  return s + v + (c.passed ? " <= " : " > ") + t + "\n";
 }
 
 nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nonfinite_str(v)); }
@@ -89,7 +131,7 @@ std::string format_text(const Report& r) {
   s += "max abs diff   " + (r.max_abs_diff ? format_metric(r.max_abs_diff->value) + " " + where(*r.max_abs_diff) : na) + "\n";
   s += "mean abs diff  " + (r.mean_abs_diff ? format_metric(*r.mean_abs_diff) + in_low_precision(r, *r.mean_abs_diff) : na) + "\n";
   s += "max rel diff   " + (r.max_rel_diff ? format_metric(r.max_rel_diff->value) + " " + where(*r.max_rel_diff) : na) + "\n";
-  s += "pcc            " + format_metric(r.pcc) + in_low_precision(r, r.pcc) + "\n";
+  s += "pcc            " + format_pcc(r.pcc) + in_low_precision(r, r.pcc) + "\n";
   s += "max ulp        " + (r.max_ulp ? format_count(r.max_ulp->value) + " " + where(*r.max_ulp) : "n/a (no elements)") + "\n";
   s += "allclose       |out - ref| <= " + printf_str("%g", r.tolerance.atol) + " + " + printf_str("%g", r.tolerance.rtol) +
        "*|ref|" + (r.equal_nan ? ", NaN == NaN" : "") + ": " + std::to_string(r.mismatches) + " of " +
@@ -121,8 +163,13 @@ nlohmann::json to_json(const Report& r) {
     worst.push_back(w);
   }
   nlohmann::json checks = nlohmann::json::array();
-  for (const Check& c : r.checks)
-    checks.push_back({{"name", c.name}, {"passed", c.passed}, {"value", num(c.value)}, {"threshold", num(c.threshold)}});
+  for (const Check& c : r.checks) {
+    if (c.name == "dtype")  // measured: OUT's dtype; expected: REF's
+      checks.push_back({{"name", c.name}, {"passed", c.passed}, {"value", dtype_name(c.out_dtype)},
+                        {"threshold", dtype_name(c.ref_dtype)}});
+    else
+      checks.push_back({{"name", c.name}, {"passed", c.passed}, {"value", num(c.value)}, {"threshold", num(c.threshold)}});
+  }
   return {
       {"ref", side_json(r.ref)},
       {"out", side_json(r.out)},

@@ -1,5 +1,5 @@
 #pragma once
-// The run configuration (SPEC section 3), parsed and checked. Every unknown
+// The run configuration (docs/CONFIG.md lists every key), parsed and checked. Every unknown
 // key, wrong type or impossible value is an InputError that names the config
 // file and the JSON path. Paths are resolved against the config's folder.
 #include <cstdint>

@@ -70,16 +70,24 @@ NamedTensors read_all(const std::string& path) {
   fail(where_file(path), "unknown tensor file type: expected .npy, .npz, .safetensors or a folder of .npy files");
 }
 
-Tensor read_tensor(const std::string& spec) {
+namespace {
+
+// "a.npz:x" -> {"a.npz", "x"}; a path that exists as given is a whole file.
+std::pair<std::string, std::string> split_spec(const std::string& spec) {
   std::error_code ec;
-  std::string file = spec, name;
   if (!fs::exists(spec, ec)) {
     std::size_t colon = spec.rfind(':');
-    if (colon != std::string::npos && colon > 0) {
-      file = spec.substr(0, colon);
-      name = spec.substr(colon + 1);
-    }
+    if (colon != std::string::npos && colon > 0) return {spec.substr(0, colon), spec.substr(colon + 1)};
   }
+  return {spec, ""};
+}
+
+}  // namespace
+
+std::string tensor_spec_file(const std::string& spec) { return split_spec(spec).first; }
+
+Tensor read_tensor(const std::string& spec) {
+  auto [file, name] = split_spec(spec);
   NamedTensors all = read_all(file);
   if (name.empty()) {
     if (all.size() == 1) return std::move(all[0].second);

@@ -33,6 +33,8 @@ NamedTensors read_all(const std::string& path);
 
 // One tensor by spec: "FILE.npy", "FILE.npz:NAME" or "FILE.safetensors:NAME".
 Tensor read_tensor(const std::string& spec);
+// The file part of such a spec, as read_tensor splits it.
+std::string tensor_spec_file(const std::string& spec);
 
 // Writes `bytes` to `path` through a temporary file renamed into place.
 void write_file_atomic(const std::string& path, const std::string& bytes);

@@ -17,8 +17,10 @@
 //   context = concat_h ctx_h                   [B, L, H*dv]
 //   output  = context @ wo^T + bo               wo [E_out, H*dv]  (or context)
 //
-// Weights are float32 Tensors, as the PyTorch modules hold them; backends
-// convert to their own precision and layout when they build a plan.
+// Weights are float32 Tensors, as the PyTorch modules hold them, or float64
+// when the weight file holds float64 (inputs likewise); backends convert to
+// their own precision and layout when they build a plan, and the runner
+// gives float32 to every backend but a float64 one (the reference).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,8 +30,8 @@
 namespace mha {
 
 struct Projection {
-  Tensor weight;               // [out, in] float32, applied as x @ weight^T
-  std::optional<Tensor> bias;  // [out] float32
+  Tensor weight;               // [out, in] float32 (or float64), applied as x @ weight^T
+  std::optional<Tensor> bias;  // [out] float32 (or float64)
   // [in, out]: the same values as a module that computes x @ W stores them
   // (seed 002's TT-NN modules). A backend that multiplies by (in, out)
   // operands (tt-sim) uploads this as is instead of transposing `weight`
@@ -80,7 +82,7 @@ struct AttentionSpec {
 };
 
 struct AttentionInputs {
-  Tensor query, key, value;  // float32 [B, L, q_in], [B, S, k_in], [B, S, v_in]
+  Tensor query, key, value;  // float32 (or float64) [B, L, q_in], [B, S, k_in], [B, S, v_in]
   // Additive float32 mask, broadcast over [B, H, L, S_total]: shape
   // [Bm, Hm, Lm, S_total] with Bm in {1, B}, Hm in {1, H} and Lm in {1, L}
   // (Lm = 1: one row for every query, as a key padding mask); -inf masks.

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -76,11 +78,58 @@ nlohmann::json timing_json(const Timing& t) {
           {"gflops_first", t.gflops_first()}};
 }
 
-RunReport execute_run(PreparedRun& run, Backend& backend, const RunRequest& request) {
+namespace {
+
+Tensor narrow(const Tensor& t) { return t.dtype() == DType::F64 ? t.cast(DType::F32) : t; }
+void narrow(Projection& p) {
+  p.weight = narrow(p.weight);
+  if (p.bias) p.bias = narrow(*p.bias);
+  if (p.weight_in_out) p.weight_in_out = narrow(*p.weight_in_out);
+}
+
+// float64 weights and inputs (from float64 files) as float32, for a backend
+// that computes in float32: what it was always given. A fresh uid, as the
+// narrowed spec is a different spec for plan caches.
+std::pair<AttentionSpec, AttentionInputs> narrowed_to_f32(const AttentionSpec& spec, const AttentionInputs& in) {
+  std::pair<AttentionSpec, AttentionInputs> r{spec, in};
+  AttentionSpec& s = r.first;
+  s.uid = new_spec_uid();
+  for (Projection* p : {&s.q, &s.k, &s.v}) narrow(*p);
+  if (s.out) narrow(*s.out);
+  if (s.qkv_fused) narrow(*s.qkv_fused);
+  if (s.bias_k) s.bias_k = narrow(*s.bias_k);
+  if (s.bias_v) s.bias_v = narrow(*s.bias_v);
+  AttentionInputs& i = r.second;
+  for (Tensor* t : {&i.query, &i.key, &i.value}) *t = narrow(*t);
+  if (i.mask) i.mask = narrow(*i.mask);
+  return r;
+}
+
+bool holds_f64(const AttentionSpec& s, const AttentionInputs& in) {
+  bool f64 = false;
+  for (const Projection* p : {&s.q, &s.k, &s.v, s.out ? &*s.out : nullptr})
+    if (p) f64 = f64 || p->weight.dtype() == DType::F64 || (p->bias && p->bias->dtype() == DType::F64);
+  for (const std::optional<Tensor>* b : {&s.bias_k, &s.bias_v}) f64 = f64 || (*b && (*b)->dtype() == DType::F64);
+  for (const Tensor* t : {&in.query, &in.key, &in.value}) f64 = f64 || t->dtype() == DType::F64;
+  return f64;
+}
+
+}  // namespace
+
+RunReport execute_run(PreparedRun& prepared, Backend& backend, const RunRequest& request) {
+  // A float32 backend runs a float32 copy; the reference runs what was loaded.
+  std::optional<std::pair<AttentionSpec, AttentionInputs>> f32;
+  if (!backend.computes_in_float64() && holds_f64(prepared.spec, prepared.inputs))
+    f32 = narrowed_to_f32(prepared.spec, prepared.inputs);
+  struct View {
+    const PreparedRun& p;
+    const AttentionSpec& spec;
+    const AttentionInputs& inputs;
+  } run{prepared, f32 ? f32->first : prepared.spec, f32 ? f32->second : prepared.inputs};
   RunOptions opt;
-  opt.need_weights = request.need_weights || run.options.need_weights;
-  const int64_t warmup = request.warmup.value_or(run.config.warmup);
-  const int64_t iterations = request.iterations.value_or(run.config.iterations);
+  opt.need_weights = request.need_weights || run.p.options.need_weights;
+  const int64_t warmup = request.warmup.value_or(run.p.config.warmup);
+  const int64_t iterations = request.iterations.value_or(run.p.config.iterations);
   using clock = std::chrono::steady_clock;
   auto ms_since = [](clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
@@ -111,10 +160,10 @@ RunReport execute_run(PreparedRun& run, Backend& backend, const RunRequest& requ
   }
   rep.cache = backend.cache_stats();
   rep.backend_info = backend.describe();
-  rep.result = run.variant->finish(std::move(result), run.options);
+  rep.result = run.p.variant->finish(std::move(result), run.p.options);
 
-  if (run.config.reference) {
-    const ReferenceConfig& rc = *run.config.reference;
+  if (run.p.config.reference) {
+    const ReferenceConfig& rc = *run.p.config.reference;
     Tensor ref = io::read_tensor(rc.file);
     compare::Options co;
     co.atol = rc.atol;

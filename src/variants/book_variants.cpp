@@ -3,7 +3,7 @@
 // spells the arguments dimension_inputs / dimensions_in and the weights
 // W_q / output_projection: both spellings are accepted. Seed 000's
 // CausalAttention bugs (keys from W_query, a discarded masked_fill) are not
-// reproduced: SPEC asks for the intended layer.
+// reproduced: mha runs the intended layer (README, "Notes on semantics").
 #include <cmath>
 
 #include "util/error.h"

@@ -75,7 +75,7 @@ const Tensor* find_input(const TensorMap& inputs, const std::string& name, bool 
 Tensor float_input(const Tensor& t, const std::string& name) {
   if (!dtype_is_float(t.dtype()))
     throw InputError("inputs." + name + ": expected a floating-point tensor, found " + dtype_name(t.dtype()));
-  return as_f32(t);
+  return as_working_float(t);  // float64 stays float64 for the reference backend
 }
 
 AttentionInputs self_attention_inputs(const TensorMap& inputs, int64_t d_in, int64_t context_length) {

@@ -221,17 +221,20 @@ class TorchMha : public Variant {
     std::vector<double> kpv;
     bool kpm_bool = true;
     if (kpm) {
-      kpm_bool = kpm->dtype() == DType::Bool || kpm->dtype() == DType::U8;
+      // torch 1.13 asserts "only bool and floating types of key_padding_mask
+      // are supported": unlike attn_mask, a uint8 one is refused, not converted.
+      kpm_bool = kpm->dtype() == DType::Bool;
       if (!kpm_bool && !dtype_is_float(kpm->dtype()))
-        throw InputError(std::string("inputs.key_padding_mask: expected bool or floating dtype, found ") +
-                         dtype_name(kpm->dtype()));
+        throw InputError(std::string("inputs.key_padding_mask: expected bool or floating dtype (as torch 1.13), "
+                                     "found ") + dtype_name(kpm->dtype()));
       Shape want = unbatched_ ? Shape{s} : Shape{n, s};
       if (kpm->shape() != want)
         throw InputError("inputs.key_padding_mask: expected shape " + shape_str(want) + ", found " +
                          shape_str(kpm->shape()));
       if (!kpm_bool && am && !am_bool)
-        throw InputError("inputs.key_padding_mask: a float key_padding_mask with a float attn_mask is rejected by "
-                         "torch 1.13 (masked_fill needs a bool mask)");
+        throw InputError("inputs.key_padding_mask: a float key_padding_mask with a float attn_mask is not applied by "
+                         "torch 1.13 (its masked_fill leaves the scores unchanged for a non-bool mask, so the padding "
+                         "would be silently dropped); give a bool key_padding_mask or a bool attn_mask");
       kpv = kpm->to_f64();
     }
     const bool have_am = am || causal_in_mask;

@@ -31,7 +31,7 @@ class TtnnBase : public Variant {
     AttentionInputs in = self_attention_inputs(inputs, hidden_, 0);
     in.training = opt.training;
     if (const Tensor* m = find_input(inputs, "attention_mask", false)) {
-      Tensor mask = float_input(*m, "attention_mask");
+      Tensor mask = as_f32(float_input(*m, "attention_mask"));  // the canonical mask is float32
       int64_t b = in.query.dim(0), s = in.query.dim(1);
       if (mask.ndim() != 4 || (mask.dim(0) != b && mask.dim(0) != 1) || mask.dim(1) != 1 || mask.dim(2) != 1 ||
           mask.dim(3) != s)

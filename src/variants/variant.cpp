@@ -66,7 +66,7 @@ TensorMap bind_weights(const Variant& v, const NamedTensors& loaded, const std::
       throw InputError(source + ": tensor '" + found_name + "': expected a floating-point dtype, found " +
                        dtype_name(found->dtype()));
     used.insert(found_name);
-    if (!slot.buffer) out[slot.name] = as_f32(*found);
+    if (!slot.buffer) out[slot.name] = as_working_float(*found);  // float64 stays float64
   }
   for (const auto& [name, t] : loaded)
     if (!used.count(name))

@@ -173,3 +173,26 @@ TEST(RunErrors, UnsupportedOnTheBackendSaysWhy) {
   auto ok = run_config(dir, book(dropout, R"(, "options": {"training": true}, "backend": {"name": "cpu"})"));
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
+
+// Issue 10: key_padding_mask dtypes as torch 1.13 treats them.
+TEST(RunErrors, KeyPaddingMaskDtypesAsTorch113) {
+  TempDir dir;
+  auto py = run_python("import numpy as np\nd = '" + dir.path() + "/'\n"
+                       "np.save(d + 'q.npy', np.random.RandomState(0).rand(3, 2, 4).astype(np.float32))\n"
+                       "np.save(d + 'kpm_u8.npy', np.array([[0, 1, 0], [0, 0, 0]], np.uint8))\n"
+                       "np.save(d + 'kpm_f.npy', np.array([[0, -np.inf, 0], [0, 0, 0]], np.float32))\n"
+                       "np.save(d + 'am_u8.npy', np.triu(np.ones((3, 3), np.uint8), 1))\n"
+                       "np.save(d + 'am_f.npy', np.zeros((3, 3), np.float32))\n");
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  auto cfg = [](const std::string& masks) {
+    return R"({"variant": "torch_mha", "params": {"embed_dim": 4, "num_heads": 2},
+      "weights": {"init": "torch", "seed": 0}, "inputs": {"query": "q.npy", "key": "q.npy", "value": "q.npy")" +
+           masks + "}}";
+  };
+  expect_input_error(run_config(dir, cfg(R"(, "key_padding_mask": "kpm_u8.npy")")),
+                     "inputs.key_padding_mask: expected bool or floating dtype (as torch 1.13), found uint8");
+  auto ok = run_config(dir, cfg(R"(, "attn_mask": "am_u8.npy")"));  // deprecated in torch, still accepted
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  expect_input_error(run_config(dir, cfg(R"(, "attn_mask": "am_f.npy", "key_padding_mask": "kpm_f.npy")")),
+                     "a float key_padding_mask with a float attn_mask is not applied by torch 1.13");
+}

@@ -48,7 +48,7 @@ TEST_F(CompareCli, DifferencePastToleranceFailsWithCount) {
   EXPECT_EQ(run_mha("compare " + q("ref.npy") + " " + q("off.npy") + " --atol 1").exit_code, 0);
   r = run_mha("compare " + q("ref.npy") + " " + q("off.npy") + " --atol 1 --max-abs 0.5");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("max-abs   FAIL  1.000000 > 0.500000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("max-abs   FAIL  1 > 0.5"), std::string::npos) << r.out;
 }
 
 TEST_F(CompareCli, TruncatedFileIsUnusable) {

@@ -34,6 +34,19 @@ TEST(ComparePcc, TtMetalSpecialCases) {
   EXPECT_EQ(compare(f32({}), f32({}), {}).pcc, 1.0);  // zero-size: vacuously all NaN
 }
 
+// The rules tt-metal's comp_pcc added for degenerate tensors (issue 10: mha
+// said 1.0 for both of the first two).
+TEST(ComparePcc, TtMetalConstantAndSingleElementRules) {
+  EXPECT_EQ(pcc_of({0.5f, 0.5f, 0.5f}, {0.7f, 0.7f, 0.7f}), 0.0);  // two different constants
+  EXPECT_EQ(pcc_of({1.0f}, {1.5f}), 0.0);                          // one element, not equal
+  EXPECT_EQ(pcc_of({1.0f}, {1.0f}), 1.0);
+  EXPECT_EQ(pcc_of({2, 2}, {2.00001f, 2.00001f}), 1.0);  // constants within torch.isclose
+  EXPECT_EQ(pcc_of({2, 2}, {2.001f, 2.001f}), 0.0);
+  Options o;
+  o.pcc = 0.99;
+  EXPECT_FALSE(compare(f32({0.5f, 0.5f}), f32({0.7f, 0.7f}), o).passed);
+}
+
 TEST(CompareUlp, CountsRepresentableSteps) {
   EXPECT_EQ(ulp_distance(DType::F32, 1.0, std::nextafter(1.0f, 2.0f)), 1);
   EXPECT_EQ(ulp_distance(DType::F32, 0.0, -0.0), 0);
@@ -190,6 +203,26 @@ TEST(CompareReport, MetricFormatting) {
   EXPECT_EQ(format_metric(1.5e-7), "1.500000e-07");
   EXPECT_EQ(format_metric(-INFINITY), "-inf");
   EXPECT_EQ(format_metric(NAN), "nan");
+}
+
+// Issue 10: a PCC of 0.99999951 against --pcc 0.9999999 printed
+// "pcc FAIL 1.000000 < 1.000000".
+TEST(CompareReport, FailLinesNeverShowEqualNumbers) {
+  Report r;
+  r.pcc = 0.99999951;
+  r.checks = {{"pcc", false, 0.99999951, 0.9999999}, {"max-abs", false, 0.10000001, 0.1}};
+  r.passed = false;
+  std::string text = format_text(r);
+  EXPECT_NE(text.find("pcc       FAIL  0.99999951 < 0.9999999\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("pcc            0.99999951\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("max-abs   FAIL  0.10000001 > 0.1\n"), std::string::npos) << text;
+  // Two doubles one step apart still print differently.
+  r.checks = {{"pcc", false, std::nextafter(0.9999, 0.0), 0.9999}};
+  text = format_text(r);
+  EXPECT_NE(text.find("FAIL  0.9998999999999999 < 0.9999\n"), std::string::npos) << text;
+  // A passing check prints its threshold as typed too.
+  r.checks = {{"max-abs", true, 0.0234375, 0.025}};
+  EXPECT_NE(format_text(r).find("max-abs   PASS  0.0234375 <= 0.025\n"), std::string::npos) << format_text(r);
 }
 
 }  // namespace

@@ -48,7 +48,13 @@ void sgemm(bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t
 
 void sgemm(ThreadPool& pool, bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  constexpr int64_t kAlign = 16;  // block edges on whole micro-kernel tiles
+  // Block edges on whole micro-kernel tiles. OpenBLAS rounds the rows of a
+  // call's last, partial tile differently (another kernel), so a block edge
+  // inside a tile changes the bits of the rows before it: with 16-row
+  // alignment and 12-row tiles (this Xeon), 1 and 2 threads differed in the
+  // last bit. 48 is a multiple of every row tile OpenBLAS uses (4, 6, 8, 12,
+  // 16, 24), so the blocks of any pool size give the bits of one call.
+  constexpr int64_t kAlign = 48;
   const bool by_rows = m >= n;
   const int64_t extent = by_rows ? m : n;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(pool.size(), extent / kAlign));

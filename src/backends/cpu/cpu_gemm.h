@@ -48,8 +48,9 @@ void sgemm(bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t
 // The same, split into one block of C per pool thread: row blocks, or
 // column blocks when C has fewer rows than columns (single-token queries).
 // Each thread packs its own copy of the shared operand; for the projection
-// shapes this is well under 1% of the multiply. The split depends only on
-// the shape and pool size, so results are identical from run to run.
+// shapes this is well under 1% of the multiply. Block edges fall on whole
+// micro-kernel tiles, so the result is bitwise that of one call, whatever
+// the pool size (tests/backends/determinism_test.cpp).
 void sgemm(ThreadPool& pool, bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 

@@ -29,6 +29,7 @@ Vec project(const Vec& x, int64_t n, const Projection& p) {
 class ReferenceBackend : public Backend {
  public:
   std::string name() const override { return "reference"; }
+  bool computes_in_float64() const override { return true; }
 
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
     validate_inputs(spec, in);

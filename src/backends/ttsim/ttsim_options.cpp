@@ -25,7 +25,7 @@ bool bool_value(const ordered_json& v, const std::string& where) {
 }  // namespace
 
 // Grids are the compute_with_storage_grid_size TT-NN reports; L1 is what the
-// allocator can hand out per bank (SPEC: Wormhole 1464 KiB).
+// allocator can hand out per bank (Wormhole: 1464 KiB).
 DeviceInfo device_info(const std::string& name, const std::string& where) {
   const int64_t KiB = 1024, GiB = 1024 * 1024 * 1024;
   if (name == "wormhole_b0") return {name, 8, 8, 1464 * KiB, 12 * GiB, 12};

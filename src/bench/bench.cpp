@@ -11,6 +11,7 @@
 #include "bench/peak_memory.h"
 #include "init/torch_generator.h"
 #include "util/error.h"
+#include "util/text.h"
 
 namespace mha::bench {
 
@@ -95,7 +96,7 @@ ordered_json params_for(const Row& r, std::string& why) {
   if (v == "mha" || v == "mha_fused_qkv") return {{"d_model", r.hidden}, {"n_head", r.heads}};
   if (v == "ttnn_mha" || v == "ttnn_mha_fused") return {{"hidden_size", r.hidden}, {"num_heads", r.heads}};
   if (v == "torch_mha") return {{"embed_dim", r.hidden}, {"num_heads", r.heads}, {"batch_first", true}};
-  throw InputError("--variant: unknown variant '" + v + "'");
+  throw InputError("--variant: unknown variant '" + printable(v) + "'");
 }
 
 }  // namespace

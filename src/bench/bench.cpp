@@ -54,8 +54,9 @@ std::vector<Row> default_suite() {
   };
 }
 
-std::vector<Row> load_suite(const std::string& path) {
-  ordered_json j = read_json_file(path, "suite file");
+std::vector<Row> load_suite(const std::string& path) { return parse_suite(read_json_file(path, "suite file"), path); }
+
+std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
   if (!j.is_array()) throw InputError(path + ": expected a JSON array of rows, found " + json_brief(j));
   std::vector<Row> rows;
   for (std::size_t i = 0; i < j.size(); ++i) {

@@ -12,8 +12,10 @@
 namespace mha {
 
 ordered_json read_json_file(const std::string& path, const char* what) {
-  const std::string text = read_input_file(path);
-  const std::string where = printable(path, 400);
+  return parse_json_text(read_input_file(path), printable(path, 400), what);
+}
+
+ordered_json parse_json_text(std::string_view text, const std::string& where, const char* what) {
   std::size_t deep = json_too_deep_at(text);
   if (deep != std::string::npos)
     throw InputError(where + ": " + what + " nests deeper than " + std::to_string(kMaxJsonDepth) +

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,8 @@ using ordered_json = nlohmann::ordered_json;
 // when it cannot be opened, nests deeper than kMaxJsonDepth (checked on the
 // text, before parsing) or is not valid JSON (numbers such as 1e400 included).
 ordered_json read_json_file(const std::string& path, const char* what);
+// The same over text in memory; `where` (already printable) prefixes errors.
+ordered_json parse_json_text(std::string_view text, const std::string& where, const char* what);
 
 // Short rendering of a JSON value for messages (strings quoted, long values cut).
 std::string json_brief(const ordered_json& v);

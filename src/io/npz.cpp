@@ -8,8 +8,9 @@ namespace mha::io {
 
 using namespace detail;
 
-NamedTensors read_npz(const std::string& path) {
-  const std::string bytes = read_file_bytes(path);
+NamedTensors read_npz(const std::string& path) { return decode_npz(read_file_bytes(path), path); }
+
+NamedTensors detail::decode_npz(std::string_view bytes, const std::string& path) {
   ZipReader zip(bytes, where_file(path));
   NamedTensors out;
   for (const ZipEntry& e : zip.entries()) {

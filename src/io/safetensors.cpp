@@ -98,8 +98,9 @@ std::vector<Info> parse_header(std::string_view header, const std::string& path)
 
 }  // namespace
 
-NamedTensors read_safetensors(const std::string& path) {
-  const std::string bytes = read_file_bytes(path);
+NamedTensors read_safetensors(const std::string& path) { return detail::decode_safetensors(read_file_bytes(path), path); }
+
+NamedTensors detail::decode_safetensors(std::string_view bytes, const std::string& path) {
   const std::string where = where_file(path);
   if (bytes.size() < 8)
     fail(where, "file is " + std::to_string(bytes.size()) + " bytes, expected at least 8 (the header length)");
@@ -109,7 +110,7 @@ NamedTensors read_safetensors(const std::string& path) {
   if (n > bytes.size() - 8)
     fail(where, "header length " + std::to_string(n) + " runs past the end of the file: " +
                     std::to_string(bytes.size() - 8) + " bytes follow the length field");
-  std::vector<Info> infos = parse_header(std::string_view(bytes).substr(8, n), path);
+  std::vector<Info> infos = parse_header(bytes.substr(8, n), path);
 
   // As the reference does: in offset order, tensors must tile the data
   // buffer exactly, each holding numel * dtype size bytes.

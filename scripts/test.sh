@@ -15,3 +15,13 @@ if [ "${MHA_SKIP_SANITIZE:-0}" != "1" ]; then
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure -j"$(nproc)" -LE slow)
 fi
+
+# --- fuzzing (issue 10, item 5) ---------------------------------------------
+# Each libFuzzer target (tests/fuzz/) for a bounded time under ASan + UBSan,
+# from its committed seed corpus; any crash fails the test command. About
+# 2 minutes of fuzzing plus the clang build of build-fuzz/. Set
+# MHA_SKIP_FUZZ=1 to skip; MHA_FUZZ_SECONDS changes the time per target.
+if [ "${MHA_SKIP_FUZZ:-0}" != "1" ]; then
+  ./scripts/fuzz.sh smoke "${MHA_FUZZ_SECONDS:-20}"
+fi
+# --- end fuzzing --------------------------------------------------------------

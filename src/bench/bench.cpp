@@ -11,6 +11,7 @@
 #include "bench/peak_memory.h"
 #include "init/torch_generator.h"
 #include "util/error.h"
+#include "util/text.h"
 
 namespace mha::bench {
 
@@ -58,8 +59,9 @@ std::vector<Row> default_suite() {
   };
 }
 
-std::vector<Row> load_suite(const std::string& path) {
-  ordered_json j = read_json_file(path, "suite file");
+std::vector<Row> load_suite(const std::string& path) { return parse_suite(read_json_file(path, "suite file"), path); }
+
+std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
   if (!j.is_array()) throw InputError(path + ": expected a JSON array of rows, found " + json_brief(j));
   std::vector<Row> rows;
   for (std::size_t i = 0; i < j.size(); ++i) {
@@ -100,7 +102,7 @@ ordered_json params_for(const Row& r, std::string& why) {
   if (v == "mha" || v == "mha_fused_qkv") return {{"d_model", r.hidden}, {"n_head", r.heads}};
   if (v == "ttnn_mha" || v == "ttnn_mha_fused") return {{"hidden_size", r.hidden}, {"num_heads", r.heads}};
   if (v == "torch_mha") return {{"embed_dim", r.hidden}, {"num_heads", r.heads}, {"batch_first", true}};
-  throw InputError("--variant: unknown variant '" + v + "'");
+  throw InputError("--variant: unknown variant '" + printable(v) + "'");
 }
 
 }  // namespace

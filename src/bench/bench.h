@@ -43,6 +43,8 @@ double probe_sgemm_gflops(int64_t n = 1024);
 std::vector<Row> default_suite();
 // Reads a suite file: a JSON array of row objects with the keys of Row.
 std::vector<Row> load_suite(const std::string& path);
+// The rows of a parsed suite; `path` prefixes errors.
+std::vector<Row> parse_suite(const ordered_json& j, const std::string& path);
 
 // Builds the variant's params for the row's shape, the weights (init torch),
 // and the inputs (torch.rand, self-attention), then times it.

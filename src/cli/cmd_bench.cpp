@@ -12,6 +12,8 @@
 #include "cli/validators.h"
 #include "io/output_set.h"
 #include "util/error.h"
+#include "util/json_depth.h"
+#include "util/text.h"
 
 namespace mha::cli {
 
@@ -31,8 +33,10 @@ ordered_json parse_backend_options(const std::vector<std::string>& items) {
   for (const std::string& item : items) {
     auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw InputError("--backend-option: expected KEY=VALUE, found '" + item + "'");
+      throw InputError("--backend-option: expected KEY=VALUE, found '" + printable(item) + "'");
     std::string value = item.substr(eq + 1);
+    if (json_too_deep_at(value) != std::string::npos)
+      throw InputError("--backend-option: value nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     ordered_json v = ordered_json::parse(value, nullptr, false);
     o[item.substr(0, eq)] = v.is_discarded() ? ordered_json(value) : v;
   }

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "util/error.h"
+#include "util/text.h"
 
 // Diagnostics go to stderr so that stdout stays the tensor/report output;
 // MHA_LOG=debug|info|warn|error picks the level (default warn).
@@ -43,13 +44,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mha: error: %s (see mha --help)\n", msg.c_str());
     return 2;
   } catch (const mha::InputError& e) {
-    std::fprintf(stderr, "mha: error: %s\n", e.what());
+    std::fprintf(stderr, "mha: error: %s\n", mha::printable_line(e.what()).c_str());
     return 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "mha: error: out of memory\n");
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mha: internal error: %s\n", e.what());
+    std::fprintf(stderr, "mha: internal error: %s\n", mha::printable_line(e.what()).c_str());
     return 3;
   }
   return exit_code;

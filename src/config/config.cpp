@@ -3,6 +3,8 @@
 #include <filesystem>
 
 #include "util/error.h"
+#include "util/json_depth.h"
+#include "util/text.h"
 
 namespace mha {
 
@@ -43,7 +45,7 @@ WeightsConfig parse_weights(const ordered_json& w, const std::string& dir) {
     std::string init = as_string(w["init"], "weights.init");
     if (init == "torch") c.kind = WeightsConfig::Kind::TorchInit;
     else if (init == "rand") c.kind = WeightsConfig::Kind::RandInit;
-    else throw InputError("weights.init: expected \"torch\" or \"rand\", found \"" + init + "\"");
+    else throw InputError("weights.init: expected \"torch\" or \"rand\", found " + json_brief(w["init"]));
     c.seed = find(w, "seed") ? as_seed(w["seed"], "weights.seed") : 0;
   } else if (find(w, "file")) {
     check_keys(w, "weights", {"file"});
@@ -63,7 +65,7 @@ WeightsConfig parse_weights(const ordered_json& w, const std::string& dir) {
 void parse_inputs(const ordered_json& in, const std::string& dir, RunConfig& c) {
   require_object(in, "inputs");
   for (auto it = in.begin(); it != in.end(); ++it) {
-    std::string path = "inputs." + it.key();
+    std::string path = "inputs." + printable(it.key());
     if (it.key() == "seed") {
       c.inputs_seed = as_seed(*it, path);
       continue;
@@ -90,6 +92,10 @@ void parse_inputs(const ordered_json& in, const std::string& dir, RunConfig& c) 
 RunConfig parse_config(const ordered_json& j, const std::string& dir, const std::string& file) {
   RunConfig c;
   c.file = file;
+  // Configs built in code skip read_json_file's check on the text; the copies
+  // below (params, options, backend) recurse, so bound the depth here too.
+  if (json_depth(j) > kMaxJsonDepth)
+    throw InputError("config: nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   require_object(j, "config");
   check_keys(j, "config", {"name", "variant", "params", "weights", "inputs", "options", "backend", "runs", "reference"});
   c.name = find(j, "name") ? as_string(j["name"], "name") : fs::path(file).stem().string();
@@ -138,7 +144,7 @@ RunConfig load_config(const std::string& path) {
   try {
     return parse_config(j, dir, path);
   } catch (const InputError& e) {
-    throw InputError(path + ": " + e.what());
+    throw InputError(printable(path, 400) + ": " + e.what());
   }
 }
 

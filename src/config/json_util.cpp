@@ -1,28 +1,91 @@
 #include "config/json_util.h"
 
-#include <fstream>
-#include <sstream>
+#include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "util/error.h"
+#include "util/json_depth.h"
+#include "util/read_file.h"
+#include "util/text.h"
 
 namespace mha {
 
 ordered_json read_json_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot open " + what);
-  std::stringstream ss;
-  ss << f.rdbuf();
+  return parse_json_text(read_input_file(path), printable(path, 400), what);
+}
+
+ordered_json parse_json_text(std::string_view text, const std::string& where, const char* what) {
+  std::size_t deep = json_too_deep_at(text);
+  if (deep != std::string::npos)
+    throw InputError(where + ": " + what + " nests deeper than " + std::to_string(kMaxJsonDepth) +
+                     " levels at byte " + std::to_string(deep));
   try {
-    return ordered_json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path + ": invalid JSON: " + e.what());
+    return ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error for bad syntax, out_of_range for a number such as 1e400
+    // that does not fit in a double.
+    throw InputError(where + ": invalid JSON: " + printable(e.what(), 200));
   }
 }
 
+namespace {
+
+// Appends a short rendering of v to out, stopping once out passes `budget`
+// characters; containers are shown at most two levels deep, so this never
+// walks (or recurses into) a large or deep value.
+void brief(const ordered_json& v, std::string& out, std::size_t budget, int depth) {
+  if (out.size() > budget) return;
+  switch (v.type()) {
+    case ordered_json::value_t::string:
+      out += "\"" + printable(v.get_ref<const std::string&>(), budget) + "\"";
+      return;
+    case ordered_json::value_t::array:
+    case ordered_json::value_t::object: {
+      const bool obj = v.is_object();
+      out += obj ? '{' : '[';
+      if (depth >= 2 && !v.empty()) {
+        out += "...";
+      } else {
+        bool first = true;
+        for (auto it = v.begin(); it != v.end(); ++it) {
+          if (out.size() > budget) { out += ", ..."; break; }
+          if (!first) out += ", ";
+          first = false;
+          if (obj) out += "\"" + printable(it.key(), budget) + "\": ";
+          brief(*it, out, budget, depth + 1);
+        }
+      }
+      out += obj ? '}' : ']';
+      return;
+    }
+    default:
+      out += v.dump();  // a number, true, false or null: short
+  }
+}
+
+}  // namespace
+
 std::string json_brief(const ordered_json& v) {
-  std::string s = v.dump();
+  std::string s;
+  brief(v, s, 40, 0);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
+}
+
+int json_depth(const ordered_json& v) {
+  // Iterative, so a value nested 100,000 deep built in code is measured
+  // without recursion.
+  int deepest = 0;
+  std::vector<std::pair<const ordered_json*, int>> stack{{&v, 1}};
+  while (!stack.empty()) {
+    auto [p, d] = stack.back();
+    stack.pop_back();
+    if (!p->is_structured()) continue;
+    deepest = std::max(deepest, d);
+    for (const auto& child : *p) stack.emplace_back(&child, d + 1);
+  }
+  return deepest;
 }
 
 static std::string kind(const ordered_json& v) {
@@ -47,7 +110,7 @@ void check_keys(const ordered_json& obj, const std::string& path, std::initializ
     if (!ok) {
       std::string list;
       for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      throw InputError(path + "." + it.key() + ": unknown key (expected one of: " + list + ")");
+      throw InputError(path + "." + printable(it.key()) + ": unknown key (expected one of: " + list + ")");
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -13,11 +14,16 @@ namespace mha {
 using ordered_json = nlohmann::ordered_json;
 
 // Parses a JSON file (keys kept in file order); InputError naming the file
-// when it cannot be opened or parsed.
+// when it cannot be opened, nests deeper than kMaxJsonDepth (checked on the
+// text, before parsing) or is not valid JSON (numbers such as 1e400 included).
 ordered_json read_json_file(const std::string& path, const char* what);
+// The same over text in memory; `where` (already printable) prefixes errors.
+ordered_json parse_json_text(std::string_view text, const std::string& where, const char* what);
 
 // Short rendering of a JSON value for messages (strings quoted, long values cut).
 std::string json_brief(const ordered_json& v);
+// Levels of nesting (a scalar 0, [] 1, [[]] 2), measured without recursion.
+int json_depth(const ordered_json& v);
 // Rejects keys of `obj` not in `allowed`, naming path.key.
 void check_keys(const ordered_json& obj, const std::string& path, std::initializer_list<const char*> allowed);
 const ordered_json& require_object(const ordered_json& v, const std::string& path);

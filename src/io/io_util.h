@@ -5,15 +5,17 @@
 #include <string>
 #include <string_view>
 
+#include "util/read_file.h"
+#include "util/text.h"
+
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the readers copy little-endian file data straight into tensors");
 
 namespace mha::io::detail {
 
 // Names and paths can hold any byte (a zip member name, a JSON key); error
-// messages must stay one printable line, so control bytes are escaped and
-// very long strings cut.
-std::string printable(std::string_view s, std::size_t max_len = 200);
+// messages must stay one printable line: see util/text.h.
+using mha::printable;
 
 // Throws InputError("WHERE: WHAT"); WHERE is already printable.
 [[noreturn]] void fail(const std::string& where, const std::string& what);
@@ -25,8 +27,9 @@ inline std::string where_tensor(const std::string& path, std::string_view name) 
   return where_file(path) + ": tensor '" + printable(name) + "'";
 }
 
-// The whole file; InputError when it is missing, a folder or unreadable.
-std::string read_file_bytes(const std::string& path);
+// The whole file; InputError when it is missing, a folder, a device,
+// unreadable, or a pipe past the bound (util/read_file.h).
+inline std::string read_file_bytes(const std::string& path) { return read_input_file(path); }
 
 // "0x1f 0x8b ..." of the first bytes, for "found ..." in magic errors.
 std::string hex_prefix(std::string_view bytes, std::size_t n = 8);

@@ -49,22 +49,32 @@ Descr parse_descr(const std::string& descr, const std::string& where) {
 }
 
 // Fortran order stores the first index fastest; walk the C-order output with
-// an odometer and track the matching Fortran offset incrementally.
-void fortran_to_c(const uint8_t* src, uint8_t* dst, const Shape& shape, std::size_t es) {
+// an odometer and track the matching Fortran offset incrementally. Unit
+// dimensions change neither order, so they are dropped first: the odometer's
+// carries then cost O(1) per element on average, whatever the shape's length
+// (a shape padded with 300,000 ones once cost 300,000 steps per element).
+void fortran_to_c(const uint8_t* src, uint8_t* dst, const Shape& full_shape, std::size_t es) {
+  std::vector<std::size_t> shape;
+  for (int64_t d : full_shape)
+    if (d != 1) shape.push_back(static_cast<std::size_t>(d));
   const std::size_t nd = shape.size();
   std::vector<std::size_t> stride(nd), idx(nd, 0);
   std::size_t s = 1;
   for (std::size_t k = 0; k < nd; ++k) {
     stride[k] = s;
-    s *= static_cast<std::size_t>(shape[k]);
+    s *= shape[k];
   }
   const std::size_t n = s;
+  if (nd <= 1) {  // one non-unit dimension: both orders are the same bytes
+    std::memcpy(dst, src, n * es);
+    return;
+  }
   std::size_t off = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::memcpy(dst + i * es, src + off * es, es);
     for (std::size_t k = nd; k-- > 0;) {
       off += stride[k];
-      if (++idx[k] < static_cast<std::size_t>(shape[k])) break;
+      if (++idx[k] < shape[k]) break;
       off -= stride[k] * idx[k];
       idx[k] = 0;
     }
@@ -92,7 +102,7 @@ const char* descr_of(DType t) {
 
 }  // namespace
 
-Tensor decode_npy(std::string_view bytes, const std::string& where) {
+NpyLayout read_npy_layout(std::string_view bytes, const std::string& where) {
   const uint8_t* p = bytes_of(bytes);
   const std::size_t n = bytes.size();
   if (n < kMagicLen || bytes.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen))
@@ -124,26 +134,39 @@ Tensor decode_npy(std::string_view bytes, const std::string& where) {
     fail(where, e.what());
   }
   const std::size_t es = dtype_size(d.dtype);
-  if (static_cast<uint64_t>(numel) > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / es)
+  if (static_cast<uint64_t>(numel) > (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - off - hl) / es)
     fail(where, "shape " + shape_str(h.shape) + " of " + dtype_name(d.dtype) + " needs more bytes than fit in 64 bits");
-  const uint64_t nbytes = static_cast<uint64_t>(numel) * es;
-  const std::size_t avail = n - off - hl;
+  NpyLayout l;
+  l.dtype = d.dtype;
+  l.swap = d.swap;
+  l.fortran_order = h.fortran_order;
+  l.shape = std::move(h.shape);
+  l.data_offset = off + hl;
+  l.nbytes = static_cast<uint64_t>(numel) * es;
+  return l;
+}
+
+Tensor decode_npy(std::string_view bytes, const std::string& where) {
+  const NpyLayout l = read_npy_layout(bytes, where);
+  const std::size_t n = bytes.size();
+  const uint64_t nbytes = l.nbytes;
+  const std::size_t es = dtype_size(l.dtype);
+  const std::size_t avail = n - l.data_offset;
   // Checked before the tensor is allocated, so a lying shape cannot make us
   // allocate more than the file holds.
   if (avail != nbytes)
     fail(where, std::string(avail < nbytes ? "data is truncated" : "unexpected bytes after the data") + ": shape " +
-                    shape_str(h.shape) + " of " + dtype_name(d.dtype) + " needs " + std::to_string(nbytes) +
+                    shape_str(l.shape) + " of " + dtype_name(l.dtype) + " needs " + std::to_string(nbytes) +
                     " bytes, found " + std::to_string(avail));
-
-  Tensor t(d.dtype, h.shape);
-  const uint8_t* src = p + off + hl;
-  if (h.fortran_order && h.shape.size() > 1 && numel > 0)
-    fortran_to_c(src, t.raw(), h.shape, es);
+  Tensor t(l.dtype, l.shape);
+  const uint8_t* src = bytes_of(bytes) + l.data_offset;
+  if (l.fortran_order && l.shape.size() > 1 && nbytes > 0)
+    fortran_to_c(src, t.raw(), l.shape, es);
   else if (nbytes > 0)
     std::memcpy(t.raw(), src, nbytes);
-  if (d.swap)
+  if (l.swap)
     for (uint64_t i = 0; i < nbytes; i += es) std::reverse(t.raw() + i, t.raw() + i + es);
-  if (d.dtype == DType::Bool)  // any nonzero byte is True to numpy; keep bool bytes canonical
+  if (l.dtype == DType::Bool)  // any nonzero byte is True to numpy; keep bool bytes canonical
     for (uint64_t i = 0; i < nbytes; ++i) t.raw()[i] = t.raw()[i] != 0;
   return t;
 }

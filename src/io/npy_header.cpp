@@ -37,6 +37,12 @@ class Parser {
       expect(':');
       std::size_t at = pos_;
       PyValue v = value(0);
+      // numpy's literal_eval keeps the last of repeated keys; a header that
+      // repeats one is not what numpy writes, and was once read as two
+      // shapes concatenated, so it is refused.
+      const bool seen = key.str == "descr" ? have_descr : key.str == "fortran_order" ? have_order
+                        : key.str == "shape" ? have_shape : false;
+      if (seen) error("key '" + key.str + "' appears twice", at);
       if (key.str == "descr") {
         if (v.kind == PyValue::List) error("structured dtypes are not supported");
         if (v.kind != PyValue::Str) error("'descr' is not a string", at);
@@ -118,6 +124,11 @@ class Parser {
       while (true) {
         skip_ws();
         if (peek() == close) { ++pos_; break; }
+        // Only 'shape' holds a tuple; bounding every tuple and list keeps a
+        // 1 MiB header from building hundreds of thousands of values.
+        if (v.items.size() == kMaxNpyDims)
+          error("a tuple or list holds more than " + std::to_string(kMaxNpyDims) +
+                " items: a shape has at most numpy's " + std::to_string(kMaxNpyDims) + " dimensions");
         v.items.push_back(value(depth + 1));
         skip_ws();
         if (peek() == ',') { ++pos_; continue; }

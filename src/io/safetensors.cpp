@@ -5,6 +5,7 @@
 #include "io/io_util.h"
 #include "io/tensor_file.h"
 #include "util/error.h"
+#include "util/json_depth.h"
 
 namespace mha::io {
 
@@ -14,7 +15,6 @@ namespace {
 
 // The limit the reference implementation (huggingface safetensors) enforces.
 constexpr uint64_t kMaxHeader = 100'000'000;
-constexpr int kMaxJsonDepth = 64;
 
 struct StDtype {
   const char* name;
@@ -40,26 +40,6 @@ struct Info {
   Shape shape;
   uint64_t begin, end;
 };
-
-// nlohmann's parser is iterative, but a hostile header should not even get
-// that far with thousands of nested brackets.
-void check_depth(std::string_view s, const std::string& where) {
-  int depth = 0;
-  bool in_str = false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (in_str) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_str = false;
-    } else if (c == '"') {
-      in_str = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxJsonDepth) fail(where, "header JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-}
 
 Info parse_info(const std::string& name, const nlohmann::json& v, const std::string& path) {
   const std::string where = where_tensor(path, name);
@@ -92,7 +72,9 @@ std::vector<Info> parse_header(std::string_view header, const std::string& path)
   const std::string where = where_file(path);
   if (header.empty() || header[0] != '{')
     fail(where, "header does not start with '{': found " + hex_prefix(header, 4));
-  check_depth(header, where);
+  if (std::size_t at = json_too_deep_at(header); at != std::string_view::npos)
+    fail(where, "header JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels at header byte " +
+                    std::to_string(at));
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(header.begin(), header.end());
@@ -116,8 +98,9 @@ std::vector<Info> parse_header(std::string_view header, const std::string& path)
 
 }  // namespace
 
-NamedTensors read_safetensors(const std::string& path) {
-  const std::string bytes = read_file_bytes(path);
+NamedTensors read_safetensors(const std::string& path) { return detail::decode_safetensors(read_file_bytes(path), path); }
+
+NamedTensors detail::decode_safetensors(std::string_view bytes, const std::string& path) {
   const std::string where = where_file(path);
   if (bytes.size() < 8)
     fail(where, "file is " + std::to_string(bytes.size()) + " bytes, expected at least 8 (the header length)");
@@ -127,7 +110,7 @@ NamedTensors read_safetensors(const std::string& path) {
   if (n > bytes.size() - 8)
     fail(where, "header length " + std::to_string(n) + " runs past the end of the file: " +
                     std::to_string(bytes.size() - 8) + " bytes follow the length field");
-  std::vector<Info> infos = parse_header(std::string_view(bytes).substr(8, n), path);
+  std::vector<Info> infos = parse_header(bytes.substr(8, n), path);
 
   // As the reference does: in offset order, tensors must tile the data
   // buffer exactly, each holding numel * dtype size bytes.

@@ -6,6 +6,7 @@
 // Every writer writes a temporary file in the destination folder and renames
 // it into place, so a failed write never leaves a half-written file.
 #include <string>
+#include <string_view>
 
 #include "tensor/tensor.h"
 
@@ -38,5 +39,12 @@ std::string tensor_spec_file(const std::string& spec);
 
 // Writes `bytes` to `path` through a temporary file renamed into place.
 void write_file_atomic(const std::string& path, const std::string& bytes);
+
+namespace detail {
+// read_npz / read_safetensors over bytes already in memory (the fuzz targets
+// call these); `path` names the file in errors.
+NamedTensors decode_npz(std::string_view bytes, const std::string& path);
+NamedTensors decode_safetensors(std::string_view bytes, const std::string& path);
+}  // namespace detail
 
 }  // namespace mha::io

@@ -28,6 +28,10 @@ class ZipReader {
   const std::vector<ZipEntry>& entries() const { return entries_; }
   // The member's uncompressed bytes, size and CRC-32 verified.
   std::string extract(const ZipEntry& e) const;
+  // At most the first `max_bytes` uncompressed bytes (fewer when the member
+  // or its data is shorter), unverified: lets a caller check a member's own
+  // header before inflating all of it.
+  std::string extract_prefix(const ZipEntry& e, std::size_t max_bytes) const;
 
  private:
   [[noreturn]] void fail_at(const std::string& what) const;

@@ -120,6 +120,11 @@ void ZipReader::read_central_directory(uint64_t cd_offset, uint64_t cd_size, uin
     if (z.method != 0 && z.method != 8)
       fail_at(member + ": unsupported compression method " + std::to_string(z.method) +
               ", expected 0 (stored) or 8 (deflate)");
+    // Checked here, before any member is read, so no caller inflates (even a
+    // prefix of) a member whose stated size is impossible.
+    if (z.method == 8 && z.uncomp_size / kMaxDeflateRatio > z.comp_size + 1)
+      fail_at(member + ": claims to inflate " + std::to_string(z.comp_size) + " bytes to " +
+              std::to_string(z.uncomp_size) + ", more than deflate can produce");
     if (!seen.insert(z.name).second) fail_at(member + " appears twice");
     pos += kCentralLen + name_len + extra_len + comment_len;
     entries_.push_back(std::move(z));
@@ -157,6 +162,33 @@ void ZipReader::locate_members() {
       fail_at("member '" + printable(order[i]->name) + "' overlaps member '" + printable(order[i - 1]->name) + "'");
 }
 
+std::string ZipReader::extract_prefix(const ZipEntry& z, std::size_t max_bytes) const {
+  const std::string member = "member '" + printable(z.name) + "'";
+  const uint8_t* src = bytes_of(data_) + z.data_offset;
+  const uint64_t want = std::min<uint64_t>(max_bytes, z.uncomp_size);
+  if (z.method == 0) return std::string(reinterpret_cast<const char*>(src), std::min<uint64_t>(want, z.comp_size));
+  std::string out(want, '\0');
+  z_stream zs{};
+  if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) fail_at(member + ": cannot start inflate");
+  // max_bytes is small (a .npy header), so one call with 32-bit counts does.
+  zs.next_in = const_cast<Bytef*>(src);
+  zs.avail_in = static_cast<uInt>(std::min<uint64_t>(z.comp_size, UINT_MAX));
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(want);
+  int ret = Z_OK;
+  while (ret == Z_OK && zs.avail_out > 0) {
+    const uInt in_before = zs.avail_in, out_before = zs.avail_out;
+    ret = inflate(&zs, Z_NO_FLUSH);
+    if (ret == Z_OK && zs.avail_in == in_before && zs.avail_out == out_before) break;
+  }
+  std::string msg = zs.msg ? zs.msg : "";
+  out.resize(want - zs.avail_out);
+  inflateEnd(&zs);
+  if (ret == Z_DATA_ERROR || ret == Z_NEED_DICT || ret == Z_MEM_ERROR)
+    fail_at(member + ": corrupt deflate data (" + printable(msg) + ")");
+  return out;
+}
+
 std::string ZipReader::extract(const ZipEntry& z) const {
   const std::string member = "member '" + printable(z.name) + "'";
   const uint8_t* src = bytes_of(data_) + z.data_offset;
@@ -167,9 +199,6 @@ std::string ZipReader::extract(const ZipEntry& z) const {
               " but uncompressed size " + std::to_string(z.uncomp_size));
     out.assign(reinterpret_cast<const char*>(src), z.comp_size);
   } else {
-    if (z.uncomp_size / kMaxDeflateRatio > z.comp_size + 1)
-      fail_at(member + ": claims to inflate " + std::to_string(z.comp_size) + " bytes to " +
-              std::to_string(z.uncomp_size) + ", more than deflate can produce");
     out.resize(z.uncomp_size);
     z_stream zs{};
     if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) fail_at(member + ": cannot start inflate");

@@ -1,6 +1,7 @@
 #include "tensor/dtype.h"
 
 #include "util/error.h"
+#include "util/text.h"
 
 namespace mha {
 
@@ -42,7 +43,7 @@ DType dtype_from_name(const std::string& name) {
                   DType::U32, DType::U64, DType::F16, DType::BF16, DType::F32, DType::F64}) {
     if (name == dtype_name(t)) return t;
   }
-  throw InputError("unknown dtype '" + name + "': expected one of bool, int8..int64, uint8..uint64, "
+  throw InputError("unknown dtype '" + printable(name) + "': expected one of bool, int8..int64, uint8..uint64, "
                    "float16, bfloat16, float32, float64");
 }
 

@@ -1,6 +1,7 @@
 #include "variants/common.h"
 
 #include "util/error.h"
+#include "util/text.h"
 #include "tensor/tensor_ops.h"
 
 namespace mha {
@@ -59,7 +60,7 @@ void check_params(const ordered_json& p, std::initializer_list<std::initializer_
         ok = ok || it.key() == n;
         list += (list.empty() ? "" : ", ") + std::string(n);
       }
-    if (!ok) throw InputError("params." + it.key() + ": unknown parameter (expected: " + list + ")");
+    if (!ok) throw InputError("params." + printable(it.key()) + ": unknown parameter (expected: " + list + ")");
   }
 }
 

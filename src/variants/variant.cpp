@@ -3,6 +3,7 @@
 #include <set>
 
 #include "util/error.h"
+#include "util/text.h"
 #include "variants/registry.h"
 #include "tensor/tensor_ops.h"
 
@@ -28,7 +29,7 @@ AttentionInputs Variant::build_inputs(const TensorMap& inputs, const ForwardOpti
   for (const auto& [name, t] : inputs) {
     bool known = false;
     for (const InputSlot& s : slots) known = known || s.name == name;
-    if (!known) throw InputError("inputs." + name + ": unknown input (expected " + names + ")");
+    if (!known) throw InputError("inputs." + printable(name) + ": unknown input (expected " + names + ")");
   }
   for (const InputSlot& s : slots)
     if (s.required && !inputs.count(s.name)) throw InputError("inputs." + s.name + ": required input is missing");
@@ -48,7 +49,7 @@ TensorMap bind_weights(const Variant& v, const NamedTensors& loaded, const std::
       for (const std::string& a : slot.aliases) match = match || name == a;
       if (!match) continue;
       if (found)
-        throw InputError(source + ": tensors '" + found_name + "' and '" + name + "' both give weight '" + slot.name + "'");
+        throw InputError(source + ": tensors '" + printable(found_name) + "' and '" + printable(name) + "' both give weight '" + slot.name + "'");
       found = &t;
       found_name = name;
     }
@@ -60,17 +61,17 @@ TensorMap bind_weights(const Variant& v, const NamedTensors& loaded, const std::
                        " for variant " + v.name());
     }
     if (found->shape() != slot.shape)
-      throw InputError(source + ": tensor '" + found_name + "': expected shape " + shape_str(slot.shape) + ", found " +
+      throw InputError(source + ": tensor '" + printable(found_name) + "': expected shape " + shape_str(slot.shape) + ", found " +
                        shape_str(found->shape()));
     if (!dtype_is_float(found->dtype()))
-      throw InputError(source + ": tensor '" + found_name + "': expected a floating-point dtype, found " +
+      throw InputError(source + ": tensor '" + printable(found_name) + "': expected a floating-point dtype, found " +
                        dtype_name(found->dtype()));
     used.insert(found_name);
     if (!slot.buffer) out[slot.name] = as_working_float(*found);  // float64 stays float64
   }
   for (const auto& [name, t] : loaded)
     if (!used.count(name))
-      throw InputError(source + ": unexpected tensor '" + name + "' of shape " + shape_str(t.shape()) +
+      throw InputError(source + ": unexpected tensor '" + printable(name) + "' of shape " + shape_str(t.shape()) +
                        " (not a state_dict entry of variant " + v.name() + ")");
   return out;
 }
@@ -81,7 +82,7 @@ std::unique_ptr<Variant> make_variant(const std::string& name, const ordered_jso
     if (name == e.name) return e.make(params);
   std::string list;
   for (const std::string& n : variant_names()) list += (list.empty() ? "" : ", ") + n;
-  throw InputError("variant: unknown variant '" + name + "' (expected one of: " + list + ")");
+  throw InputError("variant: unknown variant '" + printable(name) + "' (expected one of: " + list + ")");
 }
 
 std::vector<std::string> variant_names() {

@@ -119,10 +119,10 @@ std::vector<Case> cases() {
   c.push_back({"NpzMemberRunsPastMemberArea", "a.npz", z, "run past the member area"});
   z = deflated;
   set32(z, dcd + 24, get32(z, dcd + 24) + 100);
-  c.push_back({"NpzDeflatedClaimsMore", "a.npz", z, "bytes, expected"});
+  c.push_back({"NpzDeflatedClaimsMore", "a.npz", z, "member states 194 bytes uncompressed, but its .npy header"});
   z = deflated;
   set32(z, dcd + 24, get32(z, dcd + 24) - 10);
-  c.push_back({"NpzDeflatedClaimsLess", "a.npz", z, "inflates to more than its stated size"});
+  c.push_back({"NpzDeflatedClaimsLess", "a.npz", z, "member states 84 bytes uncompressed, but its .npy header"});
   z = deflated;
   set32(z, dcd + 24, 0xfffffff0u);
   c.push_back({"NpzDeflateBombRatio", "a.npz", z, "more than deflate can produce"});
@@ -155,7 +155,9 @@ std::vector<Case> cases() {
     return two;
   }(), "overlaps"});
   c.push_back({"NpzMemberIsNotNpy", "a.npz", zip1("hello world", false), "tensor 'x': not a .npy file"});
-  c.push_back({"NpzMemberNpyTruncated", "a.npz", zip1(good_npy().substr(0, 80), true), "tensor 'x': data is truncated"});
+  c.push_back({"NpzMemberNpyTruncated", "a.npz", zip1(good_npy().substr(0, 80), false), "tensor 'x': data is truncated"});
+  c.push_back({"NpzDeflatedMemberNpyTruncated", "a.npz", zip1(good_npy().substr(0, 80), true),
+               "tensor 'x': member states 80 bytes uncompressed, but its .npy header (shape (2, 3) of float32) needs 94"});
   z = stored;
   set32(z, scd + 20, 0xffffffffu);
   c.push_back({"NpzSaturatedSizeWithoutZip64Extra", "a.npz", z, "run past the member area"});

@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""Writes the fuzz seed corpora in tests/fuzz/corpus/ (small, valid files that
+start each fuzzer at the formats' interesting paths). Run with Debian's
+/usr/bin/python3 (numpy); the output is committed, so this only needs
+re-running when a seed is added."""
+import glob
+import io
+import json
+import os
+import shutil
+import struct
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+OUT = os.path.join(HERE, "corpus")
+
+
+def npy_bytes(a, fortran=False):
+    b = io.BytesIO()
+    np.lib.format.write_array(b, np.asfortranarray(a) if fortran else a, version=None)
+    return b.getvalue()
+
+
+def npz_bytes(compressed, **arrays):
+    b = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(b, **arrays)
+    return b.getvalue()
+
+
+def safetensors_bytes(tensors, metadata=None):
+    header, data, off = {}, b"", 0
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        data += raw
+        off += len(raw)
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def write(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def main():
+    shutil.rmtree(OUT, ignore_errors=True)
+    a23 = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    npys = {
+        "f4_c.npy": npy_bytes(a23),
+        "f8_fortran.npy": npy_bytes(np.arange(12, dtype=np.float64).reshape(3, 2, 2), fortran=True),
+        "i2_big_endian.npy": npy_bytes(np.arange(5, dtype=">i2")),
+        "b1.npy": npy_bytes(np.array([[True, False], [False, True]])),
+        "u1_scalar.npy": npy_bytes(np.array(7, dtype=np.uint8)),
+        "f2_empty.npy": npy_bytes(np.zeros((0, 3), dtype=np.float16)),
+        "u4_unit_dims.npy": npy_bytes(np.arange(4, dtype=np.uint32).reshape(1, 2, 1, 2, 1), fortran=True),
+    }
+    # a version 2.0 file (4-byte header length)
+    b = io.BytesIO()
+    np.lib.format.write_array(b, np.arange(3, dtype=np.int64), version=(2, 0))
+    npys["i8_v2.npy"] = b.getvalue()
+    for n, d in npys.items():
+        write("npy", n, d)
+
+    write("npz", "stored.npz", npz_bytes(False, x=a23, mask=np.array([True, False])))
+    write("npz", "deflated.npz", npz_bytes(True, w=np.zeros((4, 4), np.float32), b=np.arange(4, dtype=np.int16)))
+    write("npz", "one.npz", npz_bytes(True, x=np.arange(3, dtype=np.float64)))
+
+    sts = {
+        "f32.safetensors": safetensors_bytes({"w": ("F32", [2, 3], a23.tobytes())}),
+        "mixed.safetensors": safetensors_bytes(
+            {"b": ("BF16", [2], b"\x80\x3f\x00\x40"), "i": ("I64", [1], struct.pack("<q", -5)),
+             "e": ("BOOL", [0], b"")}, {"format": "pt"}),
+        "f16_3d.safetensors": safetensors_bytes({"x": ("F16", [1, 2, 1], np.ones(2, np.float16).tobytes())}),
+    }
+    for n, d in sts.items():
+        write("safetensors", n, d)
+
+    for path in sorted(glob.glob(os.path.join(ROOT, "configs", "*.json"))):
+        with open(path, "rb") as f:
+            write("config", os.path.basename(path), f.read())
+    write("config", "suite.json", json.dumps(
+        [{"variant": "mha", "backend": "tt-sim", "batch": 1, "seq": 4, "hidden": 8, "heads": 2, "causal": True,
+          "backend_options": {"numerics": "fast"}}]).encode())
+
+    # compare: byte 0 selects formats/options, bytes 1-2 the reference length
+    def pair(sel, ref, out):
+        return bytes([sel]) + struct.pack("<H", len(ref)) + ref + out
+
+    close = a23 + np.float32(1e-6)
+    write("compare", "npy_npy.bin", pair(0x00, npys["f4_c.npy"], npy_bytes(close)))
+    write("compare", "npy_npy_checks.bin", pair(0x80 | 0x40, npys["f4_c.npy"], npy_bytes(a23 * 2)))
+    write("compare", "npz_st_bf16.bin",
+          pair(1 + 3 * 2 + (2 << 4), npz_bytes(False, x=a23), sts["f32.safetensors"]))
+    nan = a23.copy()
+    nan[0, 1] = np.nan
+    nan[1, 2] = np.inf
+    write("compare", "st_npy_nan.bin", pair(2 + (3 << 4) + 0x40, sts["f32.safetensors"], npy_bytes(nan)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+// Regression tests for issue 10's "parsers under attack" findings on tensor
+// files: each case rebuilds the triggering file from its description.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "io/io_util.h"
+#include "io/npy.h"
+#include "io/tensor_file.h"
+#include "io/zip.h"
+#include "support/test_support.h"
+#include "util/error.h"
+#include "util/read_file.h"
+
+using namespace mha;
+using namespace mha::test;
+using io::detail::put16;
+using io::detail::put32;
+
+namespace {
+
+std::string npy(const std::string& dict, const std::string& data, int major = 1) {
+  std::string s = "\x93NUMPY";
+  s += static_cast<char>(major);
+  s += '\0';
+  if (major == 1) put16(s, static_cast<uint16_t>(dict.size()));
+  else put32(s, static_cast<uint32_t>(dict.size()));
+  return s + dict + data;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+}  // namespace
+
+// A 1.9 MB Fortran-order .npy with shape (10^6, then 300,000 ones) kept a core
+// busy for ~9 minutes (elements x dimensions). numpy never writes more than
+// 64 dimensions, so the header is refused before any data is touched.
+TEST(HostileNpy, ShapeWithThousandsOfUnitDimsIsRefusedQuickly) {
+  std::string shape = "(1000000, ";
+  for (int i = 0; i < 300000; ++i) shape += "1, ";
+  shape += ")";
+  const std::string file =
+      npy("{'descr': '|u1', 'fortran_order': True, 'shape': " + shape + ", }\n", std::string(1000000, '\1'), 2);
+  auto t0 = std::chrono::steady_clock::now();
+  std::string msg = error_of([&] { io::detail::decode_npy(file, "big.npy"); });
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(msg.find("more than 64 items: a shape has at most numpy's 64 dimensions"), std::string::npos) << msg;
+  EXPECT_LT(s, 5.0);
+}
+
+// 64 dimensions are accepted, and unit dimensions cost nothing in the
+// Fortran-to-C reorder: the values land exactly where numpy puts them.
+TEST(HostileNpy, FortranOrderWithUnitDimsDecodesLikeNumpy) {
+  // Shape (1, 2, 1 x 59, 3, 1, 1): Fortran data is element (i, j) at j*2 + i.
+  std::string shape = "(1, 2, ";
+  for (int i = 0; i < 59; ++i) shape += "1, ";
+  shape += "3, 1, 1)";
+  std::string data;
+  for (int v : {0, 10, 1, 11, 2, 12}) data += static_cast<char>(v);  // Fortran order of [[0,1,2],[10,11,12]]
+  Tensor t = io::detail::decode_npy(npy("{'descr': '|u1', 'fortran_order': True, 'shape': " + shape + ", }\n", data),
+                                    "f.npy");
+  ASSERT_EQ(t.ndim(), 64);
+  const uint8_t want[] = {0, 1, 2, 10, 11, 12};
+  EXPECT_EQ(std::memcmp(t.raw(), want, 6), 0);
+
+  // A large many-dimensional Fortran array decodes in well under a second.
+  std::string big = "(1000, ";
+  for (int i = 0; i < 62; ++i) big += "1, ";
+  big += "1000)";
+  std::string bytes(1000000, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i % 251);
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor b = io::detail::decode_npy(npy("{'descr': '|u1', 'fortran_order': True, 'shape': " + big + ", }\n", bytes),
+                                    "b.npy");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  // C element (i, j) is Fortran element j*1000 + i.
+  EXPECT_EQ(b.raw()[7 * 1000 + 5], static_cast<uint8_t>((5 * 1000 + 7) % 251));
+}
+
+// A header repeating 'shape' was read as the two shapes concatenated.
+TEST(HostileNpy, RepeatedHeaderKeysAreRefused) {
+  for (const char* key : {"shape", "descr", "fortran_order"}) {
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), ";
+    if (std::string(key) == "shape") dict += "'shape': (3,), }";
+    else if (std::string(key) == "descr") dict += "'descr': '<f8', }";
+    else dict += "'fortran_order': True, }";
+    std::string msg = error_of([&] { io::detail::decode_npy(npy(dict, std::string(24, '\0')), "d.npy"); });
+    EXPECT_NE(msg.find("key '" + std::string(key) + "' appears twice"), std::string::npos) << msg;
+  }
+}
+
+// A deflated member was inflated whole (up to ~1000x the file) before its
+// .npy header was looked at. Now a bounded prefix is inflated and the header's
+// size held to the member's stated size first.
+TEST(HostileNpz, DeflatedMemberHeaderIsCheckedBeforeInflating) {
+  TempDir dir;
+  // Header says (2, 3) float32 (24 bytes) but 100 MB of zeros follow: deflate
+  // packs them into ~100 KB.
+  const std::string member = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n",
+                                 std::string(100'000'000, '\0'));
+  const std::string z = io::detail::write_zip({{"x.npy", member}}, true);
+  ASSERT_LT(z.size(), 200'000u);
+  write_bytes(dir.file("bomb.npz"), z);
+  std::string msg = error_of([&] { io::read_npz(dir.file("bomb.npz")); });
+  EXPECT_NE(msg.find("tensor 'x': member states " + std::to_string(member.size()) +
+                     " bytes uncompressed, but its .npy header (shape (2, 3) of float32) needs 94"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(HostileNpz, PrefixInflatesOnlyWhatIsAsked) {
+  const std::string member = std::string(1'000'000, 'a');
+  const std::string z = io::detail::write_zip({{"x.npy", member}}, true);
+  io::detail::ZipReader r(z, "z.npz");
+  ASSERT_EQ(r.entries().size(), 1u);
+  EXPECT_EQ(r.extract_prefix(r.entries()[0], 100), std::string(100, 'a'));
+  EXPECT_EQ(r.extract_prefix(r.entries()[0], 5'000'000), member);
+}
+
+// /dev/zero given as an input was read until memory ran out.
+TEST(HostileFiles, DevicesAreRefused) {
+  std::string msg = error_of([] { io::read_npy("/dev/zero"); });
+  EXPECT_NE(msg.find("/dev/zero: is a character device, expected a file"), std::string::npos) << msg;
+  auto r = run_mha("inspect /dev/zero");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("is a character device"), std::string::npos) << r.err;
+  r = run_mha("compare /dev/urandom /dev/zero");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+// A FIFO (or bash's <(...)) is still readable, up to a bound.
+TEST(HostileFiles, PipesAreReadWithABound) {
+  TempDir dir;
+  const std::string fifo = dir.file("p");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::signal(SIGPIPE, SIG_IGN);
+  auto feed = [&](std::size_t n) {
+    return std::thread([fifo, n] {
+      std::ofstream f(fifo, std::ios::binary);
+      std::string chunk(1 << 16, 'z');
+      for (std::size_t done = 0; done < n && f; done += chunk.size()) f.write(chunk.data(), std::min(chunk.size(), n - done));
+    });
+  };
+  std::thread small = feed(100000);
+  EXPECT_EQ(read_input_file(fifo, 1 << 20).size(), 100000u);
+  small.join();
+  std::thread big = feed(8 << 20);
+  std::string msg = error_of([&] { read_input_file(fifo, 1 << 20); });
+  EXPECT_NE(msg.find("pipe holds more than 1048576 bytes"), std::string::npos) << msg;
+  big.join();  // the writer's next write fails with EPIPE (SIGPIPE is ignored above)
+}

@@ -85,12 +85,14 @@ TileTensor op_move(TtDevice& dev, const std::string& op, const TileTensor& in, c
   dev.program(op, std::string("out=") + format_name(out_fmt) + ",shape=" + shape_str(shape), {&in});
   dev.check_memory_cb(op, {&in}, shape, out_fmt, 4 * (tile_bytes(in.format) + tile_bytes(out_fmt)));
   TileTensor t = make_tile_tensor(shape, out_fmt);
-  for (int64_t b = 0; b < t.batch; ++b)
-    for (int64_t r = 0; r < t.rows; ++r)
-      std::copy_n(values.data() + (b * t.rows + r) * t.cols, t.cols, &t.at(b, r, 0));
-  if (bfp_magnitude_bits(out_fmt) > 0)
-    for (int64_t b = 0; b < t.batch; ++b)
-      for (int64_t r = 0; r < t.prows; ++r) pack_from_dst(&t.at(b, r, 0), &t.at(b, r, 0), t.pcols, out_fmt, false);
+  // Each matrix on the pool: its rows copied, then (block float) repacked.
+  const bool repack = bfp_magnitude_bits(out_fmt) > 0;
+  dev.exec().parallel_for(t.batch, [&](int64_t b, int) {
+    float* m = t.matrix(b);
+    for (int64_t r = 0; r < t.rows; ++r) std::copy_n(values.data() + (b * t.rows + r) * t.cols, t.cols, m + r * t.pcols);
+    if (repack)
+      for (int64_t r = 0; r < t.prows; ++r) pack_from_dst(m + r * t.pcols, m + r * t.pcols, t.pcols, out_fmt, false);
+  });
   return t;
 }
 

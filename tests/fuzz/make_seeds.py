@@ -87,7 +87,7 @@ def main():
             write("config", os.path.basename(path), f.read())
     write("config", "suite.json", json.dumps(
         [{"variant": "mha", "backend": "tt-sim", "batch": 1, "seq": 4, "hidden": 8, "heads": 2, "causal": True,
-          "backend_options": {"numerics": "fast"}}]).encode())
+          "backend_options": {"kernels": "auto"}}]).encode())
 
     # compare: byte 0 selects formats/options, bytes 1-2 the reference length
     def pair(sel, ref, out):

@@ -229,7 +229,7 @@ TEST(TtSimBackend, OutOfL1MemoryExitsTwo) {
 }
 
 // Seed 002's shape per sequence (384 tokens, hidden 1024, 16 heads of 64;
-// batch 1 instead of 8 to keep CI time down), numerics "fast". TT-NN users
+// batch 1 instead of 8 to keep CI time down), exact numerics. TT-NN users
 // report PCC around 0.999+ for bfloat16 BERT attention, lower for bfloat8_b.
 TEST(TtSimBackend, Seed002ShapeBf16AndBfp8PccAgainstFloat64) {
   auto ref = make_reference_backend();

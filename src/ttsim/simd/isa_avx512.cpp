@@ -4,8 +4,10 @@
 //
 // GCC 12 reports its own _mm512_undefined_* placeholders inside
 // avx512fintrin.h as maybe-uninitialized (a known false positive).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <cstring>
 
 #include "ttsim/simd/kernels.h"

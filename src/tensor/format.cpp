@@ -9,7 +9,6 @@ namespace mha {
 
 namespace {
 
-constexpr int kPrecision = 4;
 constexpr int64_t kThreshold = 1000;
 constexpr int64_t kEdge = 3;
 constexpr int kLineWidth = 80;

@@ -60,7 +60,7 @@ Tensor Tensor::from_f64(Shape shape, const std::vector<double>& values) {
 
 namespace {
 template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+// (bool tensors are built by the readers, not through a typed constructor)
 template <> constexpr DType dtype_of<int8_t>() { return DType::I8; }
 template <> constexpr DType dtype_of<int16_t>() { return DType::I16; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }

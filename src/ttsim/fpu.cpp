@@ -12,13 +12,6 @@
 namespace mha::ttsim {
 namespace detail {
 
-namespace {
-
-// Significand with hidden bit as an 11-bit integer (10 mantissa bits).
-inline uint32_t sig11(uint32_t bits) { return ((bits >> 13) & 0x3ffu) | 0x400u; }
-
-}  // namespace
-
 uint32_t accumulate(Term t0, Term t1, uint32_t dst_bits, bool fp32_dest) {
   Term d;
   d.sign = dst_bits >> 31;

@@ -15,6 +15,7 @@
 #include "io/npy.h"
 #include "io/tensor_file.h"
 #include "io/zip.h"
+#include "io_test_util.h"
 #include "support/test_support.h"
 #include "util/error.h"
 #include "util/read_file.h"
@@ -25,24 +26,6 @@ using io::detail::put16;
 using io::detail::put32;
 
 namespace {
-
-std::string npy(const std::string& dict, const std::string& data, int major = 1) {
-  std::string s = "\x93NUMPY";
-  s += static_cast<char>(major);
-  s += '\0';
-  if (major == 1) put16(s, static_cast<uint16_t>(dict.size()));
-  else put32(s, static_cast<uint32_t>(dict.size()));
-  return s + dict + data;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;

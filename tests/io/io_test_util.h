@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,26 @@ inline Tensor pattern_tensor(DType dt, Shape shape, uint32_t seed) {
 }
 
 inline std::string raw_bytes(const Tensor& t) { return std::string(reinterpret_cast<const char*>(t.raw()), t.nbytes()); }
+
+// A .npy file: magic, version `major`, header length, then dict and data.
+inline std::string npy(const std::string& dict, const std::string& data = "", int major = 1) {
+  std::string s = "\x93NUMPY";
+  s += static_cast<char>(major);
+  s += '\0';
+  const uint32_t n = static_cast<uint32_t>(dict.size());
+  for (int i = 0; i < (major == 1 ? 2 : 4); ++i) s += static_cast<char>((n >> (8 * i)) & 0xffu);  // little endian
+  return s + dict + data;
+}
+
+// The message of the InputError f throws, or "(no InputError)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
 
 // Python literal for a C++ string path (tests keep paths free of quotes).
 inline std::string py_str(const std::string& s) { return "r'" + s + "'"; }

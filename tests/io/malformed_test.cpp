@@ -27,14 +27,6 @@ struct Case {
 // Keeps test listings (and ctest's names) readable: the case's name, not its bytes.
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
-std::string npy(const std::string& dict, const std::string& data = "", int major = 1) {
-  std::string s = "\x93NUMPY";
-  s += static_cast<char>(major);
-  s += '\0';
-  if (major == 1) put16(s, static_cast<uint16_t>(dict.size()));
-  else put32(s, static_cast<uint32_t>(dict.size()));
-  return s + dict + data;
-}
 std::string npy_f4(const std::string& shape, const std::string& data) {
   return npy("{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }\n", data);
 }

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "io_test_util.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -21,15 +22,6 @@ int entries(const std::string& dir) {
   int n = 0;
   for (const auto& e : fs::directory_iterator(dir)) n += !e.path().empty();
   return n;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(OutputSet, RefusesAnInputBySameInodeNotJustSameString) {

@@ -22,13 +22,6 @@ using namespace mha::ttsim;
 
 namespace {
 
-std::vector<simd::Isa> vector_isas() {
-  std::vector<simd::Isa> v;
-  for (simd::Isa i : {simd::Isa::Avx2, simd::Isa::Avx512})
-    if (simd::kernels_for(i)) v.push_back(i);
-  return v;
-}
-
 // Values whose exponents spread over `spread` binades around 1, with a
 // share of edge values: zeros of both signs, denormals, the smallest and
 // largest normals, Inf, NaN, and bf16 ties (a set bit right below bf16).
@@ -77,7 +70,7 @@ TEST(TtsimSimdExact, MatmulEveryFidelityDstModeAndFormat) {
   std::mt19937 rng(20261122);
   ThreadPool pool(2);
   int cases = 0;
-  for (simd::Isa isa : vector_isas())
+  for (simd::Isa isa : simd::vector_isas())
     for (MathFidelity fid : kFidelities)
       for (bool fp32 : {false, true})
         for (DataFormat fa : kFormats)
@@ -110,7 +103,7 @@ TEST(TtsimSimdExact, MatmulEveryFidelityDstModeAndFormat) {
 // that Wormhole's leading-sign counter misreads.
 TEST(TtsimSimdExact, MatmulCancellationAndRangeEdges) {
   std::mt19937 rng(7);
-  for (simd::Isa isa : vector_isas())
+  for (simd::Isa isa : simd::vector_isas())
     for (bool fp32 : {false, true})
       for (MathFidelity fid : kFidelities) {
         const int64_t M = 32, K = 64, N = 32;
@@ -144,7 +137,7 @@ TEST(TtsimSimdExact, MatmulCancellationAndRangeEdges) {
 
 TEST(TtsimSimdExact, EltwiseMulAddAndExp) {
   std::mt19937 rng(99);
-  for (simd::Isa isa : vector_isas()) {
+  for (simd::Isa isa : simd::vector_isas()) {
     const simd::KernelTable& k = *simd::kernels_for(isa);
     for (int spread : {4, 40, 127}) {
       const int64_t n = 4096;

@@ -20,13 +20,6 @@ using namespace mha::ttsim;
 
 namespace {
 
-std::vector<simd::Isa> vector_isas() {
-  std::vector<simd::Isa> v;
-  for (simd::Isa i : {simd::Isa::Avx2, simd::Isa::Avx512})
-    if (simd::kernels_for(i)) v.push_back(i);
-  return v;
-}
-
 ::testing::AssertionResult same_bits(const std::vector<float>& want, const std::vector<float>& got) {
   if (want.size() != got.size()) return ::testing::AssertionFailure() << "sizes differ";
   for (size_t i = 0; i < want.size(); ++i)
@@ -47,7 +40,7 @@ TileTensor random_tiles(std::mt19937& rng, const Shape& shape, DataFormat f, flo
 TEST(TtsimSimdOps, SoftmaxEveryConfiguration) {
   std::mt19937 rng(3);
   ThreadPool pool(2);
-  for (simd::Isa isa : vector_isas())
+  for (simd::Isa isa : simd::vector_isas())
     for (bool approx : {true, false})
       for (bool fp32 : {false, true})
         for (bool legacy : {false, true})
@@ -70,7 +63,7 @@ TEST(TtsimSimdOps, SoftmaxEveryConfiguration) {
 TEST(TtsimSimdOps, AddWithBroadcastAndScalarMultiply) {
   std::mt19937 rng(4);
   ThreadPool pool(2);
-  for (simd::Isa isa : vector_isas())
+  for (simd::Isa isa : simd::vector_isas())
     for (bool fp32 : {false, true})
       for (DataFormat f : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Float32}) {
         TileTensor a = random_tiles(rng, {2, 3, 40, 70}, f, 3.0f);
@@ -113,7 +106,7 @@ TEST(TtsimSimdPipeline, Seed002PipelinesEveryStageBitForBit) {
       ordered_json scalar_opts = opts;
       scalar_opts["kernels"] = "scalar";
       AttentionResult want = make_backend("tt-sim", scalar_opts, "backend")->run(spec, in, ro);
-      for (simd::Isa isa : vector_isas()) {
+      for (simd::Isa isa : simd::vector_isas()) {
         ordered_json o = opts;
         o["kernels"] = simd::isa_name(isa);
         AttentionResult got = make_backend("tt-sim", o, "backend")->run(spec, in, ro);

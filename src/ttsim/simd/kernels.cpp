@@ -33,4 +33,11 @@ const KernelTable* kernels_for(Isa isa) {
 
 Isa best_isa() { return kernels_for(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2; }
 
+std::vector<Isa> vector_isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::Avx2, Isa::Avx512})
+    if (kernels_for(i)) v.push_back(i);
+  return v;
+}
+
 }  // namespace mha::ttsim::simd

@@ -9,6 +9,7 @@
 // max of a group of eight products, each product's alignment shift, the
 // group sums, the Dst adder) is one vertical vector operation.
 #include <cstdint>
+#include <vector>
 
 namespace mha::ttsim::simd {
 
@@ -77,5 +78,7 @@ struct KernelTable {
 const KernelTable* kernels_for(Isa isa);
 // The widest instruction set this CPU runs.
 Isa best_isa();
+// Every vector instruction set this CPU runs (what tests compare with Scalar).
+std::vector<Isa> vector_isas();
 
 }  // namespace mha::ttsim::simd

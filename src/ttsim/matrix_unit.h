@@ -19,6 +19,7 @@
 
 #include "ttsim/exec.h"
 #include "ttsim/formats.h"
+#include "ttsim/kblock.h"
 #include "ttsim/tile.h"
 
 namespace mha::ttsim {
@@ -86,8 +87,11 @@ void pack_from_dst(const float* dst, float* out, int64_t n, DataFormat out_forma
 // Exact numerics run the bit-level model for every lane (M*N*K*phases/16
 // lane-dots): with ex.isa Scalar the lane model itself (the oracle), else
 // the vector kernels, bit-identical to it, over 32-row blocks on ex's pool.
+// `blk` splits K into blocks as TT-NN's multicast programs do (kblock.h);
+// the default keeps all of K in Dst. With blk.bias_fused, cfg.output must be
+// blk.interm (the buffer the bias add reads).
 // Throws InputError on mismatched shapes.
 void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const ComputeConfig& cfg,
-               const Exec& ex = Exec{});
+               const Exec& ex = Exec{}, const MatmulBlocking& blk = MatmulBlocking{});
 
 }  // namespace mha::ttsim

@@ -392,3 +392,32 @@ TEST(TtSimBackend, MutedScopesNest) {
   }
   EXPECT_FALSE(dev.muted());
 }
+
+// K blocking end to end: ttnn_mha at 1 x 64 x 256 (8 K tiles; output 2 x 8
+// tiles fit one 16x16 block, so TT-NN's simple config takes the 2D program
+// with K split over the 8 grid columns) runs its projections in 8 blocks of
+// one tile with L1 accumulation, which the program key says; `packer_l1_acc: false` switches to
+// spill/reload (exact through bf16 with a 16-bit Dst), so the outputs differ.
+TEST(TtSimBackend, MatmulKBlockingFollowsPackerL1Acc) {
+  Built b = seed002("ttnn_mha", 256, 4, 1, 64);
+  std::vector<float> out[2];
+  for (int l1 = 0; l1 < 2; ++l1) {
+    ttsim::TtDevice dev{ttsim::parse_tt_options(ordered_json{{"packer_l1_acc", l1 == 1}}, "backend")};
+    const ttsim::Recipe r = ttsim::make_recipe(b.spec.ops, dev.options());
+    const ttsim::DeviceWeights w = ttsim::convert_weights(b.spec, r);
+    AttentionResult res = ttsim::run_pipeline(dev, r, w, b.spec, b.in, {});
+    const Tensor o = res.output.cast(DType::F32);
+    out[l1].assign(o.data<float>(), o.data<float>() + o.numel());
+    bool found = false;
+    for (const std::string& key : dev.program_keys())
+      if (key.rfind("ttnn.matmul{", 0) == 0 && contains(key, "(1,64,256,bfloat16")) {
+        found = true;
+        EXPECT_TRUE(contains(key, std::string("mcast_2d,in0_block_w=1,blocks=8,l1_acc=") + (l1 ? "1" : "0"))) << key;
+      }
+    EXPECT_TRUE(found);
+  }
+  EXPECT_NE(out[0], out[1]);
+  TempDir dir;
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "packer_l1_acc": 1})")),
+               "backend.packer_l1_acc: expected true or false");
+}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backends/ttsim/ttsim_matmul_program.h"
 #include "ttsim/eltwise.h"
 #include "ttsim/formats.h"
 #include "util/error.h"
@@ -25,22 +26,41 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // (per_core_M x in0_block_w) and in1 (in0_block_w x per_core_N) blocks and
 // the whole output block.
 TileTensor op_matmul(TtDevice& dev, const std::string& op, const TileTensor& a, const TileTensor& b,
-                     const ComputeConfig& cfg, Grid grid) {
+                     const ComputeConfig& cfg, Grid grid, bool core_grid, bool bias) {
   const double macs = static_cast<double>(a.batch) * a.prows * a.pcols * b.pcols * fidelity_phase_count(cfg.math_fidelity);
   TtDevice::OpTimer timer(dev, op, macs);
-  dev.program(op, cfg_attrs(cfg) + grid_attrs(grid), {&a, &b});
+  const int64_t Mt = a.batch * a.prows / kTile, Kt = a.pcols / kTile, Nt = b.pcols / kTile;
+  MatmulCall call;
+  call.batch_a = a.batch;
+  call.batch_b = b.batch;
+  call.M = a.prows;
+  call.K = a.pcols;
+  call.N = b.pcols;
+  call.a = a.format;
+  call.b = b.format;
+  call.out = cfg.output;
+  call.fp32_dest = cfg.fp32_dest_acc_en;
+  call.bias = bias;
+  call.core_grid = core_grid;
+  call.grid = grid;
+  call.all_dram = dev.memory() == MemoryKind::DRAM;
+  call.l1_bytes = dev.options().device.l1_bytes;
+  call.packer_l1_acc = dev.options().packer_l1_acc;
+  const MatmulChoice choice = choose_matmul_program(call);
+  dev.program(op, cfg_attrs(cfg) + grid_attrs(grid) + "," + matmul_choice_str(choice, Kt), {&a, &b});
+  ComputeConfig c = cfg;
+  if (bias) c.output = choice.blocking.interm;
   Shape out_shape = a.shape;
   out_shape.back() = b.cols;
   // A batched matmul walks its batches one matrix at a time per core, so a
   // core's output block never spans more than one matrix's rows.
-  const int64_t Mt = a.batch * a.prows / kTile, Kt = a.pcols / kTile, Nt = b.pcols / kTile;
   const int64_t pm = std::min(ceil_div(Mt, grid.y), a.prows / kTile), pn = ceil_div(Nt, grid.x);
-  const int64_t bw = std::min<int64_t>(Kt, 2);
+  const int64_t bw = choice.blocking.blocks(Kt) == 1 ? std::min<int64_t>(Kt, 2) : choice.blocking.in0_block_w;
   const int64_t cb = 2 * pm * bw * tile_bytes(a.format) + 2 * bw * pn * tile_bytes(b.format) +
-                     pm * pn * tile_bytes(cfg.output);
-  dev.check_memory_cb(op, {&a, &b}, out_shape, cfg.output, cb);
+                     pm * pn * tile_bytes(c.output);
+  dev.check_memory_cb(op, {&a, &b}, out_shape, c.output, cb);
   TileTensor out;
-  tt_matmul(a, b, out, cfg, dev.exec());
+  tt_matmul(a, b, out, c, dev.exec(), choice.blocking);
   return out;
 }
 

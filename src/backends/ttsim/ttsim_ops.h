@@ -16,9 +16,14 @@ struct Grid {
   int y = 8, x = 8;
 };
 
-// ttnn.matmul / ttnn.linear (no bias): a (..., M, K) @ b (K, N) or (..., K, N).
+// ttnn.matmul / ttnn.linear: a (..., M, K) @ b (K, N) or (..., K, N), on the
+// program TT-NN generates for the call (ttsim_matmul_program.h: `core_grid`
+// says whether the call passed one, `grid`; K blocking follows from it).
+// With `bias` (a linear's fused bias, added next by op_add in the same
+// program) the result stays in the program's intermediate format, which the
+// bias add reads; otherwise it is in cfg.output.
 TileTensor op_matmul(TtDevice& dev, const std::string& op, const TileTensor& a, const TileTensor& b,
-                     const ComputeConfig& cfg, Grid grid);
+                     const ComputeConfig& cfg, Grid grid, bool core_grid, bool bias = false);
 
 // ttnn.add (FPU ELWADD): b broadcasts over a's leading dims where b has 1,
 // and over rows when b has one row (a bias).

@@ -32,6 +32,9 @@ struct TtOptions {
   std::optional<DataFormat> dtype;
   std::optional<MathFidelity> math_fidelity;
   std::optional<bool> fp32_dest_acc_en, math_approx_mode;
+  // TT-NN's packer_l1_acc: matmul partials summed by the packer in L1
+  // (unset: TT-NN's default, on unless the output is float32).
+  std::optional<bool> packer_l1_acc;
   std::optional<MemoryKind> memory;
   std::optional<int> grid_y, grid_x;  // core_grid [y, x]
   Numerics numerics = Numerics::Exact;

@@ -65,7 +65,7 @@ TileTensor linear(const Pass& p, const TileTensor& x, const TileTensor& w, const
   const std::string op = p.r.pipeline == OpSequence::TtnnMha ? "ttnn.matmul" : "ttnn.linear";
   ComputeConfig c = p.r.linear;
   c.output = out;
-  TileTensor y = op_matmul(p.dev, op, x, w, c, p.r.grid);
+  TileTensor y = op_matmul(p.dev, op, x, w, c, p.r.grid, p.r.core_grid, b && bias_inside);
   if (!b) return y;
   Muted m(p.dev, bias_inside);
   return op_add(p.dev, bias_inside ? op : "ttnn.add", y, *b, out, p.r.fp32_dest);
@@ -128,7 +128,7 @@ Heads split_heads_fused(const Pass& p, const TileTensor& qkv) {
 TileTensor attention_scores(const Pass& p, const Heads& h) {
   ComputeConfig c = p.r.matmul;
   c.output = p.r.scores_out;
-  return op_matmul(p.dev, "ttnn.matmul", h.q, h.k_t, c, p.r.grid);
+  return op_matmul(p.dev, "ttnn.matmul", h.q, h.k_t, c, p.r.grid, p.r.core_grid);
 }
 
 // ttnn.multiply(scores, scale), then ttnn.add of the given additive mask
@@ -190,7 +190,7 @@ Softmaxed attention_softmax_(const Pass& p, const TileTensor& scores, const Atte
 TileTensor attention_context(const Pass& p, const TileTensor& probs, const TileTensor& v) {
   ComputeConfig c = p.r.matmul;
   c.output = p.r.ctx_out;
-  return op_matmul(p.dev, "ttnn.matmul", probs, v, c, p.r.grid);
+  return op_matmul(p.dev, "ttnn.matmul", probs, v, c, p.r.grid, p.r.core_grid);
 }
 
 // ttnn.permute + ttnn.reshape (book, ttnn_mha) or

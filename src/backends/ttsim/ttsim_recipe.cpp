@@ -84,6 +84,7 @@ Recipe make_recipe(OpSequence ops, const TtOptions& o) {
   if (ops == OpSequence::Book) g = {std::min(8, dy), std::min(8, dx)};
   if (r.fused_qkv) g = {std::min(8, dy), std::min(12, dx)};
   r.grid = {o.grid_y.value_or(g.y), o.grid_x.value_or(g.x)};
+  r.core_grid = !plain_ops || o.grid_y.has_value();
   r.memory = o.memory.value_or(plain_ops ? MemoryKind::DRAM : MemoryKind::L1);
   return r;
 }
@@ -99,6 +100,7 @@ nlohmann::json recipe_json(const Recipe& r) {
           {"math_approx_mode", r.softmax.math_approx_mode},
           {"memory_config", memory_name(r.memory)},
           {"core_grid", {r.grid.y, r.grid.x}},
+          {"core_grid_given", r.core_grid},
           {"numerics", numerics_name(r.matmul.numerics)}};
 }
 

@@ -23,6 +23,7 @@ struct Recipe {
   MathFidelity eltwise = MathFidelity::HiFi4;
   bool fp32_dest = false;
   Grid grid;
+  bool core_grid = false;  // the matmuls pass core_grid (book, fused) or not (ttnn_mha)
   MemoryKind memory = MemoryKind::L1;
 };
 

@@ -39,26 +39,6 @@ Numerics numerics_from_name(const std::string& name) {
 
 int fidelity_phase_count(MathFidelity f) { return f == MathFidelity::LoFi ? 1 : static_cast<int>(f); }
 
-void pack_from_dst(const float* dst, float* out, int64_t n, DataFormat out_format, bool fp32_dest) {
-  if (out_format == DataFormat::Float32) {
-    for (int64_t i = 0; i < n; ++i) out[i] = dst[i];
-    return;
-  }
-  // TT-Metal packs bfp outputs from a bf16 intermediate (pack_src_format
-  // Float16_b), so every non-fp32 output first becomes bf16.
-  if (fp32_dest) {
-    for (int64_t i = 0; i < n; ++i) out[i] = pack_fp32_to_bf16(dst[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = pack_bf16_passthrough(dst[i]);
-  }
-  int bits = bfp_magnitude_bits(out_format);
-  if (bits == 0) return;
-  for (int64_t i = 0; i + 16 <= n; i += 16) {
-    BfpRow row = pack_bf16_row_to_bfp(out + i, bits);
-    decode_bfp_row(row, bits, out + i);
-  }
-}
-
 namespace {
 
 void check_shapes(const TileTensor& a, const TileTensor& b) {
@@ -122,7 +102,7 @@ void matmul_vector(const TileTensor& a, const TileTensor& b, TileTensor& out, co
     kern.mvmul(s.arec.data(), K * P, kTile, in1.view(bb * K), N, Kt, P, fp32, reinterpret_cast<uint32_t*>(s.dst.data()),
                N);
     for (int64_t r = 0; r < kTile; ++r)
-      pack_from_dst(&s.dst[r * N], out.matrix(bi) + (r0 + r) * N, N, cfg.output, fp32);
+      pack_from_dst(&s.dst[r * N], out.matrix(bi) + (r0 + r) * N, N, cfg.output, fp32, cfg.bfp8_pack_precise);
   });
 }
 
@@ -148,7 +128,7 @@ void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const 
                        b.format, cfg);
   });
   for (int64_t bi = 0; bi < a.batch; ++bi)
-    pack_from_dst(&dst[bi * M * N], out.matrix(bi), M * N, cfg.output, cfg.fp32_dest_acc_en);
+    pack_from_dst(&dst[bi * M * N], out.matrix(bi), M * N, cfg.output, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise);
 }
 
 }  // namespace mha::ttsim

@@ -32,6 +32,8 @@ struct TtOptions {
   std::optional<DataFormat> dtype;
   std::optional<MathFidelity> math_fidelity;
   std::optional<bool> fp32_dest_acc_en, math_approx_mode;
+  // The packer's source format for block-float outputs (ttsim/packer.h).
+  std::optional<bool> bfp8_pack_precise;
   std::optional<MemoryKind> memory;
   std::optional<int> grid_y, grid_x;  // core_grid [y, x]
   Numerics numerics = Numerics::Exact;

@@ -89,7 +89,8 @@ TEST(TtsimSimdPipeline, Seed002PipelinesEveryStageBitForBit) {
   using ordered_json = nlohmann::ordered_json;
   const ordered_json extra[] = {ordered_json::object(),
                                 {{"fp32_dest_acc_en", true}, {"math_approx_mode", false}},
-                                {{"dtype", "bfloat4_b"}, {"math_fidelity", "HiFi4"}}};
+                                {{"dtype", "bfloat4_b"}, {"math_fidelity", "HiFi4"}},
+                                {{"fp32_dest_acc_en", true}, {"bfp8_pack_precise", true}}};
   for (const char* variant : {"ttnn_mha", "ttnn_mha_fused"})
     for (const ordered_json& opts : extra) {
       auto v = make_variant(variant, ordered_json{{"hidden_size", 256}, {"num_heads", 4}});

@@ -71,7 +71,10 @@ float fpu_add(float a, float b, bool fp32_dest);
 
 // What Src holds after unpacking a value of format `f`: Float32 inputs are
 // truncated to TF32 when fp32_dest_acc_en, else to BF16 (denormals flushed);
-// other formats are already bf16-exact.
+// other formats are already bf16-exact. A block-float TileTensor stores the
+// values as the host reads them back (decode_bfp_row, which flushes a
+// negative exponent); the unpacker wraps it instead (unpack_bfp_row_to_src),
+// but no row a tt-metal encoder writes has one, so both give these values.
 inline float unpack_to_src(float x, DataFormat f, bool fp32_dest) {
   if (f != DataFormat::Float32) return x;
   uint32_t u;

@@ -14,6 +14,7 @@
 #include "ttsim/eltwise.h"
 #include "ttsim/matrix_unit.h"
 #include "ttsim/packer.h"
+#include "ttsim/sfpu.h"
 
 using namespace mha;
 using namespace mha::ttsim;
@@ -197,4 +198,32 @@ TEST(TtsimPacker, EltwiseBfp8OutputUsesThePackSource) {
     EXPECT_EQ(sum.at(0, 0, 1), precise ? 1.0f : 1.03125f);
     EXPECT_EQ(prod.at(0, 0, 1), precise ? 1.0f : 1.03125f);
   }
+}
+
+// Softmax's output goes through the same packer: its block-float output is
+// its Dst values (a Float32 output: the raw fp32 Dst, or the bf16 Dst as
+// the Float16_b source writes it) packed through the selected source.
+TEST(TtsimPacker, SoftmaxBlockFloatOutputIsItsDstPacked) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> v(64 * 70);
+  for (float& x : v) x = nd(rng);
+  const TileTensor x = to_tile_layout(v.data(), {64, 70}, DataFormat::Bfloat16);
+  for (bool fp32 : {false, true})
+    for (bool precise : {false, true})
+      for (DataFormat f : {DataFormat::Bfp8_b, DataFormat::Bfp4_b}) {
+        ComputeConfig cfg = softmax_default_config();
+        cfg.fp32_dest_acc_en = fp32;
+        cfg.bfp8_pack_precise = precise;
+        cfg.output = DataFormat::Float32;
+        TileTensor dst, got;
+        tt_softmax(x, dst, cfg);
+        cfg.output = f;
+        tt_softmax(x, got, cfg);
+        std::vector<float> want = dst.data;
+        pack_from_dst(want.data(), want.data(), static_cast<int64_t>(want.size()), f, fp32, precise);
+        size_t same = 0;
+        for (size_t i = 0; i < want.size(); ++i) same += f32_bits(want[i]) == f32_bits(got.data[i]);
+        EXPECT_EQ(same, want.size()) << format_name(f) << " fp32 " << fp32 << " precise " << precise;
+      }
 }

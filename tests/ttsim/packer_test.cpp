@@ -4,6 +4,7 @@
 // what tt-sim wrote when every block-float output went through bf16.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <random>
@@ -226,4 +227,19 @@ TEST(TtsimPacker, SoftmaxBlockFloatOutputIsItsDstPacked) {
         for (size_t i = 0; i < want.size(); ++i) same += f32_bits(want[i]) == f32_bits(got.data[i]);
         EXPECT_EQ(same, want.size()) << format_name(f) << " fp32 " << fp32 << " precise " << precise;
       }
+}
+
+// Data movement repacks block-float values (<= 7 significant bits) into new
+// face rows: there the Bfp8_b source's 6-bit rounding is exact, so it gives
+// the same bits as a bf16 source (docs/TTSIM.md, op_move).
+TEST(TtsimPacker, RepackOfBlockFloatValuesIsTheSameFromEitherSource) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (DataFormat f : {DataFormat::Bfp8_b, DataFormat::Bfp4_b}) {
+    std::vector<float> v(4096);
+    for (float& x : v) x = nd(rng);
+    host_quantize(v.data(), v.data(), static_cast<int64_t>(v.size()), f);
+    std::shuffle(v.begin(), v.end(), rng);  // values regrouped into other face rows
+    EXPECT_EQ(pack(v, f, false, PackSrc::Bfp8_b), pack(v, f, false, PackSrc::Bfloat16)) << format_name(f);
+  }
 }

@@ -45,7 +45,8 @@ void for_rows(const TileTensor& a, const Exec& ex, Fn fn) {
 
 }  // namespace
 
-void tt_add(const TileTensor& a, const TileTensor& b, TileTensor& out, bool fp32, const Exec& ex) {
+void tt_add(const TileTensor& a, const TileTensor& b, TileTensor& out, bool fp32, bool bfp8_pack_precise,
+            const Exec& ex) {
   if (b.cols != a.cols || (b.rows != 1 && b.rows != a.rows))
     throw InputError("tt-sim: add: cannot broadcast " + shape_str(b.shape) + " onto " + shape_str(a.shape));
   const simd::KernelTable* k = ex.kernels();
@@ -57,11 +58,12 @@ void tt_add(const TileTensor& a, const TileTensor& b, TileTensor& out, bool fp32
     if (k) k->elwadd(sa, sb, 1, W, fp32, so);
     else
       for (int64_t c = 0; c < W; ++c) so[c] = fpu_add(sa[c], sb[c], fp32);
-    pack_from_dst(so, out.matrix(bi) + r * W, W, out.format, fp32);
+    pack_from_dst(so, out.matrix(bi) + r * W, W, out.format, fp32, bfp8_pack_precise);
   });
 }
 
-void tt_mul_scalar(const TileTensor& a, float s, TileTensor& out, MathFidelity fidelity, bool fp32, const Exec& ex) {
+void tt_mul_scalar(const TileTensor& a, float s, TileTensor& out, MathFidelity fidelity, bool fp32,
+                   bool bfp8_pack_precise, const Exec& ex) {
   const float sb = host_round_bf16(s);
   const simd::KernelTable* k = ex.kernels();
   const int64_t W = a.pcols;
@@ -70,7 +72,7 @@ void tt_mul_scalar(const TileTensor& a, float s, TileTensor& out, MathFidelity f
     if (k) k->elwmul(sa, &sb, 0, W, fidelity_phase_count(fidelity), fp32, so);
     else
       for (int64_t c = 0; c < W; ++c) so[c] = fpu_mul(sa[c], sb, fidelity, fp32);
-    pack_from_dst(so, out.matrix(bi) + r * W, W, out.format, fp32);
+    pack_from_dst(so, out.matrix(bi) + r * W, W, out.format, fp32, bfp8_pack_precise);
   });
 }
 

@@ -12,12 +12,14 @@ namespace mha::ttsim {
 // out = a + b, out preallocated with a's shape. b broadcasts over a's
 // leading dims where b has 1 (right-aligned) and over rows when b has one
 // row (a bias, or a (b,1,1,s) attention mask). Throws InputError when b does
-// not broadcast onto a.
-void tt_add(const TileTensor& a, const TileTensor& b, TileTensor& out, bool fp32_dest, const Exec& ex = Exec{});
+// not broadcast onto a. bfp8_pack_precise: the packer's source format for a
+// block-float out (packer.h).
+void tt_add(const TileTensor& a, const TileTensor& b, TileTensor& out, bool fp32_dest, bool bfp8_pack_precise,
+            const Exec& ex = Exec{});
 
 // out = a * s for a Python float s: s becomes a bf16 operand (SrcB) of an
 // ELWMUL run over the phases of `fidelity`.
 void tt_mul_scalar(const TileTensor& a, float s, TileTensor& out, MathFidelity fidelity, bool fp32_dest,
-                   const Exec& ex = Exec{});
+                   bool bfp8_pack_precise, const Exec& ex = Exec{});
 
 }  // namespace mha::ttsim

@@ -87,6 +87,28 @@ void decode_bfp_row(const BfpRow& row, int mag_bits, float out[16]) {
   }
 }
 
+void unpack_bfp_row_to_src(const BfpRow& row, int mag_bits, float out[16]) {
+  const uint32_t mag_mask = (1u << mag_bits) - 1;
+  for (int j = 0; j < 16; ++j) {
+    const uint32_t code = row.codes[j];
+    const uint32_t sign = (code >> mag_bits) & 1u;
+    // The magnitude left-aligned in 8 bits (bit 7 = its top bit), as the
+    // unpacker widens bfp4 to bfp8 before converting.
+    uint32_t mag = ((code & mag_mask) << (8 - mag_bits)) & 0xffu;
+    if (mag == 0) {
+      out[j] = f32_from_bits(sign ? 0xff800000u : 0u);  // -0 encodes -Inf on the device
+      continue;
+    }
+    uint32_t shift = 0;
+    while ((mag & 0x80u) == 0) {
+      mag <<= 1;
+      ++shift;
+    }
+    const uint32_t e = (row.shared_exp - shift) & 0xffu;  // wraps
+    out[j] = f32_from_bits(((sign << 15) | (e << 7) | (mag & 0x7eu)) << 16);
+  }
+}
+
 void host_quantize_bfp_row(const float in[16], float out[16], int mag_bits) {
   BfpRow row = host_encode_bfp_row(in, mag_bits);
   decode_bfp_row(row, mag_bits, out);

@@ -42,6 +42,14 @@ BfpRow host_encode_bfp_row(const float in[16], int mag_bits);
 // bfp row -> float32 (tt-metal's unpack: normalise the magnitude, subtract the
 // shift from the shared exponent, flush to zero if that would underflow).
 void decode_bfp_row(const BfpRow& row, int mag_bits, float out[16]);
+// bfp row -> what the device's unpacker writes to SrcA/SrcB (ttsim
+// src/tensix.cpp bfp8_to_bf16): the same normalisation, but the exponent
+// shared - shift is kept modulo 256 (it WRAPS instead of flushing), and a
+// zero magnitude with the sign bit reads as -Inf. Values are bf16-exact.
+// For every row host_encode_bfp_row or the packer writes, shared - shift is
+// the element's own exponent (>= 1), so this equals decode_bfp_row there
+// (tested); it differs only on rows no tt-metal encoder produces.
+void unpack_bfp_row_to_src(const BfpRow& row, int mag_bits, float out[16]);
 // Convenience: in -> encode -> decode (in and out may alias).
 void host_quantize_bfp_row(const float in[16], float out[16], int mag_bits);
 

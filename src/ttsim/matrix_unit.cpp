@@ -40,26 +40,6 @@ Numerics numerics_from_name(const std::string& name) {
 
 int fidelity_phase_count(MathFidelity f) { return f == MathFidelity::LoFi ? 1 : static_cast<int>(f); }
 
-void pack_from_dst(const float* dst, float* out, int64_t n, DataFormat out_format, bool fp32_dest) {
-  if (out_format == DataFormat::Float32) {
-    for (int64_t i = 0; i < n; ++i) out[i] = dst[i];
-    return;
-  }
-  // TT-Metal packs bfp outputs from a bf16 intermediate (pack_src_format
-  // Float16_b), so every non-fp32 output first becomes bf16.
-  if (fp32_dest) {
-    for (int64_t i = 0; i < n; ++i) out[i] = pack_fp32_to_bf16(dst[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = pack_bf16_passthrough(dst[i]);
-  }
-  int bits = bfp_magnitude_bits(out_format);
-  if (bits == 0) return;
-  for (int64_t i = 0; i + 16 <= n; i += 16) {
-    BfpRow row = pack_bf16_row_to_bfp(out + i, bits);
-    decode_bfp_row(row, bits, out + i);
-  }
-}
-
 namespace {
 
 void check_shapes(const TileTensor& a, const TileTensor& b) {
@@ -78,7 +58,7 @@ void check_shapes(const TileTensor& a, const TileTensor& b) {
 template <class MM>
 void run_k_blocks(const MM& mm, int64_t Kt, const MatmulBlocking& blk, const ComputeConfig& cfg, int64_t n,
                   std::vector<float>& dst, std::vector<float>& l1, float* out) {
-  const bool fp32 = cfg.fp32_dest_acc_en;
+  const bool fp32 = cfg.fp32_dest_acc_en, precise = cfg.bfp8_pack_precise;
   const int64_t nb = blk.blocks(Kt), w = nb == 1 ? Kt : blk.in0_block_w;
   dst.assign(static_cast<size_t>(n), 0.0f);
   if (nb > 1 && blk.packer_l1_acc) {
@@ -92,7 +72,7 @@ void run_k_blocks(const MM& mm, int64_t Kt, const MatmulBlocking& blk, const Com
     for (int64_t b = 0; b < in_l1; ++b) {
       if (b > 0) std::fill(dst.begin(), dst.end(), 0.0f);
       mm(b * w, std::min((b + 1) * w, Kt), dst.data());
-      pack_from_dst(dst.data(), b == 0 ? l1.data() : dst.data(), n, blk.interm, fp32);
+      pack_from_dst(dst.data(), b == 0 ? l1.data() : dst.data(), n, blk.interm, fp32, precise);
       if (b > 0)
         for (int64_t i = 0; i < n; ++i) l1[i] = f32 ? l1_acc_fp32(l1[i], dst[i]) : l1_acc_bf16(l1[i], dst[i]);
     }
@@ -107,11 +87,11 @@ void run_k_blocks(const MM& mm, int64_t Kt, const MatmulBlocking& blk, const Com
     // intermediate format and reloaded into Dst (a bf16 or bfp value reloads
     // exactly).
     for (int64_t b = 0; b < nb; ++b) {
-      if (b > 0) pack_from_dst(dst.data(), dst.data(), n, blk.interm, fp32);
+      if (b > 0) pack_from_dst(dst.data(), dst.data(), n, blk.interm, fp32, precise);
       mm(b * w, std::min((b + 1) * w, Kt), dst.data());
     }
   }
-  pack_from_dst(dst.data(), out, n, cfg.output, fp32);
+  pack_from_dst(dst.data(), out, n, cfg.output, fp32, precise);
 }
 
 // One 32-row task on the scalar lane model (the oracle): per output

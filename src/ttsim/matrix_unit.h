@@ -20,6 +20,7 @@
 #include "ttsim/exec.h"
 #include "ttsim/formats.h"
 #include "ttsim/kblock.h"
+#include "ttsim/packer.h"
 #include "ttsim/tile.h"
 
 namespace mha::ttsim {
@@ -38,13 +39,16 @@ Numerics numerics_from_name(const std::string& name);  // "exact"; throws InputE
 int fidelity_phase_count(MathFidelity f);
 
 // TT-NN's WormholeComputeKernelConfig plus tt-sim's numerics switch and the
-// op's output dtype.
+// op's output dtype. bfp8_pack_precise picks the packer's source format for
+// block-float outputs (packer.h): false (TT-NN's default) packs through
+// Bfp8_b, true through Float32 (fp32 Dst) or bf16 (16-bit Dst).
 struct ComputeConfig {
   MathFidelity math_fidelity = MathFidelity::HiFi2;
   bool fp32_dest_acc_en = false;
   bool math_approx_mode = true;
   Numerics numerics = Numerics::Exact;
   DataFormat output = DataFormat::Bfloat16;
+  bool bfp8_pack_precise = false;
   // Softmax's reciprocal as tt-metal had it until mid-2025 (1/ln2 seed and
   // Newton steps, sfpu_reciprocal_legacy); the seed 000 hardware run used it.
   bool legacy_sfpu_recip = false;
@@ -68,7 +72,10 @@ float fpu_add(float a, float b, bool fp32_dest);
 
 // What Src holds after unpacking a value of format `f`: Float32 inputs are
 // truncated to TF32 when fp32_dest_acc_en, else to BF16 (denormals flushed);
-// other formats are already bf16-exact.
+// other formats are already bf16-exact. A block-float TileTensor stores the
+// values as the host reads them back (decode_bfp_row, which flushes a
+// negative exponent); the unpacker wraps it instead (unpack_bfp_row_to_src),
+// but no row a tt-metal encoder writes has one, so both give these values.
 inline float unpack_to_src(float x, DataFormat f, bool fp32_dest) {
   if (f != DataFormat::Float32) return x;
   uint32_t u;
@@ -77,10 +84,6 @@ inline float unpack_to_src(float x, DataFormat f, bool fp32_dest) {
   std::memcpy(&x, &u, 4);
   return x;
 }
-
-// Packs n Dst values (n a multiple of 16 for block-float outputs, taken as
-// face rows) to `out` format: bf16 conversion first, then block float.
-void pack_from_dst(const float* dst, float* out, int64_t n, DataFormat out_format, bool fp32_dest);
 
 // out = a @ b.  a: (..., M, K); b: (..., K, N) with the same leading dims as
 // a, or (K, N) shared by every batch; out becomes (..., M, N) in cfg.output.

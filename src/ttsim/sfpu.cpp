@@ -222,7 +222,7 @@ void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg,
       } else {
         for (int64_t c = 0; c < W; ++c) e[c] = sfpu_exp(e[c], cfg.math_approx_mode, fp32);
       }
-      pack_from_dst(e, e, W, im, fp32);
+      pack_from_dst(e, e, W, im, fp32, cfg.bfp8_pack_precise);
     }
     // Row sums: the reduce runs on the matrix unit, data in SrcA and the
     // scaler in SrcB, tile by tile, phases outer, faces inner.
@@ -246,14 +246,14 @@ void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg,
       const float sum = f32_from_bits(sums[r]);
       float recip = cfg.legacy_sfpu_recip ? sfpu_reciprocal_legacy(sum, cfg.math_approx_mode, fp32)
                                           : sfpu_reciprocal(sum, cfg.math_approx_mode, fp32);
-      pack_from_dst(&recip, &recip, 1, im, fp32);
+      pack_from_dst(&recip, &recip, 1, im, fp32, cfg.bfp8_pack_precise);
       const float* e = &s.e[r * W];
       if (kern) {
         kern->elwmul(e, &recip, 0, W, phases, fp32, s.o.data());
       } else {
         for (int64_t c = 0; c < W; ++c) s.o[c] = fpu_mul(e[c], recip, cfg.math_fidelity, fp32);
       }
-      pack_from_dst(s.o.data(), out.matrix(b) + (r0 + r) * W, W, cfg.output, fp32);
+      pack_from_dst(s.o.data(), out.matrix(b) + (r0 + r) * W, W, cfg.output, fp32, cfg.bfp8_pack_precise);
     }
   });
 }

@@ -2,9 +2,12 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "tensor/half.h"
 #include "ttsim/formats.h"
+#include "ttsim/packer.h"
 
 using namespace mha;
 using namespace mha::ttsim;
@@ -147,4 +150,76 @@ TEST(TtsimFormats, NamesRoundTrip) {
   for (DataFormat f : {DataFormat::Float32, DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b})
     EXPECT_EQ(format_from_name(format_name(f)), f);
   EXPECT_ANY_THROW(format_from_name("bfloat8"));
+}
+
+// The unpacker (Src) and the host readback differ on a row whose shared
+// exponent is smaller than an element's normalisation shift: shared 3, code
+// 0x01 (magnitude 1, shift 6): the host flushes 2^(3-6-127) to 0, the
+// unpacker wraps the exponent to 253 (2^126). A negative zero code is -Inf
+// in Src and -0 on the host; a full magnitude is the same in both.
+TEST(TtsimFormats, UnpackerWrapsSmallSharedExponentsWhereTheHostFlushes) {
+  BfpRow row;
+  row.shared_exp = 3;
+  row.codes[0] = 0x40;  // 1.0 x 2^(3-127)
+  row.codes[1] = 0x01;
+  row.codes[2] = 0x80;
+  row.codes[3] = 0x83;  // -(3/64) x 2^(3-127): shift 5, exponent 3-5 -> 254
+  float host[16], src[16];
+  decode_bfp_row(row, 7, host);
+  unpack_bfp_row_to_src(row, 7, src);
+  EXPECT_EQ(f32_bits(src[0]), 3u << 23);
+  EXPECT_EQ(f32_bits(host[0]), 3u << 23);
+  EXPECT_EQ(f32_bits(host[1]), 0u);
+  EXPECT_EQ(f32_bits(src[1]), 253u << 23);
+  EXPECT_EQ(src[2], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(f32_bits(src[3]), 0x80000000u | (254u << 23) | (1u << 22));  // -1.5 x 2^127
+  EXPECT_EQ(f32_bits(host[3]), 0u);
+  // bfp4: code 0x1 (magnitude 1 of 3 bits, shift 2) with shared exponent 1.
+  BfpRow r4;
+  r4.shared_exp = 1;
+  r4.codes[0] = 0x1;
+  decode_bfp_row(r4, 3, host);
+  unpack_bfp_row_to_src(r4, 3, src);
+  EXPECT_EQ(f32_bits(host[0]), 0u);
+  EXPECT_EQ(f32_bits(src[0]), 255u << 23);  // exponent 1 - 2 wraps to 255
+}
+
+// Why a block-float TileTensor can hold host-decoded floats: for every row an
+// encoder writes (host conversion, or the packer from any pack source), the
+// unpacker's values equal the host's, bit for bit -- including rows of tiny
+// exponents, denormals, Inf and NaN.
+TEST(TtsimFormats, UnpackerEqualsHostDecodeOnEveryEncodedRow) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> any;
+  int64_t rows = 0;
+  for (int it = 0; it < 20000; ++it) {
+    float in[16];
+    const uint32_t top = 1 + any(rng) % 254, spread = any(rng) % 40;
+    for (float& x : in) {
+      const uint32_t drop = any(rng) % (spread + 1);
+      const uint32_t e = drop >= top ? 0 : top - drop;
+      x = f32_from_bits((any(rng) & 0x807fffffu) | (e << 23));
+    }
+    if (it % 100 == 0) in[any(rng) % 16] = it % 200 ? std::numeric_limits<float>::infinity() : std::nanf("");
+    for (int bits : {7, 3}) {
+      std::vector<BfpRow> encoded = {host_encode_bfp_row(in, bits)};
+      for (bool fp32 : {false, true})
+        for (PackSrc s : {PackSrc::Bfloat16, PackSrc::Bfp8_b, PackSrc::Float32}) {
+          const DataFormat f = bits == 7 ? DataFormat::Bfp8_b : DataFormat::Bfp4_b;
+          if (!pack_mode_supported(f, fp32, s)) continue;
+          float stage[16];
+          for (int j = 0; j < 16; ++j) stage[j] = pack_dst_value(fp32 ? in[j] : pack_bf16_passthrough(in[j]), f, fp32, s);
+          encoded.push_back(pack_bf16_row_to_bfp(stage, bits));
+        }
+      for (const BfpRow& row : encoded) {
+        float host[16], src[16];
+        decode_bfp_row(row, bits, host);
+        unpack_bfp_row_to_src(row, bits, src);
+        for (int j = 0; j < 16; ++j)
+          ASSERT_EQ(f32_bits(host[j]), f32_bits(src[j])) << "shared " << int(row.shared_exp) << " code " << int(row.codes[j]);
+        ++rows;
+      }
+    }
+  }
+  EXPECT_EQ(rows, 200000);  // 20000 input rows x 2 widths x (host + 4 packer modes)
 }

@@ -70,14 +70,14 @@ TEST(TtsimSimdOps, AddWithBroadcastAndScalarMultiply) {
         for (const Shape& bs : {Shape{2, 3, 40, 70}, Shape{2, 1, 1, 70}, Shape{1, 70}}) {
           TileTensor b = random_tiles(rng, bs, DataFormat::Bfloat16, 3.0f);
           TileTensor want = make_tile_tensor(a.shape, f), got = make_tile_tensor(a.shape, f);
-          tt_add(a, b, want, fp32, Exec{simd::Isa::Scalar, nullptr});
-          tt_add(a, b, got, fp32, Exec{isa, &pool});
+          tt_add(a, b, want, fp32, false, Exec{simd::Isa::Scalar, nullptr});
+          tt_add(a, b, got, fp32, false, Exec{isa, &pool});
           ASSERT_TRUE(same_bits(want.data, got.data)) << simd::isa_name(isa) << " add " << shape_str(bs);
         }
         for (MathFidelity fid : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4}) {
           TileTensor want = make_tile_tensor(a.shape, f), got = make_tile_tensor(a.shape, f);
-          tt_mul_scalar(a, 0.125f + 1e-3f, want, fid, fp32, Exec{simd::Isa::Scalar, nullptr});
-          tt_mul_scalar(a, 0.125f + 1e-3f, got, fid, fp32, Exec{isa, &pool});
+          tt_mul_scalar(a, 0.125f + 1e-3f, want, fid, fp32, false, Exec{simd::Isa::Scalar, nullptr});
+          tt_mul_scalar(a, 0.125f + 1e-3f, got, fid, fp32, false, Exec{isa, &pool});
           ASSERT_TRUE(same_bits(want.data, got.data)) << simd::isa_name(isa) << " multiply " << fidelity_name(fid);
         }
       }
@@ -89,7 +89,8 @@ TEST(TtsimSimdPipeline, Seed002PipelinesEveryStageBitForBit) {
   using ordered_json = nlohmann::ordered_json;
   const ordered_json extra[] = {ordered_json::object(),
                                 {{"fp32_dest_acc_en", true}, {"math_approx_mode", false}},
-                                {{"dtype", "bfloat4_b"}, {"math_fidelity", "HiFi4"}}};
+                                {{"dtype", "bfloat4_b"}, {"math_fidelity", "HiFi4"}},
+                                {{"fp32_dest_acc_en", true}, {"bfp8_pack_precise", true}}};
   for (const char* variant : {"ttnn_mha", "ttnn_mha_fused"})
     for (const ordered_json& opts : extra) {
       auto v = make_variant(variant, ordered_json{{"hidden_size", 256}, {"num_heads", 4}});

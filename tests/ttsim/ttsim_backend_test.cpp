@@ -137,6 +137,23 @@ TEST(TtSimBackend, Seed002PipelinesPccBf16BeatsBfp8) {
   EXPECT_GT(max_abs[1], max_abs[0]);
 }
 
+// bfp8_pack_precise reaches the packs of the bfloat8_b pipeline (QKV and
+// context matmuls): the output moves, describe() reports it, and the
+// programs are keyed on it.
+TEST(TtSimBackend, Bfp8PackPreciseChangesTheFusedPipeline) {
+  Built b = seed002("ttnn_mha_fused", 64, 4, 1, 64);
+  auto plain = make_backend("tt-sim", ordered_json::object(), "backend");
+  auto precise = make_backend("tt-sim", ordered_json{{"bfp8_pack_precise", true}}, "backend");
+  Tensor x = plain->run(b.spec, b.in, {}).output, y = precise->run(b.spec, b.in, {}).output;
+  ASSERT_EQ(x.numel(), y.numel());
+  int64_t moved = 0;
+  const std::vector<float> xv = x.to_f32(), yv = y.to_f32();
+  for (size_t i = 0; i < xv.size(); ++i) moved += xv[i] != yv[i];
+  EXPECT_GT(moved, 0);
+  EXPECT_EQ(plain->describe()["bfp8_pack_precise"], false);
+  EXPECT_EQ(precise->describe()["bfp8_pack_precise"], true);
+}
+
 TEST(TtSimBackend, ProgramCacheHitsOnLaterRuns) {
   Built b = seed002("ttnn_mha", 64, 2, 1, 32);
   auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
@@ -202,6 +219,10 @@ TEST(TtSimBackend, BadOptionsExitTwoNamingTheKey) {
                "backend.memory_config: expected \"L1\" or \"DRAM\"");
   expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "fp32_dest_acc_en": "yes"})")),
                "backend.fp32_dest_acc_en: expected true or false");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "bfp8_pack_precise": "yes"})")),
+               "backend.bfp8_pack_precise: expected true or false, found \"yes\"");
+  expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "bfp8_pack_precise": 1})")),
+               "backend.bfp8_pack_precise: expected true or false, found 1");
   expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "numerics": "approximate"})")),
                "backend.numerics: unknown numerics 'approximate': expected exact");
   expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "numerics": "fast"})")),

@@ -13,7 +13,8 @@ namespace {
 
 std::string cfg_attrs(const ComputeConfig& c) {
   return std::string(fidelity_name(c.math_fidelity)) + ",fp32_acc=" + (c.fp32_dest_acc_en ? "1" : "0") +
-         ",approx=" + (c.math_approx_mode ? "1" : "0") + ",out=" + format_name(c.output);
+         ",approx=" + (c.math_approx_mode ? "1" : "0") + ",out=" + format_name(c.output) +
+         ",bfp8_pack_precise=" + (c.bfp8_pack_precise ? "1" : "0");
 }
 
 std::string grid_attrs(Grid g) { return ",grid=" + std::to_string(g.y) + "x" + std::to_string(g.x); }
@@ -65,24 +66,30 @@ TileTensor op_matmul(TtDevice& dev, const std::string& op, const TileTensor& a, 
 }
 
 TileTensor op_add(TtDevice& dev, const std::string& op, const TileTensor& a, const TileTensor& b, DataFormat out_fmt,
-                  bool fp32_dest) {
+                  bool fp32_dest, bool bfp8_pack_precise) {
   TtDevice::OpTimer timer(dev, op);
-  dev.program(op, std::string("out=") + format_name(out_fmt) + ",fp32_acc=" + (fp32_dest ? "1" : "0"), {&a, &b});
+  dev.program(op,
+              std::string("out=") + format_name(out_fmt) + ",fp32_acc=" + (fp32_dest ? "1" : "0") +
+                  ",bfp8_pack_precise=" + (bfp8_pack_precise ? "1" : "0"),
+              {&a, &b});
   if (b.cols != a.cols || (b.rows != 1 && b.rows != a.rows))
     throw InputError("tt-sim: " + op + ": cannot broadcast " + shape_str(b.shape) + " onto " + shape_str(a.shape));
   dev.check_memory_cb(op, {&a, &b}, a.shape, out_fmt, 2 * (tile_bytes(a.format) + tile_bytes(b.format) + tile_bytes(out_fmt)));
   TileTensor out = make_tile_tensor(a.shape, out_fmt);
-  tt_add(a, b, out, fp32_dest, dev.exec());
+  tt_add(a, b, out, fp32_dest, bfp8_pack_precise, dev.exec());
   return out;
 }
 
 TileTensor op_mul_scalar(TtDevice& dev, const std::string& op, const TileTensor& a, float scalar, DataFormat out_fmt,
-                         MathFidelity fidelity, bool fp32_dest) {
+                         MathFidelity fidelity, bool fp32_dest, bool bfp8_pack_precise) {
   TtDevice::OpTimer timer(dev, op);
-  dev.program(op, std::string("scalar,") + fidelity_name(fidelity) + ",out=" + format_name(out_fmt), {&a});
+  dev.program(op,
+              std::string("scalar,") + fidelity_name(fidelity) + ",out=" + format_name(out_fmt) +
+                  ",bfp8_pack_precise=" + (bfp8_pack_precise ? "1" : "0"),
+              {&a});
   dev.check_memory_cb(op, {&a}, a.shape, out_fmt, 2 * (2 * tile_bytes(a.format) + tile_bytes(out_fmt)));
   TileTensor out = make_tile_tensor(a.shape, out_fmt);
-  tt_mul_scalar(a, scalar, out, fidelity, fp32_dest, dev.exec());
+  tt_mul_scalar(a, scalar, out, fidelity, fp32_dest, bfp8_pack_precise, dev.exec());
   return out;
 }
 
@@ -111,7 +118,8 @@ TileTensor op_move(TtDevice& dev, const std::string& op, const TileTensor& in, c
     float* m = t.matrix(b);
     for (int64_t r = 0; r < t.rows; ++r) std::copy_n(values.data() + (b * t.rows + r) * t.cols, t.cols, m + r * t.pcols);
     if (repack)
-      for (int64_t r = 0; r < t.prows; ++r) pack_from_dst(m + r * t.pcols, m + r * t.pcols, t.pcols, out_fmt, false);
+      for (int64_t r = 0; r < t.prows; ++r)
+        pack_from_dst(m + r * t.pcols, m + r * t.pcols, t.pcols, out_fmt, /*fp32_dest=*/false, /*bfp8_pack_precise=*/false);
   });
   return t;
 }

@@ -65,6 +65,8 @@ TtOptions parse_tt_options(const ordered_json& options, const std::string& json_
       o.math_approx_mode = bool_value(v, w);
     } else if (key == "packer_l1_acc") {
       o.packer_l1_acc = bool_value(v, w);
+    } else if (key == "bfp8_pack_precise") {
+      o.bfp8_pack_precise = bool_value(v, w);
     } else if (key == "memory_config") {
       std::string s = string_value(v, w, "\"L1\" or \"DRAM\"");
       if (s == "L1") o.memory = MemoryKind::L1;
@@ -93,7 +95,7 @@ TtOptions parse_tt_options(const ordered_json& options, const std::string& json_
       o.isa = isa_from_name(string_value(v, w, "\"auto\", \"scalar\", \"avx2\" or \"avx512\""));
     } else {
       throw InputError(w + ": unknown tt-sim option (expected device, dtype, math_fidelity, fp32_dest_acc_en, "
-                           "math_approx_mode, packer_l1_acc, memory_config, core_grid, numerics, threads, kernels), found " +
+                           "math_approx_mode, packer_l1_acc, bfp8_pack_precise, memory_config, core_grid, numerics, threads, kernels), found " +
                        v.dump());
     }
   }

@@ -35,6 +35,8 @@ struct TtOptions {
   // TT-NN's packer_l1_acc: matmul partials summed by the packer in L1
   // (unset: TT-NN's default, on unless the output is float32).
   std::optional<bool> packer_l1_acc;
+  // The packer's source format for block-float outputs (ttsim/packer.h).
+  std::optional<bool> bfp8_pack_precise;
   std::optional<MemoryKind> memory;
   std::optional<int> grid_y, grid_x;  // core_grid [y, x]
   Numerics numerics = Numerics::Exact;

@@ -68,7 +68,7 @@ TileTensor linear(const Pass& p, const TileTensor& x, const TileTensor& w, const
   TileTensor y = op_matmul(p.dev, op, x, w, c, p.r.grid, p.r.core_grid, b && bias_inside);
   if (!b) return y;
   Muted m(p.dev, bias_inside);
-  return op_add(p.dev, bias_inside ? op : "ttnn.add", y, *b, out, p.r.fp32_dest);
+  return op_add(p.dev, bias_inside ? op : "ttnn.add", y, *b, out, p.r.fp32_dest, p.r.bfp8_pack_precise);
 }
 
 struct Heads {
@@ -141,10 +141,11 @@ TileTensor scale_and_mask(const Pass& p, const TileTensor& scores, const Attenti
                           const AttentionInputs& in) {
   const Recipe& r = p.r;
   TileTensor masked =
-      op_mul_scalar(p.dev, "ttnn.multiply", scores, static_cast<float>(spec.scale), r.scores_out, r.eltwise, r.fp32_dest);
+      op_mul_scalar(p.dev, "ttnn.multiply", scores, static_cast<float>(spec.scale), r.scores_out, r.eltwise, r.fp32_dest,
+                    r.bfp8_pack_precise);
   if (in.mask) {
     const TileTensor mt = to_tile_layout(*in.mask, r.act);
-    masked = op_add(p.dev, "ttnn.add", masked, mt, r.scores_out, r.fp32_dest);
+    masked = op_add(p.dev, "ttnn.add", masked, mt, r.scores_out, r.fp32_dest, r.bfp8_pack_precise);
   }
   if (spec.causal || spec.window > 0) {
     const int64_t L = p.d.L, St = p.d.St;
@@ -153,8 +154,9 @@ TileTensor scale_and_mask(const Pass& p, const TileTensor& scores, const Attenti
       for (int64_t j = 0; j < St; ++j)
         tri[i * St + j] = (spec.causal && j > i) || (spec.window > 0 && j < i - spec.window + 1) ? 1.0f : 0.0f;
     const TileTensor tri_t = to_tile_layout(tri.data(), {1, 1, L, St}, r.act);
-    const TileTensor mask_t = op_mul_scalar(p.dev, "ttnn.multiply", tri_t, -1e9f, r.act, r.eltwise, r.fp32_dest);
-    masked = op_add(p.dev, "ttnn.add", masked, mask_t, r.scores_out, r.fp32_dest);
+    const TileTensor mask_t = op_mul_scalar(p.dev, "ttnn.multiply", tri_t, -1e9f, r.act, r.eltwise, r.fp32_dest,
+                                                r.bfp8_pack_precise);
+    masked = op_add(p.dev, "ttnn.add", masked, mask_t, r.scores_out, r.fp32_dest, r.bfp8_pack_precise);
   }
   return masked;
 }

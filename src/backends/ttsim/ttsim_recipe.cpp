@@ -62,8 +62,10 @@ Recipe make_recipe(OpSequence ops, const TtOptions& o) {
   r.qkv_out = r.ctx_out = dt;
   r.scores_out = r.out_out = r.act;
   r.fp32_dest = o.fp32_dest_acc_en.value_or(false);
+  r.bfp8_pack_precise = o.bfp8_pack_precise.value_or(false);
   ComputeConfig mm;
   mm.fp32_dest_acc_en = r.fp32_dest;
+  mm.bfp8_pack_precise = r.bfp8_pack_precise;
   mm.math_approx_mode = o.math_approx_mode.value_or(true);
   mm.numerics = o.numerics;
   // `@` without core_grid: HiFi2 unless both operands are block float; a
@@ -76,6 +78,7 @@ Recipe make_recipe(OpSequence ops, const TtOptions& o) {
   r.softmax.math_fidelity = o.math_fidelity.value_or(MathFidelity::HiFi4);
   r.softmax.math_approx_mode = o.math_approx_mode.value_or(true);
   r.softmax.fp32_dest_acc_en = r.fp32_dest;
+  r.softmax.bfp8_pack_precise = r.bfp8_pack_precise;
   r.softmax.numerics = o.numerics;
   r.softmax.output = r.scores_out;
   r.softmax.legacy_sfpu_recip = true;  // what seed 000's hardware run computed
@@ -97,6 +100,7 @@ nlohmann::json recipe_json(const Recipe& r) {
           {"matmul_fidelity", fidelity_name(r.matmul.math_fidelity)},
           {"softmax_fidelity", fidelity_name(r.softmax.math_fidelity)},
           {"fp32_dest_acc_en", r.fp32_dest},
+          {"bfp8_pack_precise", r.bfp8_pack_precise},
           {"math_approx_mode", r.softmax.math_approx_mode},
           {"memory_config", memory_name(r.memory)},
           {"core_grid", {r.grid.y, r.grid.x}},

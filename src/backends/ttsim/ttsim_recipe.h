@@ -22,6 +22,7 @@ struct Recipe {
   ComputeConfig linear, matmul, softmax;
   MathFidelity eltwise = MathFidelity::HiFi4;
   bool fp32_dest = false;
+  bool bfp8_pack_precise = false;  // every op that packs (matmuls, softmax, add, multiply)
   Grid grid;
   bool core_grid = false;  // the matmuls pass core_grid (book, fused) or not (ttnn_mha)
   MemoryKind memory = MemoryKind::L1;

@@ -1,9 +1,10 @@
 // SFPU exp / reciprocal and TT-NN's softmax. Algorithms learned from tt-llk
 // tt_llk_wormhole_b0/common/inc/sfpu/ckernel_sfpu_exp.h and
 // ckernel_sfpu_recip.h, tt-metal's metal/llk_api/llk_sfpu/ckernel_sfpu_exp.h
-// and the softmax compute kernel; written independently. SFPMAD is modelled as
-// an IEEE fused multiply-add (std::fmaf), which Wormhole matches except for
-// denormal and NaN corner cases.
+// and the softmax compute kernel; written independently. Every SFPU multiply
+// and add (SFPMAD, SFPMUL, SFPADD, SFPMULI) goes through Wormhole's
+// multiply-add model (sfpu_mad.h); constants are folded in FP32 on the host
+// as the kernels' constexpr do; integer and bit-field steps are exact.
 #include "ttsim/sfpu.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "tensor/half.h"
 #include "ttsim/fpu_internal.h"
 #include "ttsim/operands.h"
+#include "ttsim/sfpu_mad.h"
 
 namespace mha::ttsim {
 
@@ -59,7 +61,7 @@ float exp_fast_approx(float x) {
   const float A = 256.0f * 1.4426950408889634f;
   const float b_minus_c = 32500.818359375f;
   float y = std::isnan(x) ? x : std::max(x, -88.5f);
-  uint32_t i = sfpu_to_uint16(std::fmaf(A, y, b_minus_c));
+  uint32_t i = sfpu_to_uint16(sfpu_mad(A, y, b_minus_c));  // SFPMAD
   return f32_from_bits(i << 15);
 }
 
@@ -70,7 +72,7 @@ float exp_fast_approx(float x) {
 float exp_approx(float x) {
   if (x >= 89.0f) return std::numeric_limits<float>::infinity();
   if (x < -42.0f) return 0.0f;
-  float t = std::fmaf(x, 1.442695f, 192.0f);
+  float t = sfpu_mad(x, 1.442695f, 192.0f);  // SFPMAD; 192 = bf16 0x4340 (p_exp::C23_73)
   uint32_t s = f32_bits(t) + 0xbd3f0000u;  // drop the fixed exponent, add the 127 bias
   return f32_from_bits(s << 7);
 }
@@ -79,7 +81,7 @@ float exp_approx(float x) {
 // fixed-point value split into exponent (integer part) and fraction, the
 // fraction refined by a degree-2 polynomial. Rounded to bf16 for 16-bit Dst.
 float exp_21f(float x, bool fp32_dest) {
-  float z = std::fmaf(x, 1.4426950216293334961f, 127.0f);
+  float z = sfpu_mad(x, 1.4426950216293334961f, 127.0f);
   if (std::isnan(z)) z = 0.0f;
   z = std::min(std::max(z, 0.0f), 255.0f);
   uint32_t fixed;  // z * 2^23 as an integer, bits below the point truncated
@@ -91,7 +93,8 @@ float exp_21f(float x, bool fp32_dest) {
   }
   uint32_t exp_part = (fixed >> 23) & 255u;
   float frac = static_cast<float>(fixed & 0x7fffffu);
-  frac = std::fmaf(std::fmaf(frac, 4.791750143340323e-15f, 7.839635491371155e-08f), frac, 1.0017248f);
+  // PolynomialEvaluator: Horner, one SFPMAD per coefficient.
+  frac = sfpu_mad(sfpu_mad(frac, 4.791750143340323e-15f, 7.839635491371155e-08f), frac, 1.0017248f);
   if (exp_part >= 255) return std::numeric_limits<float>::infinity();
   float y = f32_from_bits((f32_bits(frac) & 0x807fffffu) | (exp_part << 23));
   if (fp32_dest) return y;
@@ -101,19 +104,19 @@ float exp_21f(float x, bool fp32_dest) {
 // Cody-Waite: k = round(x/ln2) (ties to even), r = x - k*ln2 in two parts,
 // exp(r) by a degree-7 Taylor polynomial, then k added to the exponent.
 float exp_fp32_accurate(float x) {
-  float z = x * 1.4426950408889634f;
+  float z = sfpu_mul(x, 1.4426950408889634f);
   if (std::isnan(z)) return std::numeric_limits<float>::quiet_NaN();
   if (z >= 128.0f) return std::numeric_limits<float>::infinity();
   if (z <= -127.0f) return 0.0f;
   const float c231 = f32_from_bits(0x4b400000u);
-  float tmp = z + c231;
-  float k = tmp - c231;
+  float tmp = sfpu_add(z, c231);
+  float k = sfpu_add(tmp, -c231);
   int32_t k_int = static_cast<int32_t>(f32_bits(tmp) - f32_bits(c231));
-  float r = std::fmaf(k, -0.6931152343750000f, x);
-  r = std::fmaf(k, -3.19461832987e-05f, r);
+  float r = sfpu_mad(k, -0.6931152343750000f, x);
+  r = sfpu_mad(k, -3.19461832987e-05f, r);
   const float c[8] = {1.0f, 1.0f, 0.5f, 1.0f / 6.0f, 1.0f / 24.0f, 1.0f / 120.0f, 1.0f / 720.0f, 1.0f / 5040.0f};
   float p = c[7];
-  for (int i = 6; i >= 0; --i) p = std::fmaf(p, r, c[i]);
+  for (int i = 6; i >= 0; --i) p = sfpu_mad(p, r, c[i]);
   int32_t e = static_cast<int32_t>((f32_bits(p) >> 23) & 255u) + k_int;
   return f32_from_bits((f32_bits(p) & 0x807fffffu) | ((static_cast<uint32_t>(e) & 255u) << 23));
 }
@@ -139,14 +142,15 @@ float sfpu_reciprocal_lane(float x, int newton_iters) {
   // from the complemented exponent, so 0 -> Inf and Inf -> 0 fall out.
   uint32_t u = f32_bits(x);
   float neg_m = f32_from_bits(0xbf800000u | (u & 0x7fffffu));
-  float y = std::fmaf(0.3232325017452239990234375f, neg_m, 1.4545459747314453125f);
-  y = std::fmaf(y, neg_m, 2.121212482452392578125f);
-  float scale = f32_from_bits((~u) & 0x7f800000u) * 0.5f;
+  float y = sfpu_mad(0.3232325017452239990234375f, neg_m, 1.4545459747314453125f);
+  y = sfpu_mad(y, neg_m, 2.121212482452392578125f);
+  // ~in with the mantissa cleared (sign included; setsgn below overrides it).
+  float scale = sfpu_mul(f32_from_bits((~u) & 0xff800000u), 0.5f);
   for (int i = 0; i < std::max(newton_iters, 1); ++i) {
-    float t = std::fmaf(neg_m, y, 1.0f);
-    y = std::fmaf(y, t, y);
+    float t = sfpu_mad(neg_m, y, 1.0f);
+    y = sfpu_mad(y, t, y);
   }
-  y = y * scale;
+  y = sfpu_mul(y, scale);
   return f32_from_bits((f32_bits(y) & 0x7fffffffu) | (u & 0x80000000u));
 }
 
@@ -162,8 +166,8 @@ float sfpu_reciprocal_legacy(float x, bool math_approx_mode, bool fp32_dest) {
   const uint32_t u = f32_bits(x);
   const float neg_m = f32_from_bits(0x80000000u | (126u << 23) | (u & 0x7fffffu));
   const float ln2_recip = 1.442695f;
-  float r = ln2_recip * std::fmaf(neg_m, ln2_recip, 2.0f);
-  for (int i = 0; i < (math_approx_mode ? 1 : 2); ++i) r = r * std::fmaf(neg_m, r, 2.0f);
+  float r = sfpu_mul(ln2_recip, sfpu_mad(neg_m, ln2_recip, 2.0f));
+  for (int i = 0; i < (math_approx_mode ? 1 : 2); ++i) r = sfpu_mul(r, sfpu_mad(neg_m, r, 2.0f));
   // setexp keeps the low 8 bits of the rebuilt exponent; below 0 gives 0.
   const int exp_x = static_cast<int>((u >> 23) & 255u) - 127, exp_r = static_cast<int>((f32_bits(r) >> 23) & 255u) - 127;
   const int e = exp_r - exp_x + 126;

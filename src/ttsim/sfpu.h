@@ -1,8 +1,10 @@
 #pragma once
 // The Tensix vector unit (SFPU) functions softmax needs, and TT-NN's softmax.
 //
-// SFPU lanes compute in FP32 (SFPMAD is a fused multiply-add); results go
-// back to Dst with SFPSTORE, which truncates to bf16 when Dst is 16-bit.
+// SFPU lanes compute in FP32, every multiply and add on Wormhole's
+// multiply-add (sfpu_mad.h: the product is cut before the add, denormals are
+// 0); results go back to Dst with SFPSTORE, which truncates to bf16 when Dst
+// is 16-bit.
 // Algorithms follow tt-llk's ckernel_sfpu_exp.h / ckernel_sfpu_recip.h; see
 // docs/TTSIM.md for which TT-NN setting selects which.
 #include "ttsim/matrix_unit.h"

@@ -37,6 +37,13 @@ TEST(Half, Bf16RoundsToNearestEven) {
   EXPECT_EQ(bf16_from_f32(f32_from_bits(0x3f808000u)), 0x3f80);  // tie, even below
   EXPECT_EQ(bf16_from_f32(f32_from_bits(0x3f818000u)), 0x3f82);  // tie, even above
   EXPECT_EQ(bf16_from_f32(f32_from_bits(0x3f808001u)), 0x3f81);
+  // Every NaN, any sign or payload, is 0xFFFF as torch 1.13's
+  // `t.to(torch.bfloat16)` writes it on x86 (it used to keep sign and payload).
+  for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fa00000u, 0x7fffffffu, 0x7fc0abcdu})
+    EXPECT_EQ(bf16_from_f32(f32_from_bits(nan)), 0xffff) << std::hex << nan;
+  EXPECT_EQ(bf16_from_f32(f32_from_bits(0x7f800000u)), 0x7f80);  // Inf stays Inf
+  EXPECT_EQ(bf16_from_f32(f32_from_bits(0xff800000u)), 0xff80);
+  EXPECT_EQ(bf16_from_f32(f32_from_bits(0x7f7fffffu)), 0x7f80);  // rounds up to Inf
 }
 
 TEST(Tensor, CopiesShareBytesUntilWritten) {

@@ -26,6 +26,10 @@ TEST(TtsimFormats, Bf16RoundsToNearestEven) {
   EXPECT_EQ(host_round_bf16(bits(0x3f818000u)), bits(0x3f820000u));  // tie, odd goes up
   EXPECT_EQ(host_round_bf16(bits(0x3f808001u)), bits(0x3f810000u));
   EXPECT_TRUE(std::isnan(host_round_bf16(std::numeric_limits<float>::quiet_NaN())));
+  // ttnn.from_torch converts with torch: any NaN becomes bf16 0xFFFF (was:
+  // sign and payload kept, 0x7fc00000 -> 0x7fc0, -NaN -> 0xffc0).
+  for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fc0abcdu})
+    EXPECT_EQ(f32_bits(host_round_bf16(bits(nan))), 0xffff0000u) << std::hex << nan;
 }
 
 TEST(TtsimFormats, Bfp8SharedExponentAndExactValues) {

@@ -63,6 +63,12 @@ TEST(TtsimSfpu, Reciprocal) {
   }
   EXPECT_EQ(sfpu_reciprocal(0.0f, false, true), kInf);
   EXPECT_EQ(sfpu_reciprocal(kInf, false, true), 0.0f);
+  // 1 / (1.5 * 2^126) is a denormal (2/3 * 2^-126): the scale 2^-126 times
+  // y ~ 0.67 on the SFPU multiply-add has exponent field 0 and flushes to
+  // 0, with the input's sign (an IEEE multiply kept the denormal).
+  EXPECT_EQ(f32_bits(sfpu_reciprocal(std::ldexp(1.5f, 126), false, true)), 0u);
+  EXPECT_EQ(f32_bits(sfpu_reciprocal(-std::ldexp(1.5f, 126), true, true)), 0x80000000u);
+  EXPECT_EQ(f32_bits(sfpu_reciprocal(std::ldexp(1.0f, 126), false, true)), 0x00800000u);  // 2^-126 is normal
 }
 
 TEST(TtsimSfpu, SoftmaxUniformRowAndPaddingDoesNotLeak) {

@@ -14,6 +14,7 @@
 #include "tensor/half.h"
 #include "ttsim/matrix_unit.h"
 #include "ttsim/sfpu.h"
+#include "ttsim/sfpu_mad.h"
 #include "ttsim/simd/kernels.h"
 #include "util/thread_pool.h"
 
@@ -165,6 +166,59 @@ TEST(TtsimSimdExact, EltwiseMulAddAndExp) {
         for (int64_t i = 0; i < n; ++i)
           ASSERT_EQ(f32_bits(got[i]), f32_bits(sfpu_exp(x[i], true, fp32))) << "exp(" << bits_str(x[i]) << ")";
       }
+    }
+  }
+}
+
+// The vector SFPMAD against sfpu_mad_bits on random finite triples (mixed
+// exponents, cancelling sums, zeros and denormals), and exp fast-approx (which
+// runs on it) on every bf16 pattern and a dense band where A*x + (B-C)
+// cancels (x near -88).
+TEST(TtsimSimdExact, SfpuMadAndFastExpEveryBf16) {
+  std::mt19937 rng(2026);
+  const int64_t n = 1 << 16;
+  std::vector<uint32_t> a(n), b(n), c(n), got(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int kind = static_cast<int>(i % 4);
+    auto field = [&](uint32_t lo, uint32_t span) { return (rng() & 0x807fffffu) | ((lo + rng() % span) << 23); };
+    a[i] = field(kind == 3 ? 0 : 60, kind == 3 ? 40 : 130);
+    b[i] = field(kind == 3 ? 0 : 60, kind == 3 ? 255 : 130);
+    c[i] = kind == 3 ? field(0, 4) : field(40, 170);
+    if (kind == 1) {  // c cancels most of the product
+      const float p = -(f32_from_bits(a[i]) * f32_from_bits(b[i]));
+      c[i] = f32_bits(p) + static_cast<uint32_t>(rng() % 64) - 32u;
+    }
+    if (kind == 2 && i % 8 == 2) a[i] = 0;
+    // finite, product exponent field below 255
+    if ((((a[i] >> 23) & 255u) + ((b[i] >> 23) & 255u)) >= 127 + 255) b[i] &= 0xbfffffffu;
+    if (((c[i] >> 23) & 255u) == 255u) c[i] &= 0xbfffffffu;
+  }
+  // Products whose cut-off part is a single bit 2^(j+k) (every sticky
+  // position), minus the rounded product (+-1 ulp): the residual shows it.
+  int64_t at = 0;
+  for (uint32_t j = 0; j < 23; ++j)
+    for (uint32_t k = 0; k < 23; ++k)
+      for (uint32_t d : {0u, 1u, 0xffffffffu}) {
+        a[at] = 0x3f800000u | (1u << j);
+        b[at] = 0xbf800000u | (1u << k);
+        c[at] = (f32_bits(f32_from_bits(a[at]) * f32_from_bits(b[at])) ^ 0x80000000u) + d;
+        ++at;
+      }
+  std::vector<float> x;
+  for (uint32_t h = 0; h < 65536; ++h) x.push_back(f32_from_bits(h << 16));
+  for (int i = 0; i < 4096; ++i) x.push_back(std::uniform_real_distribution<float>(-88.6f, -87.9f)(rng));
+  for (int i = 0; i < 4096; ++i) x.push_back(f32_from_bits(static_cast<uint32_t>(rng())));
+  std::vector<float> e(x.size());
+  for (simd::Isa isa : simd::vector_isas()) {
+    const simd::KernelTable& k = *simd::kernels_for(isa);
+    k.mad_finite(a.data(), b.data(), c.data(), n, got.data());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], sfpu_mad_bits(a[i], b[i], c[i]))
+          << simd::isa_name(isa) << " mad " << std::hex << a[i] << " " << b[i] << " " << c[i];
+    for (bool fp32 : {false, true}) {
+      k.exp_fast_approx(x.data(), static_cast<int64_t>(x.size()), fp32, e.data());
+      for (size_t i = 0; i < x.size(); ++i)
+        ASSERT_EQ(f32_bits(e[i]), f32_bits(sfpu_exp(x[i], true, fp32))) << simd::isa_name(isa) << " exp(" << bits_str(x[i]) << ")";
     }
   }
 }

@@ -11,6 +11,7 @@ using V = VecAvx2;
 }  // namespace avx2
 
 extern const KernelTable kAvx2Table;
-const KernelTable kAvx2Table = {Isa::Avx2, VecAvx2::W, avx2::mvmul, avx2::elwmul, avx2::elwadd, avx2::exp_fast_approx};
+const KernelTable kAvx2Table = {Isa::Avx2, VecAvx2::W, avx2::mvmul, avx2::elwmul, avx2::elwadd, avx2::exp_fast_approx,
+                                avx2::mad_finite};
 
 }  // namespace mha::ttsim::simd

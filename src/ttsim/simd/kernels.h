@@ -71,6 +71,11 @@ struct KernelTable {
   // exp_tile in approx mode with fast_and_approx (Schraudolph), then the
   // store to Dst (bf16 truncation unless fp32).
   void (*exp_fast_approx)(const float* x, int64_t n, bool fp32, float* out);
+  // SFPMAD (sfpu_mad_bits) on FP32 bit patterns, out[i] = a[i] * b[i] + c[i],
+  // n a multiple of 32, for operands that are finite with a product exponent
+  // field below 255 (the kernels above handle Inf/NaN around it); tests
+  // compare it with the model.
+  void (*mad_finite)(const uint32_t* a, const uint32_t* b, const uint32_t* c, int64_t n, uint32_t* out);
 };
 
 // The table for `isa`, or nullptr when this CPU cannot run it (or isa is

@@ -37,6 +37,7 @@ struct VecAvx2 {
   template <int N> static T srai(T a) { return _mm256_srai_epi32(a, N); }
   // Pairs of int16 multiplied and added into int32.
   static T madd16(T a, T b) { return _mm256_madd_epi16(a, b); }
+  static T mullo(T a, T b) { return _mm256_mullo_epi32(a, b); }  // low 32 bits of a * b
   static T abs(T a) { return _mm256_abs_epi32(a); }
   // Leading zeros of 0 < x < 2^31: clearing the bit below the leading one
   // keeps the float conversion from rounding up to the next power of two.
@@ -61,7 +62,6 @@ struct VecAvx2 {
   static F loadf(const float* p) { return _mm256_loadu_ps(p); }
   static void storef(float* p, F v) { _mm256_storeu_ps(p, v); }
   static F set1f(float x) { return _mm256_set1_ps(x); }
-  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F maxf(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
   static M isnan(F a) { return _mm256_castps_si256(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)); }
   static M gtf(F a, F b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GT_OQ)); }

@@ -35,6 +35,7 @@ struct VecAvx512 {
   template <int N> static T srli(T a) { return _mm512_srli_epi32(a, N); }
   template <int N> static T srai(T a) { return _mm512_srai_epi32(a, N); }
   static T madd16(T a, T b) { return _mm512_madd_epi16(a, b); }
+  static T mullo(T a, T b) { return _mm512_mullo_epi32(a, b); }  // low 32 bits of a * b
   static T abs(T a) { return _mm512_abs_epi32(a); }
   static T lzcnt(T x) { return _mm512_lzcnt_epi32(x); }
   static M gt(T a, T b) { return _mm512_cmpgt_epi32_mask(a, b); }
@@ -53,7 +54,6 @@ struct VecAvx512 {
   static F loadf(const float* p) { return _mm512_loadu_ps(p); }
   static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
   static F set1f(float x) { return _mm512_set1_ps(x); }
-  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F maxf(F a, F b) { return _mm512_max_ps(a, b); }  // b when either is NaN
   static M isnan(F a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
   static M gtf(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }

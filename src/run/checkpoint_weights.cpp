@@ -42,7 +42,22 @@ std::vector<std::string> closest_names(const std::vector<std::string>& names, co
 
 TensorMap load_checkpoint_weights(const Variant& v, const std::string& path, const std::optional<std::string>& prefix) {
   const io::Checkpoint ck(path);
-  if (!prefix) return bind_weights(v, ck.read(ck.names()), ck.source());
+  if (!prefix) {
+    // A whole model given where one layer is expected: say so before reading it all.
+    for (const WeightSlot& slot : v.weight_slots()) {
+      if (slot.buffer || std::find(ck.names().begin(), ck.names().end(), slot.name) != ck.names().end()) continue;
+      std::vector<std::string> layers;
+      for (const std::string& name : ck.names())
+        if (name.size() > slot.name.size() + 1 && name.compare(name.size() - slot.name.size() - 1, std::string::npos, "." + slot.name) == 0)
+          layers.push_back(name);
+      if (!layers.empty())
+        throw InputError(printable(ck.source(), 400) + ": no tensor '" + slot.name + "' of variant " + v.name() + ", but " +
+                         std::to_string(layers.size()) + " end with it (" + some_names(layers, 2) +
+                         "): pick one layer with weights.prefix, e.g. \"" +
+                         printable(layers[0].substr(0, layers[0].size() - slot.name.size()), 120) + "\"");
+    }
+    return bind_weights(v, ck.read(ck.names()), ck.source());
+  }
 
   const std::string& p = *prefix;
   const std::string where = printable(ck.source(), 400) + ": weights.prefix '" + printable(p, 120) + "'";

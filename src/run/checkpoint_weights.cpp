@@ -38,24 +38,43 @@ std::vector<std::string> closest_names(const std::vector<std::string>& names, co
   return sorted;
 }
 
+// The names a slot accepts: its own, then its aliases.
+std::vector<std::string> accepted_names(const WeightSlot& slot) {
+  std::vector<std::string> names = slot.aliases;
+  names.insert(names.begin(), slot.name);
+  return names;
+}
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// A whole model given where one layer is expected (a weight missing, but
+// names ending in ".WEIGHT" present): say so, with the prefix to use, before
+// reading it all.
+void hint_prefix_for_whole_model(const Variant& v, const io::Checkpoint& ck) {
+  for (const WeightSlot& slot : v.weight_slots()) {
+    const std::vector<std::string> accepted = accepted_names(slot);
+    if (slot.buffer || std::any_of(accepted.begin(), accepted.end(), [&](const std::string& a) { return contains(ck.names(), a); }))
+      continue;
+    const std::string tail = "." + slot.name;
+    std::vector<std::string> layers;
+    for (const std::string& name : ck.names())
+      if (name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0) layers.push_back(name);
+    if (!layers.empty())
+      throw InputError(printable(ck.source(), 400) + ": no tensor '" + slot.name + "' of variant " + v.name() + ", but " +
+                       std::to_string(layers.size()) + " end with it (" + some_names(layers, 2) +
+                       "): pick one layer with weights.prefix, e.g. \"" +
+                       printable(layers[0].substr(0, layers[0].size() - slot.name.size()), 120) + "\"");
+  }
+}
+
 }  // namespace
 
 TensorMap load_checkpoint_weights(const Variant& v, const std::string& path, const std::optional<std::string>& prefix) {
   const io::Checkpoint ck(path);
   if (!prefix) {
-    // A whole model given where one layer is expected: say so before reading it all.
-    for (const WeightSlot& slot : v.weight_slots()) {
-      if (slot.buffer || std::find(ck.names().begin(), ck.names().end(), slot.name) != ck.names().end()) continue;
-      std::vector<std::string> layers;
-      for (const std::string& name : ck.names())
-        if (name.size() > slot.name.size() + 1 && name.compare(name.size() - slot.name.size() - 1, std::string::npos, "." + slot.name) == 0)
-          layers.push_back(name);
-      if (!layers.empty())
-        throw InputError(printable(ck.source(), 400) + ": no tensor '" + slot.name + "' of variant " + v.name() + ", but " +
-                         std::to_string(layers.size()) + " end with it (" + some_names(layers, 2) +
-                         "): pick one layer with weights.prefix, e.g. \"" +
-                         printable(layers[0].substr(0, layers[0].size() - slot.name.size()), 120) + "\"");
-    }
+    hint_prefix_for_whole_model(v, ck);
     return bind_weights(v, ck.read(ck.names()), ck.source());
   }
 
@@ -70,11 +89,9 @@ TensorMap load_checkpoint_weights(const Variant& v, const std::string& path, con
 
   std::vector<std::string> wanted;  // full names, in slot order
   for (const WeightSlot& slot : v.weight_slots()) {
-    std::vector<std::string> accepted = slot.aliases;
-    accepted.insert(accepted.begin(), slot.name);
     bool found = false;
-    for (const std::string& a : accepted)
-      if (std::find(under.begin(), under.end(), a) != under.end()) {
+    for (const std::string& a : accepted_names(slot))
+      if (contains(under, a)) {
         wanted.push_back(p + a);
         found = true;
       }

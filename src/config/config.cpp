@@ -48,16 +48,20 @@ WeightsConfig parse_weights(const ordered_json& w, const std::string& dir) {
     else throw InputError("weights.init: expected \"torch\" or \"rand\", found " + json_brief(w["init"]));
     c.seed = find(w, "seed") ? as_seed(w["seed"], "weights.seed") : 0;
   } else if (find(w, "file")) {
-    check_keys(w, "weights", {"file"});
+    check_keys(w, "weights", {"file", "prefix"});
     c.kind = WeightsConfig::Kind::File;
     c.path = resolve(dir, as_string(w["file"], "weights.file"));
   } else if (find(w, "dir")) {
-    check_keys(w, "weights", {"dir"});
+    check_keys(w, "weights", {"dir", "prefix"});
     c.kind = WeightsConfig::Kind::Dir;
     c.path = resolve(dir, as_string(w["dir"], "weights.dir"));
   } else {
     throw InputError("weights: expected one of {\"init\": ...}, {\"file\": ...} or {\"dir\": ...}, found " +
                      json_brief(w));
+  }
+  if (const ordered_json* p = find(w, "prefix")) {
+    c.prefix = as_string(*p, "weights.prefix");
+    if (c.prefix->empty()) throw InputError("weights.prefix: expected a non-empty tensor name prefix, found \"\"");
   }
   return c;
 }

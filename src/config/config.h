@@ -16,6 +16,8 @@ struct WeightsConfig {
   enum class Kind { TorchInit, RandInit, File, Dir } kind = Kind::TorchInit;
   uint64_t seed = 0;
   std::string path;  // resolved, for File / Dir
+  // File / Dir: only tensors named PREFIX + weight name are bound, the rest ignored.
+  std::optional<std::string> prefix;
 };
 
 struct InputConfig {

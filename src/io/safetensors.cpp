@@ -1,4 +1,9 @@
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -96,28 +101,12 @@ std::vector<Info> parse_header(std::string_view header, const std::string& path)
   return infos;
 }
 
-}  // namespace
-
-NamedTensors read_safetensors(const std::string& path) { return detail::decode_safetensors(read_file_bytes(path), path); }
-
-NamedTensors detail::decode_safetensors(std::string_view bytes, const std::string& path) {
-  const std::string where = where_file(path);
-  if (bytes.size() < 8)
-    fail(where, "file is " + std::to_string(bytes.size()) + " bytes, expected at least 8 (the header length)");
-  const uint64_t n = le64(bytes_of(bytes));
-  if (n > kMaxHeader)
-    fail(where, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeader) + " bytes");
-  if (n > bytes.size() - 8)
-    fail(where, "header length " + std::to_string(n) + " runs past the end of the file: " +
-                    std::to_string(bytes.size() - 8) + " bytes follow the length field");
-  std::vector<Info> infos = parse_header(bytes.substr(8, n), path);
-
-  // As the reference does: in offset order, tensors must tile the data
-  // buffer exactly, each holding numel * dtype size bytes.
+// In offset order, tensors must tile the data buffer of `buffer` bytes exactly, each
+// holding numel * dtype size bytes, as the reference implementation checks.
+std::vector<Info> check_layout(std::vector<Info> infos, uint64_t buffer, const std::string& path) {
   std::sort(infos.begin(), infos.end(), [](const Info& a, const Info& b) {
     return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
   });
-  const uint64_t buffer = bytes.size() - 8 - n;
   uint64_t pos = 0;
   for (const Info& info : infos) {
     const std::string tw = where_tensor(path, info.name);
@@ -143,20 +132,113 @@ NamedTensors detail::decode_safetensors(std::string_view bytes, const std::strin
       fail(tw, range + " run past the end of the data buffer of " + std::to_string(buffer) + " bytes");
   }
   if (pos != buffer)
-    fail(where, "tensors cover " + std::to_string(pos) + " bytes of the data buffer, expected all " +
-                    std::to_string(buffer) + " bytes");
+    fail(where_file(path), "tensors cover " + std::to_string(pos) + " bytes of the data buffer, expected all " +
+                               std::to_string(buffer) + " bytes");
+  return infos;
+}
 
+// The header length field, checked against the file size (8 + header + data).
+uint64_t header_length(const uint8_t* first8, uint64_t file_size, const std::string& path) {
+  const std::string where = where_file(path);
+  if (file_size < 8)
+    fail(where, "file is " + std::to_string(file_size) + " bytes, expected at least 8 (the header length)");
+  const uint64_t n = le64(first8);
+  if (n > kMaxHeader)
+    fail(where, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeader) + " bytes");
+  if (n > file_size - 8)
+    fail(where, "header length " + std::to_string(n) + " runs past the end of the file: " +
+                    std::to_string(file_size - 8) + " bytes follow the length field");
+  return n;
+}
+
+// Any nonzero byte is true, as the reference reads BOOL.
+void normalize_bool(Tensor& t) {
+  if (t.dtype() == DType::Bool)
+    for (std::size_t i = 0; i < t.nbytes(); ++i) t.raw()[i] = t.raw()[i] != 0;
+}
+
+Tensor tensor_from(const Info& info, const uint8_t* bytes) {
+  Tensor t(info.dtype, info.shape);
+  if (t.nbytes()) std::memcpy(t.raw(), bytes, t.nbytes());
+  normalize_bool(t);
+  return t;
+}
+
+}  // namespace
+
+NamedTensors read_safetensors(const std::string& path) { return detail::decode_safetensors(read_file_bytes(path), path); }
+
+NamedTensors detail::decode_safetensors(std::string_view bytes, const std::string& path) {
+  const uint8_t zero8[8] = {};
+  const uint64_t n = header_length(bytes.size() >= 8 ? bytes_of(bytes) : zero8, bytes.size(), path);
+  std::vector<Info> infos = check_layout(parse_header(bytes.substr(8, n), path), bytes.size() - 8 - n, path);
   NamedTensors out;
   out.reserve(infos.size());
   const uint8_t* data = bytes_of(bytes) + 8 + n;
-  for (const Info& info : infos) {
-    Tensor t(info.dtype, info.shape);
-    if (t.nbytes()) std::memcpy(t.raw(), data + info.begin, t.nbytes());
-    if (info.dtype == DType::Bool)
-      for (std::size_t i = 0; i < t.nbytes(); ++i) t.raw()[i] = t.raw()[i] != 0;
-    out.emplace_back(info.name, std::move(t));
-  }
+  for (const Info& info : infos) out.emplace_back(info.name, tensor_from(info, data + info.begin));
   return out;
+}
+
+struct SafetensorsReader::Impl {
+  std::string path;
+  std::unique_ptr<FILE, int (*)(FILE*)> file{nullptr, &std::fclose};
+  std::string bytes;  // the whole file, when it is not a regular file (a pipe)
+  uint64_t data_start = 0;
+  std::vector<Info> infos;
+};
+
+SafetensorsReader::SafetensorsReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.path = path;
+  const std::string where = where_file(path);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    // A pipe, or a path that read_file_bytes turns into the right one-line error.
+    m.bytes = read_file_bytes(path);
+    const uint8_t zero8[8] = {};
+    const uint64_t n = header_length(m.bytes.size() >= 8 ? bytes_of(m.bytes) : zero8, m.bytes.size(), path);
+    m.infos = check_layout(parse_header(std::string_view(m.bytes).substr(8, n), path), m.bytes.size() - 8 - n, path);
+    m.data_start = 8 + n;
+    return;
+  }
+  m.file.reset(std::fopen(path.c_str(), "rb"));
+  if (!m.file) fail(where, std::string("cannot open: ") + std::strerror(errno));
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) fail(where, "cannot read its size: " + ec.message());
+  uint8_t first8[8] = {};
+  if (size >= 8 && std::fread(first8, 1, 8, m.file.get()) != 8) fail(where, "read error in the header length");
+  const uint64_t n = header_length(first8, size, path);
+  std::string header(n, '\0');
+  if (n && std::fread(header.data(), 1, n, m.file.get()) != n) fail(where, "read error in the header");
+  m.infos = check_layout(parse_header(header, path), size - 8 - n, path);
+  m.data_start = 8 + n;
+}
+
+SafetensorsReader::~SafetensorsReader() = default;
+
+std::vector<std::string> SafetensorsReader::names() const {
+  std::vector<std::string> out;
+  for (const Info& info : impl_->infos) out.push_back(info.name);
+  return out;
+}
+
+bool SafetensorsReader::has(const std::string& name) const {
+  for (const Info& info : impl_->infos)
+    if (info.name == name) return true;
+  return false;
+}
+
+Tensor SafetensorsReader::read(const std::string& name) const {
+  const Impl& m = *impl_;
+  auto it = std::find_if(m.infos.begin(), m.infos.end(), [&](const Info& i) { return i.name == name; });
+  if (it == m.infos.end()) fail(where_file(m.path), "holds no tensor '" + printable(name) + "'");
+  if (!m.file) return tensor_from(*it, bytes_of(m.bytes) + m.data_start + it->begin);
+  Tensor t(it->dtype, it->shape);
+  if (fseeko(m.file.get(), static_cast<off_t>(m.data_start + it->begin), SEEK_SET) != 0 ||
+      (t.nbytes() && std::fread(t.raw(), 1, t.nbytes(), m.file.get()) != t.nbytes()))
+    fail(where_tensor(m.path, name), "read error (did the file change while it was read?)");
+  normalize_bool(t);
+  return t;
 }
 
 void write_safetensors(const std::string& path, const NamedTensors& tensors) {

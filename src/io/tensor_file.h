@@ -5,7 +5,9 @@
 // InputError with one line naming the file (and tensor) and the problem.
 // Every writer writes a temporary file in the destination folder and renames
 // it into place, so a failed write never leaves a half-written file.
+#include <memory>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "tensor/tensor.h"
@@ -27,6 +29,23 @@ void write_npz(const std::string& path, const NamedTensors& tensors);
 // order. The writer lays files out exactly as the reference serializer does.
 NamedTensors read_safetensors(const std::string& path);
 void write_safetensors(const std::string& path, const NamedTensors& tensors);
+
+// A .safetensors file read piecemeal, for checkpoints far larger than the few
+// tensors wanted from them: the constructor reads and validates the header
+// (the whole layout, as read_safetensors does, against the file's size);
+// read() then reads only that tensor's bytes.
+class SafetensorsReader {
+ public:
+  explicit SafetensorsReader(const std::string& path);
+  ~SafetensorsReader();
+  std::vector<std::string> names() const;  // in data order
+  bool has(const std::string& name) const;
+  Tensor read(const std::string& name) const;  // InputError when the file holds no such tensor
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Every tensor in a .npy (named after the file stem), .npz, .safetensors, or
 // a folder of NAME.npy files, chosen by extension / file type.

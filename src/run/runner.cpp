@@ -11,6 +11,7 @@
 
 #include "init/torch_generator.h"
 #include "io/tensor_file.h"
+#include "run/checkpoint_weights.h"
 #include "util/error.h"
 
 namespace mha {
@@ -25,7 +26,7 @@ TensorMap load_weights(const Variant& v, const WeightsConfig& w) {
     case WeightsConfig::Kind::Dir: {
       if (w.kind == WeightsConfig::Kind::Dir && !fs::is_directory(w.path))
         throw InputError(w.path + ": weights.dir is not a folder");
-      return bind_weights(v, io::read_all(w.path), w.path);
+      return load_checkpoint_weights(v, w.path, w.prefix);
     }
   }
   throw std::logic_error("unknown weights kind");

@@ -30,8 +30,9 @@ struct PreparedRun {
 // from one generator seeded by inputs.seed, in config order).
 PreparedRun prepare_run(const RunConfig& config);
 
-// Loads every weight of `v` from a .safetensors / .npz file or a folder of
-// NAME.npy files and binds them to its state_dict slots.
+// Loads every weight of `v` from a .safetensors / .npz file, a Hugging Face
+// checkpoint index or a folder of NAME.npy files (optionally the tensors under
+// weights.prefix: run/checkpoint_weights.h) and binds them to its state_dict slots.
 TensorMap load_weights(const Variant& v, const WeightsConfig& w);
 
 struct Timing {

@@ -30,7 +30,7 @@ TEST(Docs, NoPointerToTheSpecOutsideTheRepository) {
 TEST(Docs, ConfigMdDocumentsEveryKey) {
   const std::string doc = read_text(source_dir() + "/docs/CONFIG.md");
   for (const char* key : {"`name`", "`variant`", "`params`", "`weights`", "`inputs`", "`options`", "`backend`", "`runs`",
-                          "`reference`", "\"init\"", "\"file\"", "\"dir\"", "`seed`", "\"rand\"", "\"randn\"",
+                          "`reference`", "\"init\"", "\"file\"", "\"dir\"", "\"prefix\"", "index.json", "`seed`", "\"rand\"", "\"randn\"",
                           "`need_weights`", "`training`", "`average_attn_weights`", "`is_causal`", "`threads`",
                           "`device`", "`dtype`", "`math_fidelity`", "`fp32_dest_acc_en`", "`math_approx_mode`",
                           "`memory_config`", "`core_grid`", "`numerics`", "`warmup`", "`iterations`", "`atol`",

@@ -211,6 +211,10 @@ TEST_P(Malformed, InspectExitsTwoWithOneLineNamingTheFile) {
   EXPECT_NE(r.err.find(c.expect), std::string::npos) << "expected '" << c.expect << "' in: " << r.err;
   // The library reports the same as an InputError.
   EXPECT_THROW(io::read_all(path), InputError);
+  // The piecemeal reader (checkpoints) validates the header and layout as read_all does.
+  if (c.file == "a.safetensors") {
+    EXPECT_EQ(error_of([&] { io::SafetensorsReader st(path); }), error_of([&] { io::read_all(path); }));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, Malformed, ::testing::ValuesIn(cases()),

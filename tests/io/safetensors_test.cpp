@@ -144,6 +144,31 @@ print('ok')
   for (const auto& [name, t] : back) EXPECT_TRUE(raw_bytes(t) == read_text(dir.file(name + ".bin"))) << name;
 }
 
+TEST(Safetensors, PiecemealReaderReadsWhatTheWholeFileReaderReads) {
+  TempDir dir;
+  NamedTensors tensors;
+  uint32_t seed = 0;
+  for (DType dt : all_dtypes()) tensors.emplace_back(std::string("t_") + dtype_name(dt), pattern_tensor(dt, {3, 5}, seed++));
+  tensors.emplace_back("empty", Tensor(DType::F32, {0, 4}));
+  io::write_safetensors(dir.file("a.safetensors"), tensors);
+  const NamedTensors whole = io::read_safetensors(dir.file("a.safetensors"));
+  io::SafetensorsReader reader(dir.file("a.safetensors"));
+  std::vector<std::string> names;
+  for (const auto& nt : whole) names.push_back(nt.first);
+  EXPECT_EQ(reader.names(), names);
+  // In any order, each tensor alone.
+  for (auto it = whole.rbegin(); it != whole.rend(); ++it) {
+    SCOPED_TRACE(it->first);
+    EXPECT_TRUE(reader.has(it->first));
+    Tensor t = reader.read(it->first);
+    EXPECT_EQ(t.dtype(), it->second.dtype());
+    EXPECT_EQ(t.shape(), it->second.shape());
+    EXPECT_EQ(raw_bytes(t), raw_bytes(it->second));
+  }
+  EXPECT_FALSE(reader.has("nope"));
+  EXPECT_NE(error_of([&] { reader.read("nope"); }).find("a.safetensors: holds no tensor 'nope'"), std::string::npos);
+}
+
 TEST(Safetensors, WriterRejectsReservedAndDuplicateNames) {
   TempDir dir;
   EXPECT_THROW(io::write_safetensors(dir.file("x.safetensors"), {{"__metadata__", Tensor()}}), InputError);

@@ -118,7 +118,8 @@ void add_op(CLI::App& app, int& exit_code) {
   sub->add_option("--device", f->device, "wormhole_b0 (default), grayskull, blackhole");
   sub->add_option("--memory-config", f->memory_config, "L1 or DRAM (default DRAM)");
   sub->add_option("--option", f->options,
-                  "any tt-sim backend option as KEY=VALUE (core_grid=[8,8], threads=2, kernels=scalar, ...)");
+                  "any tt-sim backend option as KEY=VALUE (core_grid=[8,8], threads=2, kernels=scalar, ...); repeatable")
+      ->allow_extra_args(false);  // one KEY=VALUE per --option: INPUTS stay positional
   sub->add_option("--scalar", f->scalar, "multiply: ttnn.multiply(A, S) by this float");
   sub->add_option("--json", f->json, "write op, shapes, dtypes, compute config and program cache as JSON (- for stdout)");
   sub->callback([f, sub, &exit_code]() {

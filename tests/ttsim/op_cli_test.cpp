@@ -120,7 +120,8 @@ TEST(OpCli, DefaultsAreTtnnsAndReportedInJson) {
   EXPECT_EQ(j["memory_config"], "DRAM");
   j = json("matmul " + ia + " " + ib);
   EXPECT_EQ(j["compute_kernel_config"]["math_fidelity"], "HiFi2");
-  j = json("matmul " + ia + " " + ib + " --option core_grid=[4,4] --memory-config L1");
+  // --option takes one KEY=VALUE each time, so inputs may follow it.
+  j = json("matmul --option core_grid=[4,4] " + ia + " " + ib + " --memory-config L1 --option threads=2");
   EXPECT_EQ(j["compute_kernel_config"]["math_fidelity"], "LoFi");
   EXPECT_EQ(j["core_grid"], nlohmann::json::array({4, 4}));
   EXPECT_EQ(j["memory_config"], "L1");

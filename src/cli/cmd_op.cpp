@@ -55,6 +55,7 @@ void op_command(const OpFlags& f, CLI::App* sub) {
   if (sub->count("--memory-config")) o["memory_config"] = f.memory_config;
   for (const std::string& kv : f.options) add_option_value(o, kv);
   if (sub->count("--scalar")) req.scalar = f.scalar;
+  ttsim::check_op_inputs(req.op, static_cast<int>(f.inputs.size()), req.scalar.has_value());
   if (sub->count("--output-dtype")) req.output_dtype = dtype_flag("--output-dtype", f.output_dtype);
   for (int i = 0; i < 3; ++i) {
     const std::string flag = "--in" + std::to_string(i) + "-dtype";

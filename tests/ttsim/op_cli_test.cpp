@@ -321,6 +321,8 @@ TEST(OpCli, BadInputsExitTwoWithOneLine) {
       {"matmult " + a + " " + b + out, "unknown op 'matmult': expected one of matmul, linear"},
       {"matmul " + a + out, "matmul: expected inputs A B, found 1 input"},
       {"softmax " + a + " " + b + out, "softmax: expected inputs A, found 2 inputs"},
+      // Counted before any file is read: a second KEY=VALUE after one --option is an input.
+      {"matmul --option threads=2 kernels=scalar " + a + " " + b + out, "matmul: expected inputs A B, found 3 inputs"},
       {"matmul " + a + " " + a + out, "matmul: inner dims differ: A (2, 40, 64) has K = 64, B (2, 40, 64) has K = 40"},
       {"add " + a + " " + b + out, "add: cannot broadcast B (64, 48) onto A (2, 40, 64)"},
       {"multiply " + a + " " + b + out, "multiply: cannot broadcast B (64, 48)"},

@@ -118,18 +118,22 @@ TtOp tt_op_from_name(const std::string& name) {
 const char* tt_op_name(TtOp op) { return def(op).name; }
 const char* tt_op_operands(TtOp op) { return def(op).operands; }
 
-OpResult run_tt_op(const OpRequest& req) {
-  const OpDef& d = def(req.op);
-  const int n = static_cast<int>(req.inputs.size());
-  if (req.op == TtOp::Multiply && req.scalar && n != 1)
+void check_op_inputs(TtOp op, int n, bool scalar) {
+  const OpDef& d = def(op);
+  if (op == TtOp::Multiply && scalar && n != 1)
     throw InputError("multiply: expected one input with --scalar (ttnn.multiply(a, float)), found " + std::to_string(n));
-  if (req.op == TtOp::Multiply && !req.scalar && n != 2)
+  if (op == TtOp::Multiply && !scalar && n != 2)
     throw InputError("multiply: expected two inputs A B, or one with --scalar S, found " + std::to_string(n));
-  if (req.scalar && req.op != TtOp::Multiply)
-    throw InputError(std::string(d.name) + ": --scalar applies to multiply only");
+  if (scalar && op != TtOp::Multiply) throw InputError(std::string(d.name) + ": --scalar applies to multiply only");
   if (n < d.min_inputs || n > d.max_inputs)
     throw InputError(std::string(d.name) + ": expected inputs " + d.operands + ", found " + std::to_string(n) +
                      " input" + (n == 1 ? "" : "s"));
+}
+
+OpResult run_tt_op(const OpRequest& req) {
+  const OpDef& d = def(req.op);
+  const int n = static_cast<int>(req.inputs.size());
+  check_op_inputs(req.op, n, req.scalar.has_value());
   check_shapes(req.op, req.inputs);
 
   const TtOptions o = parse_tt_options(req.options, "op options");

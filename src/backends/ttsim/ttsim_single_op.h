@@ -47,6 +47,11 @@ struct OpResult {
   nlohmann::json info; // op, inputs, output, compute config, memory, program cache
 };
 
+// Throws InputError when `op` does not take `inputs` tensors (with or
+// without a --scalar): the check run_tt_op makes first, callable before
+// any file is read.
+void check_op_inputs(TtOp op, int inputs, bool scalar);
+
 // Throws InputError (one line: what, where, expected vs found) for a wrong
 // number of inputs, shapes that do not fit the op, dtypes or options the op
 // does not take; DeviceOutOfMemory when the op does not fit the device.

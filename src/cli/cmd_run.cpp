@@ -10,6 +10,7 @@
 #include "io/output_set.h"
 #include "io/tensor_file.h"
 #include "run/runner.h"
+#include "run/stage_compare.h"
 #include "tensor/format.h"
 #include "util/error.h"
 
@@ -89,43 +90,6 @@ nlohmann::json report_json(const PreparedRun& run, const RunReport& rep, const n
   return j;
 }
 
-// Like TT-NN's comparison mode: every stage of this backend against the cpu
-// backend's stage of the same name on the same spec and inputs. Returns the
-// text table and fills `json` with [{stage, shape, pcc, max_abs_diff}].
-std::string stage_comparison(const PreparedRun& run, const NamedTensors& stages, nlohmann::json& json) {
-  std::unique_ptr<Backend> cpu = make_backend("cpu", nlohmann::ordered_json::object(), "--compare-stages");
-  RunOptions ro;
-  ro.collect_stages = true;
-  AttentionResult want = cpu->run(run.spec, run.inputs, ro);
-  std::string text = "stages vs cpu backend:\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "%-16s %-18s %12s %16s\n", "stage", "shape", "pcc", "max abs diff");
-  text += line;
-  json = nlohmann::json::array();
-  for (const auto& [name, t] : stages) {
-    const Tensor* ref = nullptr;
-    for (const auto& [n, c] : want.stages)
-      if (n == name) ref = &c;
-    if (!ref || ref->shape() != t.shape()) {
-      std::snprintf(line, sizeof line, "%-16s %-18s %12s %16s\n", name.c_str(), shape_str(t.shape()).c_str(), "-",
-                    "(no cpu stage)");
-      text += line;
-      json.push_back({{"stage", name}, {"shape", t.shape()}, {"pcc", nullptr}, {"max_abs_diff", nullptr}});
-      continue;
-    }
-    compare::Report r = compare::compare(*ref, t, compare::Options{});
-    std::snprintf(line, sizeof line, "%-16s %-18s %12s %16s\n", name.c_str(), shape_str(t.shape()).c_str(),
-                  compare::format_metric(r.pcc).c_str(),
-                  r.max_abs_diff ? compare::format_metric(r.max_abs_diff->value).c_str() : "-");
-    text += line;
-    json.push_back({{"stage", name},
-                    {"shape", t.shape()},
-                    {"pcc", r.pcc},
-                    {"max_abs_diff", r.max_abs_diff ? nlohmann::json(r.max_abs_diff->value) : nlohmann::json()}});
-  }
-  return text;
-}
-
 std::string text_report(const RunConfig& config, const RunReport& rep) {
   std::string s;
   char buf[512];
@@ -173,7 +137,11 @@ int run_command(const RunFlags& f) {
 
   std::string text = text_report(config, rep);
   nlohmann::json stages_json;
-  if (f.compare_stages) text += stage_comparison(run, rep.result.stages, stages_json);
+  if (f.compare_stages) {
+    const std::vector<StageComparison> sc = compare_stages(run.spec, run.inputs, rep.result.stages);
+    text += format_stage_comparison(sc);
+    stages_json = stage_comparison_json(sc);
+  }
   int code = 0;
   if (rep.comparison) {
     text += "comparison with reference " + config.reference->file + ":\n" + compare::format_text(*rep.comparison);

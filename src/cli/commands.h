@@ -9,5 +9,6 @@ void add_compare(CLI::App& app, int& exit_code);
 void add_inspect(CLI::App& app, int& exit_code);
 void add_run(CLI::App& app, int& exit_code);
 void add_bench(CLI::App& app, int& exit_code);
+void add_op(CLI::App& app, int& exit_code);
 
 }  // namespace mha::cli

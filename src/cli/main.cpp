@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   mha::cli::add_inspect(app, exit_code);
   mha::cli::add_run(app, exit_code);
   mha::cli::add_bench(app, exit_code);
+  mha::cli::add_op(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

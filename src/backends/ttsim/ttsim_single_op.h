@@ -1,0 +1,60 @@
+#pragma once
+// One TT-NN op on the emulated device, from host tensors (what `mha op`
+// runs): inputs converted as ttnn.from_torch converts them (dtype, TILE
+// layout), the op run with TT-NN's defaults for that op under the given
+// backend options, the result read back as ttnn.to_torch returns it.
+// Kernel writers use it to check one op's numerics without the device.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tensor/tensor.h"
+#include "ttsim/formats.h"
+
+namespace mha::ttsim {
+
+enum class TtOp { Matmul, Linear, Add, Multiply, Softmax, Exp, Reciprocal, ToDevice };
+
+// "matmul", "linear", "add", "multiply", "softmax", "exp", "reciprocal",
+// "to-device"; throws InputError listing them.
+TtOp tt_op_from_name(const std::string& name);
+const char* tt_op_name(TtOp op);
+// The op's operands, e.g. "A B [BIAS]" (for messages and --help).
+const char* tt_op_operands(TtOp op);
+
+struct OpInput {
+  std::string name;                 // for messages and the report (the file spec)
+  Tensor tensor;                    // any floating dtype; converted to float32 first
+  std::optional<DataFormat> dtype;  // unset: the options' dtype, else bfloat16
+};
+
+struct OpRequest {
+  TtOp op = TtOp::ToDevice;
+  std::vector<OpInput> inputs;
+  // The tt-sim backend object of a config (device, dtype, math_fidelity,
+  // fp32_dest_acc_en, math_approx_mode, memory_config, core_grid, threads,
+  // kernels, ...), parsed by parse_tt_options; unset keys take the op's
+  // TT-NN defaults.
+  nlohmann::ordered_json options = nlohmann::ordered_json::object();
+  std::optional<DataFormat> output_dtype;  // unset: input 0's dtype
+  std::optional<double> scalar;            // multiply: ttnn.multiply(a, float)
+};
+
+struct OpResult {
+  Tensor output;       // float32, the op's logical shape: the device values exactly
+  nlohmann::json info; // op, inputs, output, compute config, memory, program cache
+};
+
+// Throws InputError when `op` does not take `inputs` tensors (with or
+// without a --scalar): the check run_tt_op makes first, callable before
+// any file is read.
+void check_op_inputs(TtOp op, int inputs, bool scalar);
+
+// Throws InputError (one line: what, where, expected vs found) for a wrong
+// number of inputs, shapes that do not fit the op, dtypes or options the op
+// does not take; DeviceOutOfMemory when the op does not fit the device.
+OpResult run_tt_op(const OpRequest& request);
+
+}  // namespace mha::ttsim

@@ -1,0 +1,133 @@
+// mha op OP INPUT... -o OUT.npy: one TT-NN op on tt-sim. Flags only; the op
+// runs in src/backends/ttsim/ttsim_single_op.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "backends/ttsim/ttsim_single_op.h"
+#include "cli/commands.h"
+#include "cli/validators.h"
+#include "io/output_set.h"
+#include "io/tensor_file.h"
+#include "util/error.h"
+
+namespace mha::cli {
+
+namespace {
+
+struct OpFlags {
+  std::string op, output, json, device, dtype, in_dtype[3], output_dtype, math_fidelity, memory_config;
+  std::vector<std::string> inputs, options;
+  bool fp32_dest_acc_en = false, math_approx_mode = false;
+  double scalar = 0;
+};
+
+// A dtype flag's value; the error names the flag.
+ttsim::DataFormat dtype_flag(const std::string& flag, const std::string& v) {
+  try {
+    return ttsim::format_from_name(v);
+  } catch (const InputError&) {
+    throw InputError(flag + ": expected bfloat16, bfloat8_b, bfloat4_b or float32, found '" + v + "'");
+  }
+}
+
+// --option KEY=VALUE: VALUE as JSON when it parses (true, 2, [8, 8]), else
+// as a string (HiFi4, DRAM).
+void add_option_value(nlohmann::ordered_json& o, const std::string& kv) {
+  const size_t eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError("--option: expected KEY=VALUE (a tt-sim backend option, e.g. threads=2), found '" + kv + "'");
+  const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+  nlohmann::ordered_json v = nlohmann::ordered_json::parse(value, nullptr, false);
+  o[key] = v.is_discarded() ? nlohmann::ordered_json(value) : v;
+}
+
+void op_command(const OpFlags& f, CLI::App* sub) {
+  ttsim::OpRequest req;
+  req.op = ttsim::tt_op_from_name(f.op);
+  // The backend object of a config, from the flags: one parser for both.
+  nlohmann::ordered_json& o = req.options;
+  if (sub->count("--device")) o["device"] = f.device;
+  if (sub->count("--dtype")) o["dtype"] = ttsim::format_name(dtype_flag("--dtype", f.dtype));
+  if (sub->count("--math-fidelity")) o["math_fidelity"] = f.math_fidelity;
+  if (sub->count("--fp32-dest-acc-en")) o["fp32_dest_acc_en"] = f.fp32_dest_acc_en;
+  if (sub->count("--math-approx-mode")) o["math_approx_mode"] = f.math_approx_mode;
+  if (sub->count("--memory-config")) o["memory_config"] = f.memory_config;
+  for (const std::string& kv : f.options) add_option_value(o, kv);
+  if (sub->count("--scalar")) req.scalar = f.scalar;
+  ttsim::check_op_inputs(req.op, static_cast<int>(f.inputs.size()), req.scalar.has_value());
+  if (sub->count("--output-dtype")) req.output_dtype = dtype_flag("--output-dtype", f.output_dtype);
+  for (int i = 0; i < 3; ++i) {
+    const std::string flag = "--in" + std::to_string(i) + "-dtype";
+    if (!sub->count(flag)) continue;
+    if (i >= static_cast<int>(f.inputs.size()))
+      throw InputError(flag + ": " + f.op + " was given " + std::to_string(f.inputs.size()) + " input(s) (" +
+                       ttsim::tt_op_operands(req.op) + "), so there is no input " + std::to_string(i));
+    (void)dtype_flag(flag, f.in_dtype[i]);
+  }
+
+  io::OutputSet outs;
+  for (const std::string& in : f.inputs) outs.add_input(io::tensor_spec_file(in));
+  outs.add_file("--output", f.output);
+  const bool json_file = !f.json.empty() && f.json != "-";
+  if (json_file) outs.add_file("--json", f.json);
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    ttsim::OpInput in{f.inputs[i], io::read_tensor(f.inputs[i]), std::nullopt};
+    if (i < 3 && !f.in_dtype[i].empty()) in.dtype = ttsim::format_from_name(f.in_dtype[i]);
+    req.inputs.push_back(std::move(in));
+  }
+  ttsim::OpResult res = ttsim::run_tt_op(req);
+  res.info["output"]["file"] = f.output;
+  const std::string json = f.json.empty() ? "" : res.info.dump(2) + "\n";
+  outs.stage(f.output, [&](const std::string& tmp) { io::write_npy(tmp, res.output); });
+  if (json_file) outs.stage_bytes(f.json, json);
+  outs.commit();
+  if (f.json == "-") {
+    std::fputs(json.c_str(), stdout);
+    return;
+  }
+  std::string line = f.op + ":";
+  for (const auto& in : res.info["inputs"])
+    line += " " + shape_str(in["shape"].get<Shape>()) + " " + in["dtype"].get<std::string>();
+  line += " -> " + shape_str(res.output.shape()) + " " + res.info["output"]["dtype"].get<std::string>();
+  if (res.info.contains("compute_kernel_config")) line += ", " + res.info["compute_kernel_config"].dump();
+  std::cout << line << "\nwrote " << f.output << "\n";
+}
+
+}  // namespace
+
+void add_op(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<OpFlags>();
+  auto* sub = app.add_subcommand(
+      "op", "Run one TT-NN op on tt-sim: matmul A B, linear A B [BIAS], add A B, multiply A B | A --scalar S, "
+            "softmax A, exp A, reciprocal A, to-device A");
+  sub->add_option("OP", f->op, "matmul, linear, add, multiply, softmax, exp, reciprocal or to-device")->required();
+  sub->add_option("INPUTS", f->inputs, "FILE.npy, FILE.npz:NAME or FILE.safetensors:NAME, in the op's order")
+      ->required();
+  sub->add_option("--output,-o", f->output, "write the result as float32 .npy (the device values exactly)")
+      ->required();
+  sub->add_option("--dtype", f->dtype, "every input's dtype: bfloat16 (default), bfloat8_b, bfloat4_b, float32");
+  for (int i = 0; i < 3; ++i)
+    sub->add_option("--in" + std::to_string(i) + "-dtype", f->in_dtype[i],
+                    "input " + std::to_string(i) + "'s dtype (overrides --dtype)");
+  sub->add_option("--output-dtype", f->output_dtype, "the op's output dtype (default: input 0's)");
+  sub->add_option("--math-fidelity", f->math_fidelity, "LoFi, HiFi2, HiFi3, HiFi4 (default: the op's TT-NN default)");
+  sub->add_flag("--fp32-dest-acc-en{true}", f->fp32_dest_acc_en,
+                "accumulate in an FP32 Dst (=false to force it off; default: the op's TT-NN default)");
+  sub->add_flag("--math-approx-mode{true}", f->math_approx_mode,
+                "SFPU approximations (=false to force them off; default: the op's TT-NN default)");
+  sub->add_option("--device", f->device, "wormhole_b0 (default), grayskull, blackhole");
+  sub->add_option("--memory-config", f->memory_config, "L1 or DRAM (default DRAM)");
+  sub->add_option("--option", f->options,
+                  "any tt-sim backend option as KEY=VALUE (core_grid=[8,8], threads=2, kernels=scalar, ...); repeatable")
+      ->allow_extra_args(false);  // one KEY=VALUE per --option: INPUTS stay positional
+  sub->add_option("--scalar", f->scalar, "multiply: ttnn.multiply(A, S) by this float");
+  sub->add_option("--json", f->json, "write op, shapes, dtypes, compute config and program cache as JSON (- for stdout)");
+  sub->callback([f, sub, &exit_code]() {
+    exit_code = 2;
+    op_command(*f, sub);
+    exit_code = 0;
+  });
+}
+
+}  // namespace mha::cli

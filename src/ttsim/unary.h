@@ -1,0 +1,33 @@
+#pragma once
+// TT-NN's SFPU unary ops (ttnn.exp, ttnn.reciprocal) and the tensor x tensor
+// FPU multiply (ttnn.multiply(a, b)) on tile tensors, built on the lane
+// functions of sfpu.h and matrix_unit.h: what `mha op` runs one at a time.
+#include "ttsim/exec.h"
+#include "ttsim/matrix_unit.h"
+#include "ttsim/tile.h"
+
+namespace mha::ttsim {
+
+enum class UnaryOp { Exp, Reciprocal };
+const char* unary_op_name(UnaryOp op);
+
+// The eltwise_sfpu compute kernel per tile: copy_tile (unpack to Dst: a
+// float32 input goes to an FP32 Dst whole, as TT-NN's
+// preserve_fp32_precision unpacks to Dst; other inputs as the unpacker
+// delivers them to Src, see unpack_to_src), the SFPU op on every Dst value
+// (exp_tile / recip_tile for math_approx_mode and fp32_dest, which also
+// store the result), then the packer to out.format.
+//   a [..., rows, cols] -> out [..., rows, cols], out preallocated in its format.
+// bfp8_pack_precise picks the packer's source for a block-float out
+// (packer.h).
+void tt_unary(const TileTensor& a, UnaryOp op, TileTensor& out, bool math_approx_mode, bool fp32_dest,
+              bool bfp8_pack_precise, const Exec& ex = Exec{});
+
+// out = a * b elementwise on the FPU (ELWMUL over the phases of `fidelity`,
+// a in SrcA, b in SrcB), b broadcast as tt_add broadcasts it (leading dims
+// of 1, one row); out preallocated with a's shape. Throws InputError when b
+// does not broadcast onto a.
+void tt_mul(const TileTensor& a, const TileTensor& b, TileTensor& out, MathFidelity fidelity, bool fp32_dest,
+            bool bfp8_pack_precise, const Exec& ex = Exec{});
+
+}  // namespace mha::ttsim

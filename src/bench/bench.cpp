@@ -137,6 +137,7 @@ nlohmann::json result_json(const Result& r) {
     j["skipped"] = r.skipped;
     return j;
   }
+  if (r.row.kv_heads > 0) j["kv_heads"] = r.row.kv_heads;
   j["timing"] = timing_json(r.timing);
   j["sgemm_percent"] = r.sgemm_percent;
   j["peak_mib"] = r.peak_mib;
@@ -172,7 +173,7 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
   for (const Result& r : results) {
     const Row& w = r.row;
     std::string shape = std::to_string(w.batch) + "x" + std::to_string(w.seq) + "x" + std::to_string(w.hidden) + "/" +
-                        std::to_string(w.heads);
+                        std::to_string(w.heads) + (w.kv_heads > 0 ? ":" + std::to_string(w.kv_heads) : "");
     if (!r.skipped.empty()) {
       out += md ? "| " + w.variant + " | " + w.backend + " | " + shape + " | " + (w.causal ? "yes" : "no") +
                       " | skipped: " + r.skipped + " |||||||\n"

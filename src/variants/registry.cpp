@@ -40,7 +40,8 @@ const std::vector<VariantEntry>& variant_registry() {
                              {"num_attention_heads", r.heads},
                              {"num_key_value_heads", r.kv_heads > 0 ? r.kv_heads : r.heads},
                              {"max_position_embeddings", r.seq}};
-       }},
+       },
+       {"x"}, nullptr, true},
   };
   return table;
 }

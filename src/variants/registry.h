@@ -18,6 +18,7 @@ struct VariantEntry {
   std::function<ordered_json(const ShapeRequest& shape)> shape_params;
   std::vector<std::string> x_inputs = {"x"};
   std::function<ordered_json(bool causal)> causal_options = nullptr;  // Causality::Option only
+  bool grouped_kv = false;  // shape_params honours ShapeRequest::kv_heads
 };
 
 const std::vector<VariantEntry>& variant_registry();

@@ -91,6 +91,8 @@ ShapeRecipe recipe_for_shape(const std::string& variant, const ShapeRequest& sha
     ShapeRecipe r;
     if (e.causality == Causality::Always && !shape.causal) r.why_not = variant + " is always causal";
     if (e.causality == Causality::Never && shape.causal) r.why_not = variant + " has no causal mask";
+    if (!e.grouped_kv && shape.kv_heads > 0 && shape.kv_heads != shape.heads)
+      r.why_not = variant + " has no grouped kv heads";
     if (!r.why_not.empty()) return r;
     r.params = e.shape_params(shape);
     if (e.causal_options) r.options = e.causal_options(shape.causal);

@@ -308,6 +308,118 @@ def build_module(make, cfg_w, base):
   return module
 
 
+# --- Hugging Face LlamaAttention / MistralAttention --------------------------
+# Written from transformers' modeling_llama.py (LlamaRotaryEmbedding,
+# rotate_half, apply_rotary_pos_emb, repeat_kv, eager_attention_forward,
+# LlamaAttention; revision 5dd4a63548857797727ae73eeb6a6e886ea02a3e) and
+# masking_utils.py (causal_mask_function, sliding_window_overlay: a key is
+# visible iff q_idx - sliding_window < kv_idx <= q_idx; revision
+# 2ccc6cae21faaf11631efa5fb9054687ae5dc931). The transformers package is
+# not installed here, so the module is restated with the same operations in
+# the same order; the model-level mask is built as the models build it
+# (finfo.min where masked).
+
+def llama_rotate_half(x):
+  x1 = x[..., : x.shape[-1] // 2]
+  x2 = x[..., x.shape[-1] // 2:]
+  return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaRotaryEmbedding(nn.Module):
+  def __init__(self, dim, base, exact_table=False):
+    super().__init__()
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    if exact_table:
+      # mha's table: the same float32 steps, with the power and cos/sin
+      # correctly rounded to float32 (torch's float32 pow/cos/sin may be
+      # one ulp off them); the float64 oracle uses it so that mha's float64
+      # reference can be held to float64 tolerances.
+      e = (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim).double()
+      inv_freq = 1.0 / (torch.tensor(base, dtype=torch.float32).double() ** e).float()
+    self.exact_table = exact_table
+    self.register_buffer('inv_freq', inv_freq, persistent=False)
+
+  @torch.no_grad()
+  def forward(self, x, position_ids):
+    inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+    position_ids_expanded = position_ids[:, None, :].float()
+    freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    if self.exact_table:
+      cos, sin = emb.double().cos().float(), emb.double().sin().float()
+    else:
+      cos, sin = emb.cos(), emb.sin()
+    return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+def llama_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+  cos = cos.unsqueeze(unsqueeze_dim)
+  sin = sin.unsqueeze(unsqueeze_dim)
+  q_embed = (q * cos) + (llama_rotate_half(q) * sin)
+  k_embed = (k * cos) + (llama_rotate_half(k) * sin)
+  return q_embed, k_embed
+
+
+def llama_repeat_kv(hidden_states, n_rep):
+  batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+  if n_rep == 1:
+    return hidden_states
+  hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
+  return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+class LlamaAttention(nn.Module):
+  def __init__(self, hidden_size, num_attention_heads, num_key_value_heads, head_dim, rope_theta,
+               attention_bias, sliding_window, exact_table=False):
+    super().__init__()
+    self.head_dim = head_dim
+    self.num_key_value_groups = num_attention_heads // num_key_value_heads
+    self.scaling = head_dim ** -0.5
+    self.sliding_window = sliding_window
+    self.q_proj = nn.Linear(hidden_size, num_attention_heads * head_dim, bias=attention_bias)
+    self.k_proj = nn.Linear(hidden_size, num_key_value_heads * head_dim, bias=attention_bias)
+    self.v_proj = nn.Linear(hidden_size, num_key_value_heads * head_dim, bias=attention_bias)
+    self.o_proj = nn.Linear(num_attention_heads * head_dim, hidden_size, bias=attention_bias)
+    self.rotary_emb = LlamaRotaryEmbedding(head_dim, rope_theta, exact_table)
+
+  def causal_mask(self, dtype, bsz, q_len, attention_mask):
+    """The 4-D additive mask the models hand their attention layers."""
+    q = torch.arange(q_len)[:, None]
+    kv = torch.arange(q_len)[None, :]
+    allowed = kv <= q
+    if self.sliding_window is not None:
+      allowed = allowed & (kv > q - self.sliding_window)
+    allowed = allowed[None, None].expand(bsz, 1, q_len, q_len)
+    if attention_mask is not None:
+      allowed = allowed & attention_mask.bool()[:, None, None, :]
+    min_dtype = torch.finfo(dtype).min
+    return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, min_dtype)
+
+  def forward(self, hidden_states, position_ids=None, attention_mask=None):
+    bsz, q_len, _ = hidden_states.shape
+    if position_ids is None:
+      position_ids = torch.arange(q_len)[None, :]
+    hidden_shape = (bsz, q_len, -1, self.head_dim)
+    query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+    key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+    value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+    cos, sin = self.rotary_emb(value_states, position_ids)
+    query_states, key_states = llama_apply_rotary_pos_emb(query_states, key_states, cos, sin)
+    # eager_attention_forward
+    key_states = llama_repeat_kv(key_states, self.num_key_value_groups)
+    value_states = llama_repeat_kv(value_states, self.num_key_value_groups)
+    attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.scaling
+    attn_weights = attn_weights + self.causal_mask(query_states.dtype, bsz, q_len, attention_mask)
+    # The module upcasts the softmax to float32 (a no-op at float32); the
+    # float64 oracle keeps float64.
+    up = torch.float64 if query_states.dtype == torch.float64 else torch.float32
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=up).to(query_states.dtype)
+    attn_output = torch.matmul(attn_weights, value_states)
+    attn_output = attn_output.transpose(1, 2).contiguous()
+    attn_output = attn_output.reshape(bsz, q_len, -1).contiguous()
+    return self.o_proj(attn_output), attn_weights
+
+
 # --- variants: each returns (state_dict, forward(inputs, options, dtype)) ----
 
 def param(p, *names, default=None):
@@ -408,6 +520,30 @@ def variant_torch_mha(p, cfg_w, base):
     return m(q, k, v, key_padding_mask=cast(inputs.get('key_padding_mask')),
              need_weights=options.get('need_weights', True), attn_mask=attn_mask,
              average_attn_weights=options.get('average_attn_weights', True))
+  return {k: v.detach().clone() for k, v in module.state_dict().items()}, forward
+
+
+def variant_llama_attention(p, cfg_w, base):
+  heads = p['num_attention_heads']
+  head_dim = p.get('head_dim') or p['hidden_size'] // heads
+  def make(exact_table=False):
+    return LlamaAttention(p['hidden_size'], heads, p.get('num_key_value_heads', heads), head_dim,
+                          float(p.get('rope_theta', 10000.0)), p.get('attention_bias', False),
+                          p.get('sliding_window'), exact_table)
+  module = build_module(make, cfg_w, base)
+
+  def forward(inputs, options, dtype):
+    # The float64 run is the oracle for mha's float64 reference: the same
+    # module with mha's correctly rounded float32 rotary table.
+    m = module
+    if dtype == torch.float64:
+      m = make(exact_table=True)
+      m.load_state_dict(module.state_dict())
+    m = m.to(dtype).eval()
+    pos = inputs.get('position_ids')
+    mask = inputs.get('attention_mask')
+    out, weights = m(inputs['x'].to(dtype), None if pos is None else pos.long(), mask)
+    return out, (weights if options.get('need_weights', False) else None)
   return {k: v.detach().clone() for k, v in module.state_dict().items()}, forward
 
 

@@ -17,7 +17,8 @@ namespace mha::bench {
 
 std::string Row::label() const {
   return variant + " " + backend + " " + std::to_string(batch) + "x" + std::to_string(seq) + "x" +
-         std::to_string(hidden) + "/" + std::to_string(heads) + (causal ? " causal" : "");
+         std::to_string(hidden) + "/" + std::to_string(heads) + (kv_heads > 0 ? ":" + std::to_string(kv_heads) : "") +
+         (causal ? " causal" : "");
 }
 
 double probe_sgemm_gflops(int64_t n) {
@@ -67,7 +68,7 @@ std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
   for (std::size_t i = 0; i < j.size(); ++i) {
     std::string p = path + ": [" + std::to_string(i) + "]";
     const ordered_json& o = require_object(j[i], p);
-    check_keys(o, p, {"variant", "backend", "batch", "seq", "hidden", "heads", "causal", "backend_options"});
+    check_keys(o, p, {"variant", "backend", "batch", "seq", "hidden", "heads", "kv_heads", "causal", "backend_options"});
     Row r;
     if (find(o, "variant")) r.variant = as_string(o["variant"], p + ".variant");
     if (find(o, "backend")) r.backend = as_string(o["backend"], p + ".backend");
@@ -75,6 +76,7 @@ std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
     r.seq = get_int(o, "seq", p, r.seq, 1);
     r.hidden = get_int(o, "hidden", p, r.hidden, 1);
     r.heads = get_int(o, "heads", p, r.heads, 1);
+    r.kv_heads = get_int(o, "kv_heads", p, 0, 1);
     r.causal = get_bool(o, "causal", p, false);
     if (find(o, "backend_options")) r.backend_options = require_object(o["backend_options"], p + ".backend_options");
     rows.push_back(r);
@@ -82,54 +84,33 @@ std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
   return rows;
 }
 
-namespace {
-
-// The variant's constructor arguments for a (hidden, heads) shape; empty
-// `why` when the variant can run it.
-ordered_json params_for(const Row& r, std::string& why) {
-  const std::string& v = r.variant;
-  const bool always_causal = v == "causal_attention" || v == "mha_wrapper" || v == "mha_causal";
-  const bool never_causal = v == "mha" || v == "mha_fused_qkv" || v == "ttnn_mha" || v == "ttnn_mha_fused";
-  if (always_causal && !r.causal) why = v + " is always causal";
-  if (never_causal && r.causal) why = v + " has no causal mask";
-  if (v == "causal_attention")
-    return {{"d_in", r.hidden}, {"d_out", r.hidden}, {"context_length", r.seq}, {"dropout", 0.0}};
-  if (v == "mha_wrapper")
-    return {{"d_in", r.hidden}, {"d_out", r.hidden / r.heads}, {"context_length", r.seq}, {"dropout", 0.0},
-            {"num_heads", r.heads}};
-  if (v == "mha_causal")
-    return {{"d_in", r.hidden}, {"d_out", r.hidden}, {"context_length", r.seq}, {"dropout", 0.0}, {"num_heads", r.heads}};
-  if (v == "mha" || v == "mha_fused_qkv") return {{"d_model", r.hidden}, {"n_head", r.heads}};
-  if (v == "ttnn_mha" || v == "ttnn_mha_fused") return {{"hidden_size", r.hidden}, {"num_heads", r.heads}};
-  if (v == "torch_mha") return {{"embed_dim", r.hidden}, {"num_heads", r.heads}, {"batch_first", true}};
-  throw InputError("--variant: unknown variant '" + printable(v) + "'");
-}
-
-}  // namespace
-
 Result run_row(const Row& row, int64_t warmup, int64_t repetitions, double sgemm_gflops) {
   Result res;
   res.row = row;
-  std::string why;
-  ordered_json params = params_for(row, why);
-  if (!why.empty()) {
-    res.skipped = why;
+  ShapeRequest shape;
+  shape.hidden = row.hidden, shape.heads = row.heads, shape.seq = row.seq, shape.causal = row.causal;
+  shape.kv_heads = row.kv_heads;
+  ShapeRecipe recipe;
+  try {
+    recipe = recipe_for_shape(row.variant, shape);
+  } catch (const InputError&) {
+    throw InputError("--variant: unknown variant '" + printable(row.variant) + "'");
+  }
+  if (!recipe.why_not.empty()) {
+    res.skipped = recipe.why_not;
     return res;
   }
   PreparedRun run;
   run.config.variant = row.variant;
-  run.config.params = params;
-  run.variant = make_variant(row.variant, params);
-  ordered_json options = ordered_json::object();
-  if (row.variant == "torch_mha") options = {{"need_weights", false}, {"is_causal", row.causal}};
-  run.options = run.variant->parse_options(options);
+  run.config.params = recipe.params;
+  run.variant = make_variant(row.variant, recipe.params);
+  run.options = run.variant->parse_options(recipe.options);
   run.weights = load_weights(*run.variant, WeightsConfig{});
   run.spec = run.variant->build_spec(run.weights, run.options);
   TorchGenerator gen(0);
   Tensor x = gen.rand({row.batch, row.seq, row.hidden});
   TensorMap inputs;
-  if (row.variant == "torch_mha") inputs = {{"query", x}, {"key", x}, {"value", x}};
-  else inputs = {{"x", x}};
+  for (const std::string& name : recipe.x_inputs) inputs[name] = x;
   run.inputs = run.variant->build_inputs(inputs, run.options);
 
   std::unique_ptr<Backend> backend = make_backend(row.backend, row.backend_options, "backend");
@@ -156,6 +137,7 @@ nlohmann::json result_json(const Result& r) {
     j["skipped"] = r.skipped;
     return j;
   }
+  if (r.row.kv_heads > 0) j["kv_heads"] = r.row.kv_heads;
   j["timing"] = timing_json(r.timing);
   j["sgemm_percent"] = r.sgemm_percent;
   j["peak_mib"] = r.peak_mib;
@@ -191,7 +173,7 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
   for (const Result& r : results) {
     const Row& w = r.row;
     std::string shape = std::to_string(w.batch) + "x" + std::to_string(w.seq) + "x" + std::to_string(w.hidden) + "/" +
-                        std::to_string(w.heads);
+                        std::to_string(w.heads) + (w.kv_heads > 0 ? ":" + std::to_string(w.kv_heads) : "");
     if (!r.skipped.empty()) {
       out += md ? "| " + w.variant + " | " + w.backend + " | " + shape + " | " + (w.causal ? "yes" : "no") +
                       " | skipped: " + r.skipped + " |||||||\n"

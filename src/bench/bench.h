@@ -17,6 +17,7 @@ struct Row {
   std::string variant = "torch_mha";
   std::string backend = "cpu";
   int64_t batch = 1, seq = 128, hidden = 256, heads = 4;
+  int64_t kv_heads = 0;  // grouped-query variants (llama_attention); 0: as many as heads
   bool causal = false;
   nlohmann::ordered_json backend_options = nlohmann::ordered_json::object();
   // Caps on the run's warmup / repetitions for this row (-1: none), so a

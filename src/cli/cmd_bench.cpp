@@ -155,7 +155,7 @@ void add_bench(CLI::App& app, int& exit_code) {
   sub->add_option("--causal", f->causal, "comma list of 0/1 (default 0)");
   sub->add_option("--backend-option", f->backend_options,
                   "KEY=VALUE for the backend of swept rows, repeatable (tt-sim: dtype=bfloat8_b, threads=1)");
-  sub->add_option("--suite", f->suite, "JSON array of rows {variant, backend, batch, seq, hidden, heads, causal}");
+  sub->add_option("--suite", f->suite, "JSON array of rows {variant, backend, batch, seq, hidden, heads, kv_heads, causal}");
   sub->add_option("-r,--repetitions", f->repetitions, "timed cached runs per row (default 5)")->check(integer_at_least(1));
   sub->add_option("--warmup", f->warmup, "untimed runs after the first (default 1)")->check(integer_at_least(0));
   sub->add_option("-o,--format", f->format, "md, csv, json or jsonl (default md)");

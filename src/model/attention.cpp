@@ -45,6 +45,24 @@ void validate_inputs(const AttentionSpec& spec, const AttentionInputs& in) {
                        std::to_string(spec.num_heads) + " or 1, " + std::to_string(l) + " or 1, " + std::to_string(st) +
                        "), found " + shape_str(m.shape()));
   }
+  if (spec.rope) {
+    if (spec.head_dim % 2 != 0 || spec.head_dim_v < 1)
+      throw InputError("rotary embedding: expected an even head width, found " + std::to_string(spec.head_dim));
+    if (s != l)
+      throw InputError("rotary embedding: expected as many keys as queries (self-attention), found " +
+                       std::to_string(s) + " keys for " + std::to_string(l) + " queries");
+  }
+  if (in.positions) {
+    const Tensor& p = *in.positions;
+    if (!spec.rope) throw InputError("position ids: given, but the attention has no rotary embedding");
+    if (p.dtype() != DType::I64) throw InputError("position ids: expected int64, found " + std::string(dtype_name(p.dtype())));
+    if (p.ndim() != 2 || (p.dim(0) != 1 && p.dim(0) != b) || p.dim(1) != l)
+      throw InputError("position ids: expected shape (" + std::to_string(b) + " or 1, " + std::to_string(l) +
+                       "), found " + shape_str(p.shape()));
+    const int64_t* v = p.data<int64_t>();
+    for (int64_t i = 0; i < p.numel(); ++i)
+      if (v[i] < 0) throw InputError("position ids: expected non-negative positions, found " + std::to_string(v[i]));
+  }
 }
 
 double attention_flops(const AttentionSpec& spec, const AttentionInputs& in) {
@@ -54,6 +72,10 @@ double attention_flops(const AttentionSpec& spec, const AttentionInputs& in) {
   if (spec.out) proj += b * l * h * dv * spec.out_dim();
   double pairs = l * (s + spec.extra_keys());
   if (spec.causal && l == s) pairs = l * (l + 1) / 2.0;
+  if (spec.causal && l == s && spec.window > 0 && spec.window < l) {
+    const double w = spec.window;  // rows i < w see i + 1 keys, the rest w
+    pairs = w * (w + 1) / 2.0 + (l - w) * w;
+  }
   double attn = b * h * pairs * (dh + dv);
   return 2.0 * (proj + attn);
 }

@@ -5,13 +5,17 @@
 //   Q = query @ wq^T + bq            query [B, L, q_in]   wq [H*dh,  q_in]
 //   K = key   @ wk^T + bk            key   [B, S, k_in]   wk [Hkv*dh, k_in]
 //   V = value @ wv^T + bv            value [B, S, v_in]   wv [Hkv*dv, v_in]
+//   rope: Q and K rotated per head by their positions (model/rope.h),
+//         after the projection and before the grouped heads are shared
 //   (bias_k, bias_v appended as one more key/value row; then, with
 //    add_zero_attn, one all-zero row: S_total = S + extras)
 //   per head h (kv head h / (H / Hkv)):
 //     scores  = scale * Q_h @ K_h^T + mask     [B, H, L, S_total]
 //     causal: scores[i, j] = -inf for j > i (top-left aligned, as the seeds'
 //             triu(ones(L, S), diagonal=1) mask)
-//     window: scores[i, j] = -inf for j < i - window + 1 (sliding window)
+//     window: scores[i, j] = -inf unless i - window < j (sliding window:
+//             each query sees at most `window` keys, its own included,
+//             as Mistral's sliding_window; model/mask.h)
 //     weights = softmax(scores) (a row of all -inf gives NaN, as torch does)
 //     ctx_h   = weights @ V_h                  [B, L, dv]
 //   context = concat_h ctx_h                   [B, L, H*dv]
@@ -53,6 +57,13 @@ const char* op_sequence_name(OpSequence s);
 // caches on it (addresses get reused; copies are identical so share it).
 uint64_t new_spec_uid();
 
+// Rotary position embedding as Llama / Mistral / Qwen2 apply it (the
+// rotate_half convention over the whole head width): a typed description,
+// so a backend needs no variant name to run it. model/rope.h computes it.
+struct RotaryEmbedding {
+  double theta = 10000.0;  // rope_theta; used as float32, as the modules do
+};
+
 struct AttentionSpec {
   uint64_t uid = new_spec_uid();  // plan-cache identity; never edit a spec after running it
   std::string variant;  // for messages only
@@ -68,6 +79,7 @@ struct AttentionSpec {
   int64_t window = 0;  // sliding window size; 0 = unlimited
   std::optional<Tensor> bias_k, bias_v;  // [Hkv*dh] / [Hkv*dv], appended after projection
   bool add_zero_attn = false;
+  std::optional<RotaryEmbedding> rope;  // needs self-attention shapes (S == L)
   double dropout = 0.0;  // applied to weights only when training
   // The fused [q | k | v] projection as the module holds it, when it does
   // (ttnn_mha_fused: weight [Eq+Ek+Ev, in], weight_in_out [in, Eq+Ek+Ev]);
@@ -87,6 +99,9 @@ struct AttentionInputs {
   // [Bm, Hm, Lm, S_total] with Bm in {1, B}, Hm in {1, H} and Lm in {1, L}
   // (Lm = 1: one row for every query, as a key padding mask); -inf masks.
   std::optional<Tensor> mask;
+  // Token positions for the rotary embedding, int64 [Bp, L] with Bp in
+  // {1, B} (the keys share them: self-attention); absent: 0 .. L-1.
+  std::optional<Tensor> positions;
   bool training = false;
   uint64_t dropout_seed = 0;
 };

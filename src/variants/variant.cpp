@@ -85,6 +85,23 @@ std::unique_ptr<Variant> make_variant(const std::string& name, const ordered_jso
   throw InputError("variant: unknown variant '" + printable(name) + "' (expected one of: " + list + ")");
 }
 
+ShapeRecipe recipe_for_shape(const std::string& variant, const ShapeRequest& shape) {
+  for (const VariantEntry& e : variant_registry()) {
+    if (variant != e.name) continue;
+    ShapeRecipe r;
+    if (e.causality == Causality::Always && !shape.causal) r.why_not = variant + " is always causal";
+    if (e.causality == Causality::Never && shape.causal) r.why_not = variant + " has no causal mask";
+    if (!e.grouped_kv && shape.kv_heads > 0 && shape.kv_heads != shape.heads)
+      r.why_not = variant + " has no grouped kv heads";
+    if (!r.why_not.empty()) return r;
+    r.params = e.shape_params(shape);
+    if (e.causal_options) r.options = e.causal_options(shape.causal);
+    r.x_inputs = e.x_inputs;
+    return r;
+  }
+  throw InputError("variant: unknown variant '" + printable(variant) + "'");
+}
+
 std::vector<std::string> variant_names() {
   std::vector<std::string> names;
   for (const VariantEntry& e : variant_registry()) names.push_back(e.name);

@@ -66,6 +66,28 @@ class Variant {
   virtual AttentionInputs map_inputs(const TensorMap& inputs, const ForwardOptions& opt) const = 0;
 };
 
+// Whether a variant's mask is causal: always, never, or chosen by a forward option.
+enum class Causality { Never, Always, Option };
+
+// A shape a generic driver asks for (`mha bench` rows).
+struct ShapeRequest {
+  int64_t hidden = 0, heads = 1, seq = 1;
+  int64_t kv_heads = 0;  // grouped-query variants; 0: as many as heads
+  bool causal = false;
+};
+
+// How to build a variant at a shape: its params, forward options, and the
+// input names the one self-attention tensor x fills; `why_not` is set
+// (and the rest left empty) when the variant cannot take the shape
+// (causality it does not have). Unknown variant: InputError.
+struct ShapeRecipe {
+  ordered_json params = ordered_json::object();
+  ordered_json options = ordered_json::object();
+  std::vector<std::string> x_inputs;
+  std::string why_not;
+};
+ShapeRecipe recipe_for_shape(const std::string& variant, const ShapeRequest& shape);
+
 // `params` is the config's params object (path "params" for messages).
 std::unique_ptr<Variant> make_variant(const std::string& name, const ordered_json& params);
 std::vector<std::string> variant_names();

@@ -85,6 +85,14 @@ const std::vector<Case>& cases() {
       {"torch_mha_causal_100", "torch_mha", R"({"embed_dim": 32, "num_heads": 4, "batch_first": true})",
        R"({"is_causal": true, "need_weights": false})",
        {{"query", {1, 100, 32}}, {"key", {1, 100, 32}}, {"value", {1, 100, 32}}}, 2e-5, 2e-5, 0.999},
+      // RoPE, grouped kv heads and a window across the cpu backend's query blocks (tt-sim: a skip, no RoPE).
+      {"llama_gqa_window_130", "llama_attention",
+       R"({"hidden_size": 64, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 40})",
+       "{}", {{"x", {2, 130, 64}}}, 2e-5, 2e-5, 0.999},
+      {"llama_mqa_bias_weights", "llama_attention",
+       R"({"hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32, "attention_bias": true,
+           "rope_theta": 500000.0})",
+       R"({"need_weights": true})", {{"x", {1, 33, 48}}}, 2e-5, 2e-5, 0.999},
   };
   return c;
 }

@@ -33,6 +33,8 @@ struct Case {
   bool mask_row = false;  // the mask has one row that every query adds: L above becomes 1
   bool inf_rows = false;  // mask some whole rows with -inf (NaN outputs) and scattered entries
   double dropout = 0.0;
+  bool rope = false;       // rotary embedding (needs L == S, even dh)
+  bool positions = false;  // with it: random position ids [B, L] instead of 0..L-1
 };
 
 Tensor rand_tensor(std::mt19937& g, Shape shape, float lo, float hi) {
@@ -72,6 +74,7 @@ Problem make_problem(const Case& c, uint32_t seed = 1) {
   }
   s.add_zero_attn = c.zero_attn;
   s.dropout = c.dropout;
+  if (c.rope) s.rope = RotaryEmbedding{500000.0};
   AttentionInputs& in = p.in;
   in.query = rand_tensor(g, {c.B, c.L, c.q_in}, -2, 2);
   if (c.self) {
@@ -79,6 +82,12 @@ Problem make_problem(const Case& c, uint32_t seed = 1) {
   } else {
     in.key = rand_tensor(g, {c.B, c.S, c.k_in}, -2, 2);
     in.value = c.kv_same ? in.key : rand_tensor(g, {c.B, c.S, c.v_in}, -2, 2);
+  }
+  if (c.positions) {
+    Tensor pos(DType::I64, {c.B, c.L});
+    std::uniform_int_distribution<int64_t> u(0, 40000);
+    for (int64_t i = 0; i < pos.numel(); ++i) pos.data<int64_t>()[i] = u(g);
+    in.positions = pos;
   }
   if (c.mask) {
     const int64_t St = c.S + s.extra_keys();
@@ -221,6 +230,35 @@ TEST(CpuBackend, MaskRowEqualsExpandedMask) {
     }
   }
   cpu::chunk_policy() = saved;
+}
+
+// The rotary embedding on every projection layout (fused qkv, separate,
+// key == value, batch groups, chunked queries) and on the plain path, with
+// grouped kv heads and a window, against the reference.
+TEST(CpuBackend, RopeOnEveryLayout) {
+  cpu::ChunkPolicy saved = cpu::chunk_policy();
+  for (int policy = 0; policy < 3; ++policy) {
+    if (policy == 1) cpu::chunk_policy().group_rows = 1;
+    if (policy == 2) cpu::chunk_policy() = {1000, 2 * 96, 768};
+    for (int inputs = 0; inputs < 3; ++inputs)
+      for (bool positions : {false, true})
+        for (bool plain : {false, true}) {
+          Case c;
+          c.B = 2, c.L = c.S = 230, c.H = 4, c.Hkv = 2, c.dh = c.dv = 16, c.causal = true, c.window = 50;
+          c.rope = true, c.positions = positions;
+          c.self = inputs == 0, c.kv_same = inputs == 1;
+          SCOPED_TRACE("policy " + std::to_string(policy) + " inputs " + std::to_string(inputs) +
+                       (positions ? " positions" : "") + (plain ? " plain" : " flash"));
+          RunOptions opt;
+          opt.need_weights = plain;
+          expect_matches_reference(c, opt);
+        }
+  }
+  cpu::chunk_policy() = saved;
+  Case c;
+  c.rope = true, c.self = false, c.S = 9;
+  Problem p = make_problem(c);
+  EXPECT_THROW(cpu_backend()->run(p.spec, p.in, {}), InputError);  // a rope needs S == L
 }
 
 TEST(CpuBackend, FullyMaskedRowsAreNaN) {

@@ -196,3 +196,42 @@ TEST(RunErrors, KeyPaddingMaskDtypesAsTorch113) {
   expect_input_error(run_config(dir, cfg(R"(, "attn_mask": "am_f.npy", "key_padding_mask": "kpm_f.npy")")),
                      "a float key_padding_mask with a float attn_mask is not applied by torch 1.13");
 }
+
+// llama_attention: params, position_ids and the padding mask are checked
+// with one line each; tt-sim says it has no rotary embedding.
+TEST(RunErrors, LlamaAttentionInputs) {
+  TempDir dir;
+  auto py = run_python("import numpy as np\nd = '" + dir.path() + "/'\n"
+                       "np.save(d + 'pos_f.npy', np.zeros((1, 6), np.float32))\n"
+                       "np.save(d + 'pos_neg.npy', -np.ones((1, 6), np.int64))\n"
+                       "np.save(d + 'pos_shape.npy', np.zeros((3, 6), np.int64))\n"
+                       "np.save(d + 'pos.npy', np.arange(6, dtype=np.int32)[None] + 100)\n"
+                       "np.save(d + 'mask2.npy', np.full((2, 6), 2, np.int64))\n"
+                       "np.save(d + 'mask.npy', np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], np.int64))\n");
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  auto llama = [&](const std::string& params, const std::string& inputs) {
+    return R"({"variant": "llama_attention", "params": )" + params + R"(, "inputs": {"x": {"randn": [2, 6, 16]})" +
+           inputs + "}}";
+  };
+  const std::string good = R"({"hidden_size": 16, "num_attention_heads": 4, "num_key_value_heads": 2})";
+  auto in = [&](const char* name, const char* file) {
+    return std::string(", \"") + name + "\": " + "\"" + dir.file(file) + "\"";
+  };
+  EXPECT_EQ(run_config(dir, llama(good, in("position_ids", "pos.npy") + in("attention_mask", "mask.npy"))).exit_code, 0);
+  expect_input_error(run_config(dir, llama(R"({"hidden_size": 16, "num_attention_heads": 4, "num_key_value_heads": 3})", "")),
+                     "params.num_attention_heads: expected a multiple of params.num_key_value_heads (3), found 4");
+  expect_input_error(run_config(dir, llama(R"({"hidden_size": 16, "num_attention_heads": 4, "head_dim": 5})", "")),
+                     "params.head_dim: expected an even width");
+  expect_input_error(run_config(dir, llama(R"({"hidden_size": 16, "num_attention_heads": 4, "sliding_window": 0})", "")),
+                     "params.sliding_window: expected a positive integer");
+  expect_input_error(run_config(dir, llama(good, in("position_ids", "pos_f.npy"))),
+                     "inputs.position_ids: expected an integer tensor, found float32");
+  expect_input_error(run_config(dir, llama(good, in("position_ids", "pos_neg.npy"))),
+                     "inputs.position_ids: expected non-negative positions, found -1");
+  expect_input_error(run_config(dir, llama(good, in("position_ids", "pos_shape.npy"))),
+                     "inputs.position_ids: expected shape (2 or 1, 6), found (3, 6)");
+  expect_input_error(run_config(dir, llama(good, in("attention_mask", "mask2.npy"))),
+                     "inputs.attention_mask: expected 1 (attend) or 0 (padding)");
+  expect_input_error(run_config(dir, llama(good, ""), "--backend tt-sim"),
+                     "rotary position embeddings are not implemented on tt-sim");
+}

@@ -100,8 +100,7 @@ void flash_block(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScra
   std::fill(s.l.begin(), s.l.end(), 0.0f);
 
   // Keys outside [j_lo, j_hi) are masked for every query of the block: skip them.
-  const int64_t j_lo = a.window > 0 ? std::max<int64_t>(0, i0 - a.window + 1) : 0;
-  const int64_t j_hi = a.causal ? std::min(a.St, i0 + nq) : a.St;
+  const int64_t j_lo = a.rule.first_key(i0), j_hi = a.rule.end_key(i0 + nq, a.St);
   const float c1 = a.scale * kLog2e;
   const float* mbase = nullptr;
   if (a.mask) {
@@ -134,10 +133,8 @@ void flash_block(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScra
     bool geometry = false;
     for (int64_t j = 0; j < nkp; ++j) {
       const int64_t jj = j0 + j;
-      int64_t l0 = 0, h0 = nql;
-      if (j >= nk) h0 = 0;
-      if (a.causal) l0 = std::max<int64_t>(l0, jj - i0);
-      if (a.window > 0) h0 = std::min<int64_t>(h0, jj + a.window - i0);
+      const int64_t l0 = std::max<int64_t>(0, a.rule.first_query(jj) - i0);
+      const int64_t h0 = j >= nk ? 0 : std::min<int64_t>(nql, a.rule.end_query(jj) - i0);
       lo[j] = static_cast<int32_t>(std::min<int64_t>(l0, nql));
       hi[j] = static_cast<int32_t>(std::max<int64_t>(std::min<int64_t>(h0, nql), lo[j]));
       geometry |= lo[j] > 0 || hi[j] < nql;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/mask.h"
+
 namespace mha::cpu {
 
 constexpr int64_t kBr = 96;  // queries per task: a multiple of 16 (score lanes) and 6 (P·V tile rows)
@@ -28,8 +30,7 @@ struct FlashArgs {
   const float* bias_k = nullptr;  // [Hkv*dh]: key row S when present
   const float* bias_v = nullptr;
   float scale = 1.0f;
-  bool causal = false;
-  int64_t window = 0;
+  MaskRule rule;  // causal / window
   const float* mask = nullptr;  // [mask_b, mask_h, mask_l, St] additive, broadcast
   int64_t mask_b = 1, mask_h = 1, mask_l = 1;  // mask_l: L, or 1 (one row for every query)
   bool dropout = false;

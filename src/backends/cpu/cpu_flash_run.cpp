@@ -30,6 +30,7 @@ AttentionResult run_flash(const AttentionSpec& spec, const AttentionInputs& in, 
   r.output = Tensor(DType::F32, {B, L, E_out});
   float* out = r.output.data<float>();
   const F32Inputs x(in);
+  prepare_rope(plan, spec, in);
 
   FlashArgs a;
   a.B = B, a.L = L, a.S = S, a.St = S + spec.extra_keys();
@@ -39,7 +40,7 @@ AttentionResult run_flash(const AttentionSpec& spec, const AttentionInputs& in, 
   a.bias_k = plan.bias_k.empty() ? nullptr : plan.bias_k.data();
   a.bias_v = plan.bias_v.empty() ? nullptr : plan.bias_v.data();
   a.scale = static_cast<float>(spec.scale);
-  a.causal = spec.causal, a.window = spec.window;
+  a.rule = MaskRule(spec);
   std::vector<float> tmask;
   if (in.mask) {
     a.mask = f32_data(*in.mask, tmask);

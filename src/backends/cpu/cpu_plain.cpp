@@ -7,29 +7,11 @@
 
 #include "backends/cpu/cpu_gemm.h"
 #include "model/dropout.h"
+#include "model/heads.h"
+#include "model/mask.h"
 
 namespace mha::cpu {
 
-namespace {
-
-// dst[b, h, j, :] = row j of head h in a [B*rows, ld] projection (plus the
-// extra key rows: bias, then zeros), i.e. [B, heads, rows_total, d].
-void split_heads(const float* src, int64_t ld, int64_t B, int64_t rows, int64_t rows_total, int64_t heads, int64_t d,
-                 const std::vector<float>& bias, float* dst) {
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t j = 0; j < rows_total; ++j) {
-        float* out = dst + ((b * heads + h) * rows_total + j) * d;
-        if (j < rows)
-          std::memcpy(out, src + (b * rows + j) * ld + h * d, sizeof(float) * d);
-        else if (j == rows && !bias.empty())
-          std::memcpy(out, bias.data() + h * d, sizeof(float) * d);
-        else
-          std::memset(out, 0, sizeof(float) * d);
-      }
-}
-
-}  // namespace
 
 // Shapes: q [B, H, L, dh], k [B, Hkv, St, dh], v [B, Hkv, St, dv];
 // scores -> masked -> weights in one [B, H, L, St] buffer (copied out as
@@ -39,12 +21,14 @@ AttentionResult run_plain(const AttentionSpec& spec, const AttentionInputs& in, 
   const int64_t B = plan.B, L = plan.L, S = plan.S, H = spec.num_heads, Hkv = spec.num_kv_heads;
   const int64_t dh = spec.head_dim, dv = spec.head_dim_v, St = S + spec.extra_keys(), group = H / Hkv;
   const float inf = std::numeric_limits<float>::infinity();
+  prepare_rope(plan, spec, in);
   project_inputs(pool, plan, F32Inputs(in), 0, B);
 
   Tensor q(DType::F32, {B, H, L, dh}), k(DType::F32, {B, Hkv, St, dh}), v(DType::F32, {B, Hkv, St, dv});
-  split_heads(plan.q, plan.ldq, B, L, L, H, dh, {}, q.data<float>());
-  split_heads(plan.k, plan.ldk, B, S, St, Hkv, dh, plan.bias_k, k.data<float>());
-  split_heads(plan.v, plan.ldv, B, S, St, Hkv, dv, plan.bias_v, v.data<float>());
+  auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
+  split_heads(plan.q, plan.ldq, B, L, L, H, dh, static_cast<const float*>(nullptr), q.data<float>());
+  split_heads(plan.k, plan.ldk, B, S, St, Hkv, dh, bias(plan.bias_k), k.data<float>());
+  split_heads(plan.v, plan.ldv, B, S, St, Hkv, dv, bias(plan.bias_v), v.data<float>());
 
   Tensor w(DType::F32, {B, H, L, St});
   float* W = w.data<float>();
@@ -64,6 +48,7 @@ AttentionResult run_plain(const AttentionSpec& spec, const AttentionInputs& in, 
   std::vector<float> tmask;
   const float* mask = in.mask ? f32_data(*in.mask, tmask) : nullptr;
   const float scale = static_cast<float>(spec.scale);
+  const MaskRule rule(spec);
   pool.parallel_for(B * H, [&](int64_t bh, int) {
     const int64_t b = bh / H, h = bh % H;
     // The mask's rows: one per query, or one row every query adds (mask_ld = 0).
@@ -78,7 +63,7 @@ AttentionResult run_plain(const AttentionSpec& spec, const AttentionInputs& in, 
       float* row = W + (bh * L + i) * St;
       for (int64_t j = 0; j < St; ++j) {
         float x = scale * row[j] + (mrow ? mrow[i * mask_ld + j] : 0.0f);
-        if ((spec.causal && j > i) || (spec.window > 0 && j < i - spec.window + 1)) x = -inf;
+        if (!rule.visible(i, j)) x = -inf;
         row[j] = x;
       }
     }

@@ -25,7 +25,7 @@ namespace {
 
 auto scalars(const AttentionSpec& s) {
   return std::make_tuple(s.num_heads, s.num_kv_heads, s.head_dim, s.head_dim_v, s.scale, s.causal, s.window,
-                         s.add_zero_attn, s.dropout);
+                         s.add_zero_attn, s.dropout, s.rope.has_value(), s.rope ? s.rope->theta : 0.0);
 }
 
 // One packed buffer against the tensors it was packed from, in order.
@@ -138,6 +138,8 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
   if (spec.bias_k) p.bias_k = spec.bias_k->to_f32();
   if (spec.bias_v) p.bias_v = spec.bias_v->to_f32();
 
+  p.rope = spec.rope.has_value();
+  p.heads = spec.num_heads, p.kv_heads = spec.num_kv_heads;
   p.q_chunk_rows = policy.rows;
   const int64_t G = p.group_batches;
   const int64_t q_rows = p.layout == Layout::kChunked ? std::min(B * L, p.q_chunk_rows) : G * L;
@@ -169,24 +171,49 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
   return plan;
 }
 
+void prepare_rope(Plan& plan, const AttentionSpec& spec, const AttentionInputs& in) {
+  if (!plan.rope || (plan.rope_default_positions && !in.positions)) return;
+  plan.rope_table = rope_table(spec, in);
+  plan.rope_default_positions = !in.positions;
+}
+
+namespace {
+
+// Rotates rows [row0, row0 + n) (flattened b*L + i) held from x's first
+// row on, 32 rows per task.
+void rotate(ThreadPool& pool, const Plan& plan, float* x, int64_t ld, int64_t row0, int64_t n, int64_t heads) {
+  constexpr int64_t kRows = 32;
+  pool.parallel_for((n + kRows - 1) / kRows, [&](int64_t t, int) {
+    const int64_t r = t * kRows, m = std::min(kRows, n - r);
+    apply_rope_rows(plan.rope_table, x + r * ld, ld, row0 + r, m, heads);
+  });
+}
+
+}  // namespace
+
 void project_inputs(ThreadPool& pool, Plan& plan, const F32Inputs& x, int64_t b0, int64_t b1) {
   const int64_t L = plan.L, S = plan.S, nq = (b1 - b0) * L, nkv = (b1 - b0) * S;
   const PackedLinear& lq = plan.lin[0];
   if (plan.layout == Layout::kFusedQKV) {
     linear(pool, lq, x.key + b0 * S * lq.in, lq.in, nq, plan.q, plan.ldq);
-    return;
+  } else {
+    if (plan.layout == Layout::kSeparate) linear(pool, lq, x.query + b0 * L * lq.in, lq.in, nq, plan.q, plan.ldq);
+    const PackedLinear& lk = plan.lin[1];
+    linear(pool, lk, x.key + b0 * S * lk.in, lk.in, nkv, plan.k, plan.ldk);
+    if (!plan.kv_fused) {
+      const PackedLinear& lv = plan.lin[2];
+      linear(pool, lv, x.value + b0 * S * lv.in, lv.in, nkv, plan.v, plan.ldv);
+    }
   }
-  if (plan.layout == Layout::kSeparate) linear(pool, lq, x.query + b0 * L * lq.in, lq.in, nq, plan.q, plan.ldq);
-  const PackedLinear& lk = plan.lin[1];
-  linear(pool, lk, x.key + b0 * S * lk.in, lk.in, nkv, plan.k, plan.ldk);
-  if (!plan.kv_fused) {
-    const PackedLinear& lv = plan.lin[2];
-    linear(pool, lv, x.value + b0 * S * lv.in, lv.in, nkv, plan.v, plan.ldv);
-  }
+  if (!plan.rope) return;
+  // A rope needs S == L (validate_inputs), so key rows index positions as query rows do.
+  if (plan.layout != Layout::kChunked) rotate(pool, plan, plan.q, plan.ldq, b0 * L, nq, plan.heads);
+  rotate(pool, plan, plan.k, plan.ldk, b0 * S, nkv, plan.kv_heads);
 }
 
 void project_query_rows(ThreadPool& pool, Plan& plan, const float* xq, int64_t r0, int64_t n) {
   linear(pool, plan.lin[0], xq + r0 * plan.lin[0].in, plan.lin[0].in, n, plan.q, plan.ldq);
+  if (plan.rope) rotate(pool, plan, plan.q, plan.ldq, r0, n, plan.heads);
 }
 
 }  // namespace mha::cpu

@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_flash.h"
 #include "backends/cpu/cpu_projection.h"
 #include "model/attention.h"
+#include "model/rope.h"
 
 namespace mha::cpu {
 
@@ -51,7 +52,7 @@ struct Plan {
   // The spec's scalars as built: with the packed weights they let a run
   // detect a spec edited after it ran (a contract breach that would
   // otherwise silently reuse stale weights).
-  std::tuple<int64_t, int64_t, int64_t, int64_t, double, bool, int64_t, bool, double> spec_scalars;
+  std::tuple<int64_t, int64_t, int64_t, int64_t, double, bool, int64_t, bool, double, bool, double> spec_scalars;
   Layout layout = Layout::kSeparate;
   bool kv_fused = false;
   int64_t B = 0, L = 0, S = 0;
@@ -67,6 +68,12 @@ struct Plan {
   // nor straight into the output (an output projection follows).
   std::vector<float> ctx;
   std::vector<FlashScratch> scratch;  // one per thread
+  // The rotary embedding's cos/sin for this run's positions (prepare_rope);
+  // project_inputs and project_query_rows rotate q and k with it.
+  bool rope = false;
+  int64_t heads = 0, kv_heads = 0;
+  RopeTable rope_table;
+  bool rope_default_positions = false;  // the table holds 0..L-1 (kept between runs)
 };
 
 std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInputs& in, const PlanKey& key,
@@ -91,8 +98,13 @@ struct F32Inputs {
   const float *query, *key, *value;
 };
 
+// Fills plan.rope_table for this run's positions (a no-op without a rope,
+// or when the default 0..L-1 table is already there).
+void prepare_rope(Plan& plan, const AttentionSpec& spec, const AttentionInputs& in);
+
 // Projects key and value (and query, unless the layout is kChunked) of
 // batches [b0, b1) into the workspace's first rows; b1 - b0 <= group_batches.
+// With a rope, q and k leave rotated.
 void project_inputs(ThreadPool& pool, Plan& plan, const F32Inputs& x, int64_t b0, int64_t b1);
 // kChunked: projects rows [r0, r0 + n) of the flattened query xq [B*L, q_in] into plan.q.
 void project_query_rows(ThreadPool& pool, Plan& plan, const float* xq, int64_t r0, int64_t n);

@@ -5,6 +5,9 @@
 #include <vector>
 
 #include "model/dropout.h"
+#include "model/heads.h"
+#include "model/mask.h"
+#include "model/rope.h"
 
 namespace mha {
 
@@ -37,30 +40,24 @@ class ReferenceBackend : public Backend {
     const int64_t H = spec.num_heads, Hkv = spec.num_kv_heads, dh = spec.head_dim, dv = spec.head_dim_v;
     const int64_t St = S + spec.extra_keys(), group = H / Hkv;
     const double inf = std::numeric_limits<double>::infinity();
+    const MaskRule rule(spec);
 
     Vec xq = in.query.to_f64(), xk = in.key.to_f64(), xv = in.value.to_f64();
     Vec q = project(xq, B * L, spec.q), k = project(xk, B * S, spec.k), v = project(xv, B * S, spec.v);
     Vec mask = in.mask ? in.mask->to_f64() : Vec();
     Vec bk = spec.bias_k ? spec.bias_k->to_f64() : Vec(), bv = spec.bias_v ? spec.bias_v->to_f64() : Vec();
 
+    if (spec.rope) {
+      const RopeTable t = rope_table(spec, in);
+      apply_rope_rows(t, q.data(), H * dh, 0, B * L, H);
+      apply_rope_rows(t, k.data(), Hkv * dh, 0, B * S, Hkv);
+    }
+
     // Per-head views with the extra key rows appended: [B, H, *, d].
-    Vec Q(B * H * L * dh), K(B * Hkv * St * dh, 0.0), V(B * Hkv * St * dv, 0.0);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < L; ++i)
-          for (int64_t d = 0; d < dh; ++d) Q[((b * H + h) * L + i) * dh + d] = q[(b * L + i) * H * dh + h * dh + d];
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < Hkv; ++h)
-        for (int64_t j = 0; j < St; ++j) {
-          for (int64_t d = 0; d < dh; ++d) {
-            double x = j < S ? k[(b * S + j) * Hkv * dh + h * dh + d] : (j == S && spec.bias_k ? bk[h * dh + d] : 0.0);
-            K[((b * Hkv + h) * St + j) * dh + d] = x;
-          }
-          for (int64_t d = 0; d < dv; ++d) {
-            double x = j < S ? v[(b * S + j) * Hkv * dv + h * dv + d] : (j == S && spec.bias_v ? bv[h * dv + d] : 0.0);
-            V[((b * Hkv + h) * St + j) * dv + d] = x;
-          }
-        }
+    Vec Q(B * H * L * dh), K(B * Hkv * St * dh), V(B * Hkv * St * dv);
+    split_heads(q.data(), H * dh, B, L, L, H, dh, static_cast<const double*>(nullptr), Q.data());
+    split_heads(k.data(), Hkv * dh, B, S, St, Hkv, dh, spec.bias_k ? bk.data() : nullptr, K.data());
+    split_heads(v.data(), Hkv * dv, B, S, St, Hkv, dv, spec.bias_v ? bv.data() : nullptr, V.data());
 
     Vec raw(B * H * L * St), masked(B * H * L * St), W(B * H * L * St), ctx(B * L * H * dv, 0.0);
     for (int64_t b = 0; b < B; ++b)
@@ -82,8 +79,7 @@ class ReferenceBackend : public Backend {
               int64_t mb = mt.dim(0) == 1 ? 0 : b, mh = mt.dim(1) == 1 ? 0 : h, mi = mt.dim(2) == 1 ? 0 : i;
               m += mask[((mb * mt.dim(1) + mh) * mt.dim(2) + mi) * St + j];
             }
-            if (spec.causal && j > i) m = -inf;
-            if (spec.window > 0 && j < i - spec.window + 1) m = -inf;
+            if (!rule.visible(i, j)) m = -inf;
             masked[row + j] = m;
             mx = std::max(mx, m);
           }

@@ -149,6 +149,7 @@ std::optional<std::string> tt_supports(const AttentionSpec& spec, const Attentio
     return "dropout in training (p = " + std::to_string(spec.dropout) +
            ") is not supported on tt-sim (ttnn.experimental.dropout's device RNG is not modelled); "
            "run in eval mode or on the cpu/reference backend";
+  if (spec.rope) return std::string("rotary position embeddings are not implemented on tt-sim; run on cpu or reference");
   if (spec.ops == OpSequence::TtnnMhaFused) {
     if (spec.extra_keys() > 0 || spec.num_kv_heads != spec.num_heads)
       return std::string("the fused TT-NN pipeline supports neither extra key rows nor grouped kv heads");

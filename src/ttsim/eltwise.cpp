@@ -25,6 +25,17 @@ int64_t broadcast_matrix(const TileTensor& a, const TileTensor& b, int64_t bi) {
   return bidx;
 }
 
+// b broadcasts onto a: same columns, one row or a's rows, and leading dims
+// (right-aligned) of 1 or a's.
+bool broadcasts_onto(const TileTensor& a, const TileTensor& b) {
+  if (b.cols != a.cols || (b.rows != 1 && b.rows != a.rows)) return false;
+  const int na = static_cast<int>(a.shape.size()) - 2, nb = static_cast<int>(b.shape.size()) - 2;
+  if (nb > na && nb > 0) return false;
+  for (int d = 0; d < nb; ++d)
+    if (b.shape[d] != 1 && b.shape[d] != a.shape[d + na - nb]) return false;
+  return true;
+}
+
 void unpack_row(const float* in, int64_t n, DataFormat f, bool fp32, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = unpack_to_src(in[i], f, fp32);
 }
@@ -47,7 +58,7 @@ void for_rows(const TileTensor& a, const Exec& ex, Fn fn) {
 
 void tt_add(const TileTensor& a, const TileTensor& b, TileTensor& out, bool fp32, bool bfp8_pack_precise,
             const Exec& ex) {
-  if (b.cols != a.cols || (b.rows != 1 && b.rows != a.rows))
+  if (!broadcasts_onto(a, b))
     throw InputError("tt-sim: add: cannot broadcast " + shape_str(b.shape) + " onto " + shape_str(a.shape));
   const simd::KernelTable* k = ex.kernels();
   const int64_t W = a.pcols;
@@ -58,6 +69,24 @@ void tt_add(const TileTensor& a, const TileTensor& b, TileTensor& out, bool fp32
     if (k) k->elwadd(sa, sb, 1, W, fp32, so);
     else
       for (int64_t c = 0; c < W; ++c) so[c] = fpu_add(sa[c], sb[c], fp32);
+    pack_from_dst(so, out.matrix(bi) + r * W, W, out.format, fp32, bfp8_pack_precise);
+  });
+}
+
+void tt_mul(const TileTensor& a, const TileTensor& b, TileTensor& out, MathFidelity fidelity, bool fp32,
+            bool bfp8_pack_precise, const Exec& ex) {
+  if (!broadcasts_onto(a, b))
+    throw InputError("tt-sim: multiply: cannot broadcast " + shape_str(b.shape) + " onto " + shape_str(a.shape));
+  const simd::KernelTable* k = ex.kernels();
+  const int64_t W = a.pcols;
+  const int phases = fidelity_phase_count(fidelity);
+  for_rows(a, ex, [&](int64_t bi, int64_t r, float* sa, float* sb, float* so) {
+    const float* brow = b.matrix(broadcast_matrix(a, b, bi)) + (b.rows == 1 ? 0 : r) * b.pcols;
+    unpack_row(a.matrix(bi) + r * W, W, a.format, fp32, sa);
+    unpack_row(brow, W, b.format, fp32, sb);
+    if (k) k->elwmul(sa, sb, 1, W, phases, fp32, so);
+    else
+      for (int64_t c = 0; c < W; ++c) so[c] = fpu_mul(sa[c], sb[c], fidelity, fp32);
     pack_from_dst(so, out.matrix(bi) + r * W, W, out.format, fp32, bfp8_pack_precise);
   });
 }

@@ -17,6 +17,12 @@ namespace mha::ttsim {
 void tt_add(const TileTensor& a, const TileTensor& b, TileTensor& out, bool fp32_dest, bool bfp8_pack_precise,
             const Exec& ex = Exec{});
 
+// out = a * b elementwise (ttnn.multiply(a, b)): ELWMUL over the phases of
+// `fidelity`, a in SrcA, b in SrcB, b broadcast as in tt_add. Throws
+// InputError when b does not broadcast onto a.
+void tt_mul(const TileTensor& a, const TileTensor& b, TileTensor& out, MathFidelity fidelity, bool fp32_dest,
+            bool bfp8_pack_precise, const Exec& ex = Exec{});
+
 // out = a * s for a Python float s: s becomes a bf16 operand (SrcB) of an
 // ELWMUL run over the phases of `fidelity`.
 void tt_mul_scalar(const TileTensor& a, float s, TileTensor& out, MathFidelity fidelity, bool fp32_dest,

@@ -1,7 +1,7 @@
 #pragma once
-// TT-NN's SFPU unary ops (ttnn.exp, ttnn.reciprocal) and the tensor x tensor
-// FPU multiply (ttnn.multiply(a, b)) on tile tensors, built on the lane
-// functions of sfpu.h and matrix_unit.h: what `mha op` runs one at a time.
+// TT-NN's SFPU unary ops (ttnn.exp, ttnn.reciprocal) on tile tensors, built
+// on the lane functions of sfpu.h: what `mha op` runs one at a time (the
+// binary ops are in eltwise.h).
 #include "ttsim/exec.h"
 #include "ttsim/matrix_unit.h"
 #include "ttsim/tile.h"
@@ -22,12 +22,5 @@ const char* unary_op_name(UnaryOp op);
 // (packer.h).
 void tt_unary(const TileTensor& a, UnaryOp op, TileTensor& out, bool math_approx_mode, bool fp32_dest,
               bool bfp8_pack_precise, const Exec& ex = Exec{});
-
-// out = a * b elementwise on the FPU (ELWMUL over the phases of `fidelity`,
-// a in SrcA, b in SrcB), b broadcast as tt_add broadcasts it (leading dims
-// of 1, one row); out preallocated with a's shape. Throws InputError when b
-// does not broadcast onto a.
-void tt_mul(const TileTensor& a, const TileTensor& b, TileTensor& out, MathFidelity fidelity, bool fp32_dest,
-            bool bfp8_pack_precise, const Exec& ex = Exec{});
 
 }  // namespace mha::ttsim

@@ -6,6 +6,7 @@
 #include "backends/ttsim/ttsim_ops.h"
 #include "backends/ttsim/ttsim_options.h"
 #include "ttsim/sfpu.h"
+#include "ttsim/eltwise.h"
 #include "ttsim/unary.h"
 #include "util/error.h"
 

@@ -4,6 +4,7 @@
 #include "backends/reference/reference_backend.h"
 #include "backends/ttsim/ttsim_backend.h"
 #include "util/error.h"
+#include "util/text.h"
 
 namespace mha {
 
@@ -16,12 +17,12 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const nlohmann::o
                                       const std::string& json_path) {
   if (name == "reference") {
     for (auto it = options.begin(); it != options.end(); ++it)
-      throw InputError(json_path + "." + it.key() + ": unknown key for backend 'reference' (it takes no options)");
+      throw InputError(json_path + "." + printable(it.key()) + ": unknown key for backend 'reference' (it takes no options)");
     return make_reference_backend();
   }
   if (name == "cpu") return make_cpu_backend(options, json_path);
   if (name == "tt-sim") return make_ttsim_backend(options, json_path);
-  throw InputError(json_path + ".name: unknown backend '" + name + "': expected reference, cpu or tt-sim");
+  throw InputError(json_path + ".name: unknown backend '" + printable(name) + "': expected reference, cpu or tt-sim");
 }
 
 }  // namespace mha

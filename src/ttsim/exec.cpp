@@ -1,6 +1,7 @@
 #include "ttsim/exec.h"
 
 #include "util/error.h"
+#include "util/text.h"
 #include "util/thread_pool.h"
 
 namespace mha::ttsim {
@@ -21,7 +22,7 @@ simd::Isa isa_from_name(const std::string& name) {
   if (name == "scalar") isa = simd::Isa::Scalar;
   else if (name == "avx2") isa = simd::Isa::Avx2;
   else if (name == "avx512") isa = simd::Isa::Avx512;
-  else throw InputError("unknown tt-sim kernels '" + name + "': expected auto, scalar, avx2 or avx512");
+  else throw InputError("unknown tt-sim kernels '" + printable(name) + "': expected auto, scalar, avx2 or avx512");
   if (isa != simd::Isa::Scalar && !simd::kernels_for(isa))
     throw InputError("tt-sim kernels '" + name + "': this CPU does not support " + name + " (it has " +
                      simd::isa_name(simd::best_isa()) + ")");

@@ -5,6 +5,7 @@
 
 #include "tensor/half.h"
 #include "util/error.h"
+#include "util/text.h"
 
 namespace mha::ttsim {
 
@@ -23,7 +24,7 @@ DataFormat format_from_name(const std::string& name) {
   if (name == "bfloat16") return DataFormat::Bfloat16;
   if (name == "bfloat8_b") return DataFormat::Bfp8_b;
   if (name == "bfloat4_b") return DataFormat::Bfp4_b;
-  throw InputError("unknown tt-sim dtype '" + name +
+  throw InputError("unknown tt-sim dtype '" + printable(name) +
                    "': expected one of float32, bfloat16, bfloat8_b, bfloat4_b");
 }
 

@@ -7,6 +7,7 @@
 #include "ttsim/fpu_internal.h"
 #include "ttsim/operands.h"
 #include "util/error.h"
+#include "util/text.h"
 
 namespace mha::ttsim {
 
@@ -25,7 +26,7 @@ MathFidelity fidelity_from_name(const std::string& name) {
   if (name == "HiFi2") return MathFidelity::HiFi2;
   if (name == "HiFi3") return MathFidelity::HiFi3;
   if (name == "HiFi4") return MathFidelity::HiFi4;
-  throw InputError("unknown math_fidelity '" + name + "': expected LoFi, HiFi2, HiFi3 or HiFi4");
+  throw InputError("unknown math_fidelity '" + printable(name) + "': expected LoFi, HiFi2, HiFi3 or HiFi4");
 }
 
 const char* numerics_name(Numerics) { return "exact"; }
@@ -35,7 +36,7 @@ Numerics numerics_from_name(const std::string& name) {
   if (name == "fast")
     throw InputError("numerics 'fast' was removed: exact numerics now run within 3x of its speed (docs/TTSIM.md); "
                      "use \"exact\" or leave numerics out");
-  throw InputError("unknown numerics '" + name + "': expected exact");
+  throw InputError("unknown numerics '" + printable(name) + "': expected exact");
 }
 
 int fidelity_phase_count(MathFidelity f) { return f == MathFidelity::LoFi ? 1 : static_cast<int>(f); }

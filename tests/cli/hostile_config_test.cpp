@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 
+#include "backends/backend.h"
 #include "config/config.h"
 #include "config/json_util.h"
 #include "support/test_support.h"
@@ -130,4 +132,30 @@ TEST(EchoedText, PrintableEscapesControlsAndCuts) {
   EXPECT_EQ(printable(std::string(80, 'x')), std::string(80, 'x'));
   EXPECT_EQ(printable("abcdef", 3), "abc...");
   EXPECT_EQ(printable_line("already \\x0a escaped\n"), "already \\x0a escaped\\x0a");
+}
+
+// Found by the config fuzzer (10M-execution run): a backend name with a
+// newline made "unknown backend '...'" two lines. Every name a backend or
+// tt-sim option echoes goes through printable().
+TEST(HostileConfig, EchoedBackendNamesAndValuesAreEscaped) {
+  const std::string evil = "bb\b\n\x1b[31mtt-sim";
+  auto one_line = [](const std::function<void()>& f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "no InputError";
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+      EXPECT_EQ(m.find('\x1b'), std::string::npos) << m;
+      EXPECT_NE(m.find(needle), std::string::npos) << m;
+    }
+  };
+  one_line([&] { make_backend(evil, ordered_json::object(), "backend"); }, "unknown backend 'bb\\x08\\x0a\\x1b[31mtt-sim'");
+  one_line([&] { make_backend("reference", ordered_json{{evil, 1}}, "backend"); }, "backend.bb\\x08\\x0a");
+  one_line([&] { make_backend("tt-sim", ordered_json{{"numerics", evil}}, "backend"); }, "unknown numerics 'bb\\x08\\x0a");
+  one_line([&] { make_backend("tt-sim", ordered_json{{"kernels", evil}}, "backend"); }, "unknown tt-sim kernels 'bb\\x08\\x0a");
+  TempDir dir;
+  auto r = run_config_text(dir, std::string("{") + kBody + R"(, "inputs": {"seed": 0, "x": {"rand": [1, 4, 3]}},)" +
+                                    R"( "backend": {"name": )" + ordered_json(evil).dump() + "}}");
+  expect_one_line_exit2(r, "unknown backend 'bb\\x08\\x0a");
 }

@@ -9,6 +9,7 @@
 #include "ttsim/eltwise.h"
 #include "ttsim/unary.h"
 #include "util/error.h"
+#include "util/text.h"
 
 namespace mha::ttsim {
 
@@ -113,7 +114,7 @@ TtOp tt_op_from_name(const std::string& name) {
     if (name == d.name) return d.op;
     all += std::string(all.empty() ? "" : ", ") + d.name;
   }
-  throw InputError("unknown op '" + name + "': expected one of " + all);
+  throw InputError("unknown op '" + printable(name) + "': expected one of " + all);
 }
 
 const char* tt_op_name(TtOp op) { return def(op).name; }

@@ -72,16 +72,7 @@ struct OpRun {
 // wormhole_b0's 8x8 grid: what `mha op` runs by default).
 Tensor core_matmul(const Tensor& a, const Tensor& b, DataFormat fa, DataFormat fb, ComputeConfig c) {
   const TileTensor ta = to_tile_layout(a, fa), tb = to_tile_layout(b, fb);
-  MatmulCall call;
-  call.batch_a = ta.batch;
-  call.batch_b = tb.batch;
-  call.M = ta.prows;
-  call.K = ta.pcols;
-  call.N = tb.pcols;
-  call.a = fa;
-  call.b = fb;
-  call.out = c.output;
-  call.fp32_dest = c.fp32_dest_acc_en;
+  MatmulCall call = matmul_call(ta, tb, c);
   call.all_dram = true;
   TileTensor out;
   tt_matmul(ta, tb, out, c, kOracle, choose_matmul_program(call).blocking);

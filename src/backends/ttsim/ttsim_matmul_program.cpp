@@ -96,6 +96,20 @@ const char* matmul_program_name(MatmulProgram p) {
   return "?";
 }
 
+MatmulCall matmul_call(const TileTensor& a, const TileTensor& b, const ComputeConfig& cfg) {
+  MatmulCall call;
+  call.batch_a = a.batch;
+  call.batch_b = b.batch;
+  call.M = a.prows;
+  call.K = a.pcols;
+  call.N = b.pcols;
+  call.a = a.format;
+  call.b = b.format;
+  call.out = cfg.output;
+  call.fp32_dest = cfg.fp32_dest_acc_en;
+  return call;
+}
+
 MatmulChoice choose_matmul_program(const MatmulCall& c) {
   MatmulChoice ch = c.core_grid ? grid_program(c) : simple_program(c);
   MatmulBlocking& b = ch.blocking;

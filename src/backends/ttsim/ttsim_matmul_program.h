@@ -42,6 +42,11 @@ struct MatmulChoice {
   MatmulBlocking blocking;  // in0_block_w 0 for MultiCore
 };
 
+// The call's shapes, formats and Dst mode from its operands and compute
+// config; placement (core_grid, grid, memory, L1, packer_l1_acc) and bias
+// are left for the caller.
+MatmulCall matmul_call(const TileTensor& a, const TileTensor& b, const ComputeConfig& cfg);
+
 MatmulChoice choose_matmul_program(const MatmulCall& call);
 
 // "2D,in0_block_w=4,blocks=8,l1_acc=1,interm=bfloat16" (program cache key, describe()).

@@ -31,16 +31,7 @@ TileTensor op_matmul(TtDevice& dev, const std::string& op, const TileTensor& a, 
   const double macs = static_cast<double>(a.batch) * a.prows * a.pcols * b.pcols * fidelity_phase_count(cfg.math_fidelity);
   TtDevice::OpTimer timer(dev, op, macs);
   const int64_t Mt = a.batch * a.prows / kTile, Kt = a.pcols / kTile, Nt = b.pcols / kTile;
-  MatmulCall call;
-  call.batch_a = a.batch;
-  call.batch_b = b.batch;
-  call.M = a.prows;
-  call.K = a.pcols;
-  call.N = b.pcols;
-  call.a = a.format;
-  call.b = b.format;
-  call.out = cfg.output;
-  call.fp32_dest = cfg.fp32_dest_acc_en;
+  MatmulCall call = matmul_call(a, b, cfg);
   call.bias = bias;
   call.core_grid = core_grid;
   call.grid = grid;

@@ -13,6 +13,21 @@ void require_supported(const Backend& backend, const AttentionSpec& spec, const 
     throw InputError("backend " + backend.name() + " cannot run variant " + spec.variant + ": " + *why);
 }
 
+const char* cache_dtype_name(CacheDtype d) {
+  switch (d) {
+    case CacheDtype::Float32: return "float32";
+    case CacheDtype::Bfloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+std::unique_ptr<DecodeSession> Backend::start_decode(const AttentionSpec& spec, const DecodeOptions& opt) {
+  (void)opt;
+  auto why = supports_decode(spec);
+  throw InputError("backend " + name() + " cannot decode variant " + spec.variant + ": " +
+                   (why ? *why : std::string("no KV-cache decode")));
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, const nlohmann::ordered_json& options,
                                       const std::string& json_path) {
   if (name == "reference") {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/decode.h"
 #include "model/attention.h"
 
 namespace mha {
@@ -41,6 +42,15 @@ class Backend {
   // weights and inputs as the files hold them; every other backend is given
   // them as float32 (run/runner.cpp narrows them).
   virtual bool computes_in_float64() const { return false; }
+
+  // KV-cache decode (backends/decode.h). Why this backend cannot decode the
+  // spec (one line), or nullopt when it can; the spec must be causal
+  // self-attention. start_decode throws InputError with that reason.
+  virtual std::optional<std::string> supports_decode(const AttentionSpec& spec) const {
+    (void)spec;
+    return "backend " + name() + " has no KV-cache decode";
+  }
+  virtual std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt);
 };
 
 // Throws InputError("backend NAME cannot run variant V: REASON") when

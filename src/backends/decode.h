@@ -1,0 +1,50 @@
+#pragma once
+// Incremental (KV-cache) attention: the two phases Llama-style inference runs
+// in. A session owns the K/V cache of one causal self-attention spec; each
+// append() projects the new rows, rotates them (rope) at their positions,
+// appends their keys and values to the cache and attends the new queries to
+// everything cached so far (causal, windowed as the spec says):
+//
+//   append(x [B, n, q_in]) -> output [B, n, out_dim]   rows at positions
+//                                                       length() .. length()+n-1
+//
+// A prompt of P tokens is one append of n = P (prefill); each generated token
+// is one append of n = 1 (decode step). The outputs of a prefill of P and T
+// steps, concatenated, equal one causal run over the P + T tokens (bitwise
+// with a float32 cache on the reference backend; see docs for the cpu bound).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "model/attention.h"
+
+namespace mha {
+
+// The element type the cache stores K and V in. Bfloat16 halves the bytes a
+// decode step reads; values are rounded to nearest even when appended and
+// widened when attended.
+enum class CacheDtype { Float32, Bfloat16 };
+const char* cache_dtype_name(CacheDtype d);
+
+struct DecodeOptions {
+  CacheDtype cache_dtype = CacheDtype::Float32;
+  int64_t batch = 1;
+  // Tokens the session will hold at most (prompt + steps): a backend
+  // allocates its cache once, up front, as a serving engine would.
+  int64_t max_tokens = 0;
+};
+
+class DecodeSession {
+ public:
+  virtual ~DecodeSession() = default;
+  // x: [batch, n, q_in], n >= 1, length() + n <= max_tokens (InputError otherwise).
+  virtual Tensor append(const Tensor& x) = 0;
+  // Tokens cached so far.
+  virtual int64_t length() const = 0;
+  // Bytes of K and V the session holds at its current length (what one
+  // decode step reads besides the weights).
+  virtual int64_t cache_bytes() const = 0;
+};
+
+}  // namespace mha

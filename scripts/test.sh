@@ -5,8 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each phase's wall time goes to stderr, so a CI log shows where the time went.
+phase() { echo "test.sh: $1 done at ${SECONDS}s" >&2; }
+
 ./scripts/setup.sh
+phase "setup + Release build"
 (cd build && ctest --output-on-failure -j"$(nproc)")
+phase "Release tests"
 
 if [ "${MHA_SKIP_SANITIZE:-0}" != "1" ]; then
   # -O1 -g1: half the compile time of -O2 -g under the sanitizers, and line
@@ -17,6 +22,7 @@ if [ "${MHA_SKIP_SANITIZE:-0}" != "1" ]; then
     -DMHA_SLOW_TESTS=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure -j"$(nproc)" -LE slow)
+  phase "sanitizer build + tests"
 fi
 
 # --- fuzzing (issue 10, item 5) ---------------------------------------------
@@ -26,5 +32,6 @@ fi
 # MHA_SKIP_FUZZ=1 to skip; MHA_FUZZ_SECONDS changes the time per target.
 if [ "${MHA_SKIP_FUZZ:-0}" != "1" ]; then
   ./scripts/fuzz.sh smoke "${MHA_FUZZ_SECONDS:-20}"
+  phase "fuzz build + smoke"
 fi
 # --- end fuzzing --------------------------------------------------------------

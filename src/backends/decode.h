@@ -47,4 +47,15 @@ class DecodeSession {
   virtual int64_t cache_bytes() const = 0;
 };
 
+// The specs a KV cache can serve, for every backend that decodes: causal
+// self-attention (query, key and value projected from one input of one
+// width) with no extra key rows (bias_k / add_zero_attn). nullopt when the
+// spec fits, else one line saying what it lacks.
+std::optional<std::string> decode_unsupported(const AttentionSpec& spec);
+// Checks opt against spec (batch >= 1, max_tokens >= 1); InputError otherwise.
+void check_decode_options(const AttentionSpec& spec, const DecodeOptions& opt);
+// Checks one append's x [batch, n, q_in] against the session's state;
+// InputError naming the expected and found shape otherwise.
+void check_append(const AttentionSpec& spec, const DecodeOptions& opt, int64_t length, const Tensor& x);
+
 }  // namespace mha

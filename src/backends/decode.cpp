@@ -34,4 +34,10 @@ void check_append(const AttentionSpec& spec, const DecodeOptions& opt, int64_t l
                      " exceed the cache's max_tokens " + std::to_string(opt.max_tokens));
 }
 
+void check_fill(const DecodeOptions& opt, int64_t length, int64_t n) {
+  if (n < 0 || length + n > opt.max_tokens)
+    throw InputError("decode fill: " + std::to_string(n) + " positions after " + std::to_string(length) +
+                     " exceed the cache's max_tokens " + std::to_string(opt.max_tokens));
+}
+
 }  // namespace mha

@@ -119,6 +119,11 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
                   fmt("%.3f", d.step_max_ms).c_str(), fmt("%.1f", d.tokens_per_s()).c_str(),
                   cache_dtype_name(d.cache_dtype), static_cast<long long>(d.cache_bytes));
     s += buf;
+    if (d.depth > 0) {
+      std::snprintf(buf, sizeof buf, "decode: after a synthetic context of %lld positions (timing only: the output is "
+                    "not a causal run's)\n", static_cast<long long>(d.depth));
+      s += buf;
+    }
   }
   std::snprintf(buf, sizeof buf, "plan cache: %lld hits, %lld misses\n", static_cast<long long>(rep.cache.hits),
                 static_cast<long long>(rep.cache.misses));

@@ -141,10 +141,13 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
   }
   if (find(j, "decode")) {
     const ordered_json& d = require_object(j["decode"], "decode");
-    check_keys(d, "decode", {"prompt", "tokens", "cache_dtype"});
+    check_keys(d, "decode", {"prompt", "tokens", "cache_dtype", "depth"});
     DecodeConfig dc;
     dc.prompt = get_int(d, "prompt", "decode", std::nullopt, 1);
     dc.tokens = get_int(d, "tokens", "decode", 0, 0);
+    dc.depth = get_int(d, "depth", "decode", 0, 0);
+    if (dc.depth > (int64_t{1} << 24))
+      throw InputError("decode.depth: expected at most 16777216 positions, found " + std::to_string(dc.depth));
     if (find(d, "cache_dtype")) {
       const std::string t = as_string(d["cache_dtype"], "decode.cache_dtype");
       if (t == "float32") dc.cache_dtype = CacheDtype::Float32;

@@ -39,6 +39,10 @@ struct DecodeConfig {
   int64_t prompt = 1;
   int64_t tokens = 0;
   CacheDtype cache_dtype = CacheDtype::Float32;
+  // Timing only: a synthetic context of `depth` cached positions (random K
+  // and V, DecodeSession::fill_synthetic) before the prompt, as
+  // llama-bench's -d; the rows then sit at positions depth ...
+  int64_t depth = 0;
 };
 
 struct RunConfig {

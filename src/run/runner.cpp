@@ -191,7 +191,7 @@ RunReport execute_decode(const DecodeConfig& d, const AttentionSpec& spec, const
   const Tensor& x = in.query;
   const int64_t B = x.dim(0), P = d.prompt, T = d.tokens, O = spec.out_dim();
   DecodeOptions opt;
-  opt.cache_dtype = d.cache_dtype, opt.batch = B, opt.max_tokens = P + T;
+  opt.cache_dtype = d.cache_dtype, opt.batch = B, opt.max_tokens = d.depth + P + T;
   const Tensor prompt = rows_of(x, 0, P);
   std::vector<Tensor> steps;
   for (int64_t i = 0; i < T; ++i) steps.push_back(rows_of(x, P + i, 1));
@@ -200,13 +200,14 @@ RunReport execute_decode(const DecodeConfig& d, const AttentionSpec& spec, const
   rep.backend_name = backend.name();
   rep.timing.flops = attention_flops(spec, in);
   DecodeTiming dt;
-  dt.prompt = P, dt.tokens = T, dt.cache_dtype = d.cache_dtype;
+  dt.prompt = P, dt.tokens = T, dt.depth = d.depth, dt.cache_dtype = d.cache_dtype;
   std::vector<double> prefills;
   auto once = [&](bool record) -> Tensor {
-    const auto t0 = clock::now();
     std::unique_ptr<DecodeSession> session = backend.start_decode(spec, opt);
+    if (d.depth > 0) session->fill_synthetic(d.depth, in.dropout_seed);  // untimed: not part of the prefill
+    const auto tp = clock::now();
     Tensor first = session->append(prompt);
-    if (record) prefills.push_back(ms_since(t0));
+    if (record) prefills.push_back(ms_since(tp));
     Tensor out(first.dtype(), {B, P + T, O});
     const int64_t es = static_cast<int64_t>(dtype_size(out.dtype()));
     auto place = [&](const Tensor& y, int64_t r0, int64_t n) {
@@ -251,6 +252,7 @@ RunReport execute_decode(const DecodeConfig& d, const AttentionSpec& spec, const
 nlohmann::json decode_json(const DecodeTiming& d) {
   return {{"prompt", d.prompt},
           {"tokens", d.tokens},
+          {"depth", d.depth},
           {"cache_dtype", cache_dtype_name(d.cache_dtype)},
           {"prefill_ms", d.prefill_ms},
           {"step_median_ms", d.step_median_ms},

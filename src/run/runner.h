@@ -48,7 +48,7 @@ struct Timing {
 // prefills the prompt and then steps one token at a time. Step figures
 // pool every step of the cached iterations.
 struct DecodeTiming {
-  int64_t prompt = 0, tokens = 0;
+  int64_t prompt = 0, tokens = 0, depth = 0;
   CacheDtype cache_dtype = CacheDtype::Float32;
   double prefill_ms = 0;  // median over cached iterations (the first's when there are none)
   std::vector<double> step_ms;

@@ -259,3 +259,39 @@ TEST(Decode, AppendChecksShapeAndCapacity) {
 
 }  // namespace
 }  // namespace mha
+
+namespace mha {
+namespace {
+
+// fill_synthetic writes the same values on both backends: appends after it
+// agree as ordinary decodes do (float32 tolerances; bfloat16 rounds the
+// same float32 values identically).
+TEST(Decode, SyntheticContextAgreesAcrossBackends) {
+  std::mt19937 g(9);
+  DCase c;
+  c.H = 8, c.Hkv = 2, c.dh = 16, c.E = 32, c.rope = true, c.window = 300;
+  const AttentionSpec s = make_spec(c, g);
+  const Tensor x = rand_tensor(g, {1, 5, c.E}, -2, 2);
+  for (CacheDtype dt : {CacheDtype::Float32, CacheDtype::Bfloat16}) {
+    std::vector<Tensor> outs;
+    std::vector<std::unique_ptr<Backend>> backends;
+    backends.push_back(make_reference_backend());
+    backends.push_back(make_cpu_backend({{"threads", 2}}, "backend"));
+    for (auto& be : backends) {
+      DecodeOptions o;
+      o.cache_dtype = dt, o.max_tokens = 600 + 5;
+      auto sess = be->start_decode(s, o);
+      sess->fill_synthetic(600, 42);
+      EXPECT_EQ(sess->length(), 600);
+      EXPECT_THROW(sess->fill_synthetic(6, 1), InputError);
+      Tensor a = sess->append(rows(x, 0, 2)), b = sess->append(rows(x, 2, 1));
+      EXPECT_EQ(sess->length(), 603);
+      outs.push_back(a), outs.push_back(b);
+    }
+    EXPECT_TRUE(test::tensors_close(outs[2], outs[0], 1e-5, 1.3e-6));
+    EXPECT_TRUE(test::tensors_close(outs[3], outs[1], 1e-5, 1.3e-6));
+  }
+}
+
+}  // namespace
+}  // namespace mha

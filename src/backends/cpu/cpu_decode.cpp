@@ -125,7 +125,32 @@ class CpuDecode : public DecodeSession {
     return out;
   }
 
+  void fill_synthetic(int64_t n, uint64_t seed) override {
+    check_fill(opt_, len_, n);
+    const int64_t T = opt_.max_tokens, dh = spec_.head_dim, dv = spec_.head_dim_v;
+    pool_.parallel_for(opt_.batch * spec_.num_kv_heads, [&](int64_t bg, int) {
+      for (int64_t j = len_; j < len_ + n; ++j) {
+        for (int64_t d = 0; d < dh; ++d) {
+          const int64_t i = (bg * T + j) * dh + d;
+          put(k_.get(), i, synthetic_value(seed, 2 * i));
+        }
+        for (int64_t d = 0; d < dv; ++d) {
+          const int64_t i = (bg * T + j) * dv + d;
+          put(v_.get(), i, synthetic_value(seed, 2 * i + 1));
+        }
+      }
+    });
+    len_ += n;
+  }
+
  private:
+  void put(unsigned char* base, int64_t i, float x) const {
+    if (bf16())
+      reinterpret_cast<uint16_t*>(base)[i] = bf16_from_f32(x);
+    else
+      reinterpret_cast<float*>(base)[i] = x;
+  }
+
   bool bf16() const { return opt_.cache_dtype == CacheDtype::Bfloat16; }
 
   // Rows len_ .. len_+n-1 of k and v (columns Eq.. of proj_) into the cache.

@@ -50,6 +50,23 @@ class ReferenceDecode : public DecodeSession {
     return opt_.batch * spec_.num_kv_heads * len_ * (spec_.head_dim + spec_.head_dim_v) * int64_t{sizeof(double)};
   }
 
+  void fill_synthetic(int64_t n, uint64_t seed) override {
+    check_fill(opt_, len_, n);
+    const int64_t T = opt_.max_tokens, dh = spec_.head_dim, dv = spec_.head_dim_v;
+    for (int64_t bg = 0; bg < opt_.batch * spec_.num_kv_heads; ++bg)
+      for (int64_t j = len_; j < len_ + n; ++j) {
+        for (int64_t d = 0; d < dh; ++d) {
+          const int64_t i = (bg * T + j) * dh + d;
+          K_[i] = stored(synthetic_value(seed, 2 * i));
+        }
+        for (int64_t d = 0; d < dv; ++d) {
+          const int64_t i = (bg * T + j) * dv + d;
+          V_[i] = stored(synthetic_value(seed, 2 * i + 1));
+        }
+      }
+    len_ += n;
+  }
+
   // x [B, n, q_in] -> output [B, n, out_dim] for positions len_ .. len_+n-1.
   Tensor append(const Tensor& x) override {
     check_append(spec_, opt_, len_, x);
@@ -63,9 +80,6 @@ class ReferenceDecode : public DecodeSession {
       apply_rope_rows(t, q.data(), H * dh, 0, B * n, H);
       apply_rope_rows(t, k.data(), Hkv * dh, 0, B * n, Hkv);
     }
-    auto stored = [&](double x) {
-      return opt_.cache_dtype == CacheDtype::Bfloat16 ? static_cast<double>(round_bf16(static_cast<float>(x))) : x;
-    };
     for (int64_t b = 0; b < B; ++b)
       for (int64_t r = 0; r < n; ++r)
         for (int64_t g = 0; g < Hkv; ++g) {
@@ -106,6 +120,10 @@ class ReferenceDecode : public DecodeSession {
   }
 
  private:
+  double stored(double x) const {
+    return opt_.cache_dtype == CacheDtype::Bfloat16 ? static_cast<double>(round_bf16(static_cast<float>(x))) : x;
+  }
+
   AttentionSpec spec_;  // Tensors share their bytes: a cheap copy
   DecodeOptions opt_;
   MaskRule rule_;

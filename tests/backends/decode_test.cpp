@@ -160,7 +160,7 @@ TEST(Decode, GqaMqaWindowsRopeAndEdges) {
 TEST(Decode, ChunkKernelsMatchFloat64) {
   std::mt19937 g(7);
   std::uniform_real_distribution<float> u(-1, 1);
-  const int64_t G = 3, dh = 37, dv = 21, j0 = 5, j1 = 70, rows = 80;
+  const int64_t G = 6, dh = 37, dv = 21, j0 = 5, j1 = 70, rows = 80;
   std::vector<float> q(G * dh), k(rows * dh), v(rows * dv);
   for (auto* vec : {&q, &k, &v})
     for (float& e : *vec) e = u(g);
@@ -173,7 +173,7 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
   const float scale_log2 = 0.3f * 1.4426950408889634f;
   for (bool bf : {false, true})
     for (cpu::DecodeKernel kern : kernels) {
-      std::vector<float> s(G * (j1 - j0)), row(dh), o(G * dv), m(G), l(G);
+      std::vector<float> s(G * (j1 - j0)), row(cpu::kDecodeRowScratch * dh), o(G * dv), m(G), l(G);
       cpu::DecodeChunk c;
       c.q = q.data(), c.k = bf ? static_cast<const void*>(kb.data()) : k.data();
       c.v = bf ? static_cast<const void*>(vb.data()) : v.data();

@@ -228,7 +228,7 @@ class CpuDecode : public DecodeSession {
       const ChunkTask& t = tasks_[i];
       Scratch& s = scratch_[thread];
       s.s.resize(std::max<std::size_t>(s.s.size(), G * (t.j1 - t.j0)));
-      s.row.resize(std::max(dh, dv));
+      s.row.resize(kDecodeRowScratch * std::max(dh, dv));
       float* part = partial_.data() + t.slot * per;
       DecodeChunk c;
       c.q = proj_.data() + (t.b * n + t.r) * E + t.g * G * dh;

@@ -18,11 +18,13 @@ struct DecodeChunk {
   int64_t G = 1, dh = 1, dv = 1;
   float scale_log2 = 1.0f;    // scale * log2(e): scores in log2 units, for exp2
   float* s = nullptr;         // scratch [G, j1 - j0]
-  float* row = nullptr;       // scratch [max(dh, dv)]: one widened bfloat16 row
+  float* row = nullptr;       // scratch [kDecodeRowScratch * max(dh, dv)]: widened bfloat16 rows
   float* o = nullptr;         // out [G, dv]: sum_j 2^(s_j - m) v_j
   float* m = nullptr;         // out [G]: max score (log2 units)
   float* l = nullptr;         // out [G]: sum_j 2^(s_j - m)
 };
+
+constexpr int64_t kDecodeRowScratch = 32;  // rows of `row`: the kernel's value block
 
 using DecodeKernel = void (*)(const DecodeChunk&);
 void decode_chunk_avx2(const DecodeChunk& c);

@@ -134,3 +134,20 @@ TEST(DecodeCli, RefusalsAreOneLine) {
   expect_input_error(run_config(dir, torch(q, R"({"is_causal": true})")),
                      "decode: returns no attention weights, set options.need_weights to false");
 }
+
+// decode.depth: a synthetic context before the prompt, for timing; the
+// report says the output is not a causal run's.
+TEST(DecodeCli, SyntheticDepth) {
+  TempDir dir;
+  for (const char* backend : {"reference", "cpu"}) {
+    auto r = run_config(dir, llama(R"(, "decode": {"prompt": 3, "tokens": 10, "depth": 700, "cache_dtype": "bfloat16"})",
+                                   backend),
+                        "--json " + shell_quote(dir.file("r.json")));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("after a synthetic context of 700 positions"), std::string::npos) << r.out;
+    EXPECT_NE(read_text(dir.file("r.json")).find("\"depth\": 700"), std::string::npos);
+  }
+  expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 3, "tokens": 10, "depth": -1})")), "decode.depth");
+  expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 3, "tokens": 10, "depth": 99999999})")),
+                     "decode.depth: expected at most 16777216 positions, found 99999999");
+}

@@ -4,11 +4,24 @@ shapes in the same run and prints the speed ratio per shape.
 
     /usr/bin/python3 scripts/bench_vs_torch.py [--mha build/mha] [--threads 2] [-r 5]
         [--shapes 8x384x1024/16,1x4096x1024/16c] [--json out.json]
+        [--decode 4096/32/8/128@32768] [--decode-steps 16] [--cache-dtypes float32,bfloat16]
 
 A shape is BxSxE/H, with a trailing "c" for causal (PyTorch gets the
 triu(ones(S, S), 1) bool attn_mask, mha gets is_causal). PyTorch runs in
 inference mode with need_weights=False, self-attention, batch_first, which
 is its fastest path; cached runs only (after a warm-up).
+
+Decode rows (--decode HIDDEN/HEADS/KV_HEADS/HEAD_DIM@DEPTH, comma list; '' for
+none; --shapes '' skips the rows above): one token at a time against a KV
+cache holding DEPTH positions, Llama-style (RoPE, GQA, no biases). PyTorch
+runs Hugging Face's eager path with a preallocated cache (StaticCache-style):
+q/k/v projections, rotary embedding at the position, index_copy_ into the
+cache, repeat_kv, matmul, float32 softmax, matmul, o_proj. mha runs `mha run`
+with a decode section whose depth is a synthetic context (random K/V, the
+same cost per step as a real prefill of DEPTH tokens). Both take the median of
+--decode-steps steps per repetition, then the median over repetitions. Bytes
+per token = the four projection weights + the K and V rows read (DEPTH + 1
+positions) in the cache dtype; GB/s = bytes / time.
 """
 import argparse
 import json
@@ -55,6 +68,117 @@ def mha_row(binary, b, n, e, h, causal, reps, threads):
     return doc["rows"][0], doc["sgemm_gflops"]
 
 
+def parse_decode(s):
+    dims, depth = s.split("@")
+    hidden, heads, kv, dh = (int(x) for x in dims.split("/"))
+    return hidden, heads, kv, dh, int(depth)
+
+
+def decode_bytes(hidden, heads, kv, dh, depth, cache_dtype):
+    weights = 4 * (hidden * heads * dh + 2 * hidden * kv * dh + heads * dh * hidden)
+    cache = 2 * kv * dh * (depth + 1) * (2 if cache_dtype == "bfloat16" else 4)
+    return weights, cache
+
+
+def torch_decode_ms(hidden, heads, kv, dh, depth, steps, cache_dtype, reps):
+    """Hugging Face LlamaAttention's eager decode step with a preallocated cache."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    q_proj, k_proj = nn.Linear(hidden, heads * dh, bias=False), nn.Linear(hidden, kv * dh, bias=False)
+    v_proj, o_proj = nn.Linear(hidden, kv * dh, bias=False), nn.Linear(heads * dh, hidden, bias=False)
+    store = torch.bfloat16 if cache_dtype == "bfloat16" else torch.float32
+    total = depth + steps
+    k_cache = torch.zeros(1, kv, total, dh, dtype=store)
+    v_cache = torch.zeros(1, kv, total, dh, dtype=store)
+    k_cache[:, :, :depth] = torch.rand(1, kv, depth, dh) * 2 - 1
+    v_cache[:, :, :depth] = torch.rand(1, kv, depth, dh) * 2 - 1
+    inv_freq = 1.0 / (500000.0 ** (torch.arange(0, dh, 2, dtype=torch.int64).float() / dh))
+    n_rep, scaling = heads // kv, dh ** -0.5
+
+    def rotate_half(x):
+        return torch.cat((-x[..., dh // 2:], x[..., :dh // 2]), dim=-1)
+
+    def repeat_kv(x):
+        b, h, s_, d = x.shape
+        return x[:, :, None, :, :].expand(b, h, n_rep, s_, d).reshape(b, h * n_rep, s_, d)
+
+    def step(x, pos):
+        q = q_proj(x).view(1, 1, heads, dh).transpose(1, 2)
+        k = k_proj(x).view(1, 1, kv, dh).transpose(1, 2)
+        v = v_proj(x).view(1, 1, kv, dh).transpose(1, 2)
+        freqs = pos.float()[:, None] * inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k_cache.index_copy_(2, pos, k.to(store))
+        v_cache.index_copy_(2, pos, v.to(store))
+        n = int(pos[-1]) + 1
+        keys = repeat_kv(k_cache[:, :, :n].to(torch.float32))
+        values = repeat_kv(v_cache[:, :, :n].to(torch.float32))
+        w = torch.matmul(q, keys.transpose(2, 3)) * scaling
+        w = torch.softmax(w, dim=-1, dtype=torch.float32)
+        return o_proj(torch.matmul(w, values).transpose(1, 2).reshape(1, 1, heads * dh))
+
+    medians = []
+    with torch.inference_mode():
+        x = torch.randn(1, 1, hidden)
+        for _ in range(reps):
+            times = []
+            for t in range(steps):
+                pos = torch.tensor([depth + t])
+                t0 = time.perf_counter()
+                step(x, pos)
+                times.append((time.perf_counter() - t0) * 1e3)
+            medians.append(statistics.median(times))
+    return statistics.median(medians)
+
+
+def mha_decode_row(binary, hidden, heads, kv, dh, depth, steps, cache_dtype, reps, threads):
+    import tempfile
+    config = {"variant": "llama_attention",
+              "params": {"hidden_size": hidden, "num_attention_heads": heads, "num_key_value_heads": kv,
+                         "head_dim": dh, "rope_theta": 500000.0, "max_position_embeddings": depth + steps + 1},
+              "weights": {"init": "torch", "seed": 0},
+              "inputs": {"seed": 0, "x": {"randn": [1, 1 + steps, hidden]}},
+              "decode": {"prompt": 1, "tokens": steps, "depth": depth, "cache_dtype": cache_dtype},
+              "runs": {"iterations": reps},
+              "backend": {"name": "cpu", "threads": threads}}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "decode.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
+        out = subprocess.run([binary, "run", "--config", path, "--json", "-"], check=True, capture_output=True,
+                             text=True, env=env).stdout
+    return json.loads(out)["decode"]
+
+
+def decode_rows(args):
+    rows = []
+    print()
+    print(f"decode, {args.decode_steps} steps per repetition, median of {args.repetitions} repetitions")
+    print("| hidden/heads/kv/head_dim | depth | cache | MB per token (weights + KV) | torch ms | mha ms | speed-up "
+          "| torch GB/s | mha GB/s | mha tokens/s |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for s in args.decode.split(","):
+        hidden, heads, kv, dh, depth = parse_decode(s)
+        for cache_dtype in args.cache_dtypes.split(","):
+            w, c = decode_bytes(hidden, heads, kv, dh, depth, cache_dtype)
+            t_ms = torch_decode_ms(hidden, heads, kv, dh, depth, args.decode_steps, cache_dtype, args.repetitions)
+            row = mha_decode_row(args.mha, hidden, heads, kv, dh, depth, args.decode_steps, cache_dtype,
+                                 args.repetitions, args.threads)
+            m_ms = row["step_median_ms"]
+            mb = (w + c) / 1e6
+            print(f"| {hidden}/{heads}/{kv}/{dh} | {depth} | {cache_dtype} | {w / 1e6:.0f} + {c / 1e6:.0f} = {mb:.0f} | "
+                  f"{t_ms:.1f} | {m_ms:.1f} | {t_ms / m_ms:.2f}x | {mb / t_ms:.2f} | {mb / m_ms:.2f} | "
+                  f"{row['tokens_per_s']:.1f} |")
+            sys.stdout.flush()
+            rows.append({"decode": s, "cache_dtype": cache_dtype, "weight_bytes": w, "cache_bytes": c,
+                         "torch_ms": t_ms, "mha_ms": m_ms, "speedup": t_ms / m_ms, "torch_gbps": mb / t_ms,
+                         "mha_gbps": mb / m_ms, "mha": row})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mha", default=os.path.join(os.path.dirname(__file__), "..", "build", "mha"))
@@ -62,13 +186,18 @@ def main():
     ap.add_argument("-r", "--repetitions", type=int, default=5)
     ap.add_argument("--shapes", default=DEFAULT_SHAPES)
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--decode", default="4096/32/8/128@32768",
+                    help="decode rows HIDDEN/HEADS/KV_HEADS/HEAD_DIM@DEPTH, comma list ('' for none)")
+    ap.add_argument("--decode-steps", type=int, default=16)
+    ap.add_argument("--cache-dtypes", default="float32,bfloat16")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     rows = []
     print(f"torch {torch.__version__}, {args.threads} threads")
-    print("| shape | causal | torch ms | mha ms | speed-up | mha GFLOP/s | mha % sgemm | sgemm GFLOP/s | mha first/cached |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for s in args.shapes.split(","):
+    if args.shapes:
+        print("| shape | causal | torch ms | mha ms | speed-up | mha GFLOP/s | mha % sgemm | sgemm GFLOP/s | mha first/cached |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for s in filter(None, args.shapes.split(",")):
         b, n, e, h, causal = parse_shape(s)
         t_ms = torch_ms(b, n, e, h, causal, args.repetitions)
         row, sgemm = mha_row(args.mha, b, n, e, h, causal, args.repetitions, args.threads)
@@ -78,6 +207,8 @@ def main():
               f"{row['timing']['gflops_cached']:.1f} | {row['sgemm_percent']:.1f} | {sgemm:.1f} | {first:.2f} |")
         sys.stdout.flush()
         rows.append({"shape": s, "torch_ms": t_ms, "mha": row, "sgemm_gflops": sgemm, "speedup": t_ms / m_ms})
+    if args.decode:
+        rows += decode_rows(args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

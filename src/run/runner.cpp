@@ -161,7 +161,7 @@ RunReport execute_run(PreparedRun& prepared, Backend& backend, const RunRequest&
   }
   rep.cache = backend.cache_stats();
   rep.backend_info = backend.describe();
-  rep.result = run.p.variant->finish(std::move(result), run.p.options);
+  rep.result = run.p.variant->finish(std::move(result), run.p.options, run.inputs);
 
   if (run.p.config.reference) {
     const ReferenceConfig& rc = *run.p.config.reference;

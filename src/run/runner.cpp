@@ -147,8 +147,16 @@ RunReport execute_run(PreparedRun& prepared, Backend& backend, const RunRequest&
   AttentionResult result = backend.run(run.spec, run.inputs, opt);
   rep.timing.first_ms = ms_since(t0);
   spdlog::debug("{}: first run {:.3f} ms (plan built)", backend.name(), rep.timing.first_ms);
-  for (int64_t i = 0; i < warmup; ++i) backend.run(run.spec, run.inputs, opt);
+  // iterations 0: the first run's result is the result, and no warm-up
+  // follows (nothing would be timed after it). Each later run's result
+  // replaces the one before, which is freed first: two outputs never live
+  // at once (a 131072x1024 float32 output is 512 MiB).
+  for (int64_t i = 0; i < (iterations > 0 ? warmup : 0); ++i) {
+    result = AttentionResult();
+    result = backend.run(run.spec, run.inputs, opt);
+  }
   for (int64_t i = 0; i < iterations; ++i) {
+    result = AttentionResult();
     t0 = clock::now();
     result = backend.run(run.spec, run.inputs, opt);
     rep.timing.cached_ms.push_back(ms_since(t0));

@@ -106,10 +106,14 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
   std::snprintf(buf, sizeof buf, "first run: %s ms (%s GFLOP/s), includes building the plan\n",
                 fmt("%.3f", t.first_ms).c_str(), fmt("%.2f", t.gflops_first()).c_str());
   s += buf;
-  std::snprintf(buf, sizeof buf, "cached runs (%zu): median %s ms, min %s ms, max %s ms (%s GFLOP/s)\n",
-                t.cached_ms.size(), fmt("%.3f", t.median_ms).c_str(), fmt("%.3f", t.min_ms).c_str(),
-                fmt("%.3f", t.max_ms).c_str(), fmt("%.2f", t.gflops_cached()).c_str());
-  s += buf;
+  if (t.cached_ms.empty()) {
+    s += "cached runs: none (iterations 0)\n";
+  } else {
+    std::snprintf(buf, sizeof buf, "cached runs (%zu): median %s ms, min %s ms, max %s ms (%s GFLOP/s)\n",
+                  t.cached_ms.size(), fmt("%.3f", t.median_ms).c_str(), fmt("%.3f", t.min_ms).c_str(),
+                  fmt("%.3f", t.max_ms).c_str(), fmt("%.2f", t.gflops_cached()).c_str());
+    s += buf;
+  }
   if (rep.decode) {
     const DecodeTiming& d = *rep.decode;
     std::snprintf(buf, sizeof buf, "decode: prefill of %lld tokens %s ms (median); %lld steps: median %s ms, min %s ms, "
@@ -148,7 +152,7 @@ int run_command(const RunFlags& f) {
   req.need_weights = !f.attn_weights.empty();
   req.collect_stages = !f.dump_stages.empty() || f.compare_stages;
   if (f.warmup >= 0) req.warmup = f.warmup;
-  if (f.iterations >= 1) req.iterations = f.iterations;
+  if (f.iterations >= 0) req.iterations = f.iterations;
   RunReport rep = execute_run(run, *backend, req);
 
   std::string text = text_report(config, rep);
@@ -204,8 +208,9 @@ void add_run(CLI::App& app, int& exit_code) {
   sub->add_option("--json", flags->json, "write the whole report as JSON (- for stdout)");
   sub->add_option("--warmup", flags->warmup, "untimed runs after the first (overrides runs.warmup)")
       ->check(integer_at_least(0));
-  sub->add_option("--iterations,-n", flags->iterations, "timed cached runs (overrides runs.iterations)")
-      ->check(integer_at_least(1));
+  sub->add_option("--iterations,-n", flags->iterations,
+                  "timed cached runs (overrides runs.iterations; 0: the first run only, for runs of minutes)")
+      ->check(integer_at_least(0));
   sub->callback([flags, &exit_code]() { exit_code = run_command(*flags); });
 }
 

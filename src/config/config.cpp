@@ -126,7 +126,7 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
     const ordered_json& r = require_object(j["runs"], "runs");
     check_keys(r, "runs", {"warmup", "iterations"});
     c.warmup = get_int(r, "warmup", "runs", 0, 0);
-    c.iterations = get_int(r, "iterations", "runs", 10, 1);
+    c.iterations = get_int(r, "iterations", "runs", 10, 0);  // 0: the first run only
   }
   if (find(j, "reference")) {
     const ordered_json& r = require_object(j["reference"], "reference");

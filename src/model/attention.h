@@ -104,6 +104,9 @@ struct AttentionInputs {
   std::optional<Tensor> positions;
   bool training = false;
   uint64_t dropout_seed = 0;
+  // The module was called without a batch dim (torch_mha's 2-D query): the
+  // variant added B = 1, and its finish() takes it off again. Backends ignore it.
+  bool unbatched = false;
 };
 
 struct RunOptions {

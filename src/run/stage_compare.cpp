@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "compare/report.h"
+#include "model/mask.h"
 
 namespace mha {
 
@@ -60,11 +61,12 @@ std::vector<uint8_t> masked_positions(const AttentionSpec& spec, const Attention
     mask = in.mask->to_f64();
     Bm = in.mask->dim(0), Hm = in.mask->dim(1), Lm = in.mask->dim(2);
   }
+  const MaskRule rule(spec);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < L; ++i)
         for (int64_t j = 0; j < S; ++j) {
-          bool x = (spec.causal && j > i) || (spec.window > 0 && j < i - spec.window + 1);
+          bool x = !rule.visible(i, j);
           if (!mask.empty()) {
             const int64_t mi = (((Bm == 1 ? 0 : b) * Hm + (Hm == 1 ? 0 : h)) * Lm + (Lm == 1 ? 0 : i)) * S + j;
             x = x || mask[mi] == -std::numeric_limits<double>::infinity();

@@ -76,8 +76,11 @@ class Formatter {
   int width_ = 1;
 };
 
+// Elements are read one by one from the tensor: a summarised print shows a
+// few hundred of them, and a float64 copy of the whole tensor would double
+// a large output's memory (1 GB more for a 131072x1024 float32 output).
 struct View {
-  const std::vector<double>* vals;
+  const Tensor* t;
   const Shape* shape;
   int64_t offset;  // flat index of this sub-tensor's first element
   int dim;         // which dim of `shape` this view starts at
@@ -86,7 +89,8 @@ struct View {
     for (std::size_t d = dim + 1; d < shape->size(); ++d) s *= (*shape)[d];
     return s;
   }
-  View sub(int64_t i) const { return {vals, shape, offset + i * stride(), dim + 1}; }
+  View sub(int64_t i) const { return {t, shape, offset + i * stride(), dim + 1}; }
+  double at(int64_t i) const { return t->get_f64(offset + i); }
   int64_t size() const { return (*shape)[dim]; }
   int rank() const { return static_cast<int>(shape->size()) - dim; }
 };
@@ -94,7 +98,7 @@ struct View {
 // The elements a summarised print shows (torch's get_summarized_data).
 void summarized(const View& v, bool summarize, std::vector<double>& out) {
   if (v.rank() == 0) {
-    out.push_back((*v.vals)[v.offset]);
+    out.push_back(v.at(0));
     return;
   }
   int64_t n = v.size();
@@ -113,7 +117,7 @@ std::string vector_str(const View& v, int indent, bool summarize, const Formatte
       data.push_back(" ...");
       i = n - kEdge;
     }
-    data.push_back(f.format((*v.vals)[v.offset + i]));
+    data.push_back(f.format(v.at(i)));
   }
   std::string s = "[";
   for (std::size_t i = 0; i < data.size(); ++i) {
@@ -124,7 +128,7 @@ std::string vector_str(const View& v, int indent, bool summarize, const Formatte
 }
 
 std::string tensor_str(const View& v, int indent, bool summarize, const Formatter& f) {
-  if (v.rank() == 0) return f.format((*v.vals)[v.offset]);
+  if (v.rank() == 0) return f.format(v.at(0));
   if (v.rank() == 1) return vector_str(v, indent, summarize, f);
   std::vector<std::string> slices;
   int64_t n = v.size();
@@ -144,7 +148,6 @@ std::string tensor_str(const View& v, int indent, bool summarize, const Formatte
 }  // namespace
 
 std::string format_torch(const Tensor& t) {
-  std::vector<double> vals = t.to_f64();
   const Shape& shape = t.shape();
   std::string suffix;
   if (t.dtype() != DType::F32 && t.dtype() != DType::I64 && t.dtype() != DType::Bool)
@@ -155,7 +158,7 @@ std::string format_torch(const Tensor& t) {
     return s + suffix + ")";
   }
   bool summarize = t.numel() > kThreshold;
-  View root{&vals, &shape, 0, 0};
+  View root{&t, &shape, 0, 0};
   std::vector<double> shown;
   summarized(root, summarize, shown);
   Formatter f(shown, dtype_is_float(t.dtype()), t.dtype() == DType::Bool);

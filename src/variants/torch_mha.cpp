@@ -116,14 +116,15 @@ class TorchMha : public Variant {
     Tensor q = float_input(*find_input(inputs, "query", true), "query");
     Tensor k = float_input(*find_input(inputs, "key", true), "key");
     Tensor v = float_input(*find_input(inputs, "value", true), "value");
-    unbatched_ = q.ndim() == 2;
-    int want = unbatched_ ? 2 : 3;
+    const bool unbatched = q.ndim() == 2;
+    int want = unbatched ? 2 : 3;
     if (q.ndim() != want && q.ndim() != 3)
       throw InputError("inputs.query: expected 2 or 3 dims, found " + shape_str(q.shape()));
     if (k.ndim() != want || v.ndim() != want)
       throw InputError("inputs.key/value: expected " + std::to_string(want) + " dims like query " +
                        shape_str(q.shape()) + ", found " + shape_str(k.shape()) + " and " + shape_str(v.shape()));
     AttentionInputs in;
+    in.unbatched = unbatched;
     in.query = to_batch_first(q, e_, "query");
     in.key = to_batch_first(k, kdim_, "key");
     in.value = to_batch_first(v, vdim_, "value");
@@ -136,9 +137,9 @@ class TorchMha : public Variant {
     return in;
   }
 
-  AttentionResult finish(AttentionResult r, const ForwardOptions& opt) const override {
-    if (!batch_first_ && !unbatched_) r.output = swap01(r.output);
-    if (unbatched_) r.output = r.output.reshaped({r.output.dim(1), r.output.dim(2)});
+  AttentionResult finish(AttentionResult r, const ForwardOptions& opt, const AttentionInputs& in) const override {
+    if (!batch_first_ && !in.unbatched) r.output = swap01(r.output);
+    if (in.unbatched) r.output = r.output.reshaped({r.output.dim(1), r.output.dim(2)});
     if (r.weights && opt.average_attn_weights) {
       // weights.sum(dim=1) / num_heads, as torch 1.13 averages.
       const Tensor& w = *r.weights;
@@ -151,7 +152,7 @@ class TorchMha : public Variant {
       Tensor t = Tensor::from_f64({n, l, s}, avg);
       r.weights = w.dtype() == DType::F64 ? t : t.cast(w.dtype());
     }
-    if (r.weights && unbatched_) {
+    if (r.weights && in.unbatched) {
       Shape sh = r.weights->shape();
       sh.erase(sh.begin());
       r.weights = r.weights->reshaped(sh);
@@ -227,7 +228,7 @@ class TorchMha : public Variant {
       if (!kpm_bool && !dtype_is_float(kpm->dtype()))
         throw InputError(std::string("inputs.key_padding_mask: expected bool or floating dtype (as torch 1.13), "
                                      "found ") + dtype_name(kpm->dtype()));
-      Shape want = unbatched_ ? Shape{s} : Shape{n, s};
+      Shape want = in.unbatched ? Shape{s} : Shape{n, s};
       if (kpm->shape() != want)
         throw InputError("inputs.key_padding_mask: expected shape " + shape_str(want) + ", found " +
                          shape_str(kpm->shape()));
@@ -253,7 +254,7 @@ class TorchMha : public Variant {
               else m = x;
             }
             if (kpm && j < s) {
-              double x = kpv[(unbatched_ ? 0 : b) * s + j];
+              double x = kpv[(in.unbatched ? 0 : b) * s + j];
               // is_causal stands for a bool attn_mask even when the spec applies it.
               if (kpm_bool || (have_am && am_bool) || opt.is_causal) masked = masked || x != 0.0;
               else m = x;  // float key_padding_mask alone is added as is
@@ -266,7 +267,6 @@ class TorchMha : public Variant {
   int64_t e_, h_, kdim_, vdim_;
   double dropout_;
   bool bias_, add_bias_kv_, add_zero_attn_, batch_first_;
-  mutable bool unbatched_ = false;  // set by build_inputs, read by finish
 };
 
 }  // namespace

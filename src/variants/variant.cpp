@@ -36,7 +36,7 @@ AttentionInputs Variant::build_inputs(const TensorMap& inputs, const ForwardOpti
   return map_inputs(inputs, opt);
 }
 
-AttentionResult Variant::finish(AttentionResult r, const ForwardOptions&) const { return r; }
+AttentionResult Variant::finish(AttentionResult r, const ForwardOptions&, const AttentionInputs&) const { return r; }
 
 TensorMap bind_weights(const Variant& v, const NamedTensors& loaded, const std::string& source) {
   TensorMap out;

@@ -58,8 +58,10 @@ class Variant {
   // names and missing required inputs are rejected here, against
   // input_slots(), before the variant maps them.
   AttentionInputs build_inputs(const TensorMap& inputs, const ForwardOptions& opt) const;
-  // Back to the module's conventions (batch_first=False, averaged weights).
-  virtual AttentionResult finish(AttentionResult r, const ForwardOptions& opt) const;
+  // Back to the module's conventions (batch_first=False, averaged weights,
+  // no batch dim for an unbatched call). `in` is what build_inputs gave for
+  // this call: a variant keeps no state between the two.
+  virtual AttentionResult finish(AttentionResult r, const ForwardOptions& opt, const AttentionInputs& in) const;
 
  protected:
   // Maps inputs whose names build_inputs has already checked.

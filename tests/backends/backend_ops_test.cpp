@@ -178,15 +178,15 @@ TEST_P(BackendOps, Run) {
   // asked for), then one with every stage (its plain path).
   RunOptions ro;
   ro.need_weights = opt.need_weights;
-  AttentionResult want = v->finish(reference->run(spec, in, ro), opt);
-  AttentionResult got = v->finish(backend->run(spec, in, ro), opt);
+  AttentionResult want = v->finish(reference->run(spec, in, ro), opt, in);
+  AttentionResult got = v->finish(backend->run(spec, in, ro), opt, in);
   EXPECT_TRUE(matches("output", got.output, want.output, tol));
   ASSERT_EQ(got.weights.has_value(), want.weights.has_value());
   if (want.weights) {
     EXPECT_TRUE(matches("weights", *got.weights, *want.weights, weights_tol));
   }
   // A second run reuses the plan and must give identical results.
-  AttentionResult again = v->finish(backend->run(spec, in, ro), opt);
+  AttentionResult again = v->finish(backend->run(spec, in, ro), opt, in);
   EXPECT_TRUE(test::tensors_close(again.output, got.output, 0.0, 0.0));
 
   RunOptions so;

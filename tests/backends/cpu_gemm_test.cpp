@@ -6,6 +6,7 @@
 #include <cblas.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -53,7 +54,27 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PoolSgemm,
                                            GemmCase{5, 200, 17, false, 0.0f},
                                            GemmCase{3, 2, 9, true, 0.0f},       // fewer rows than threads
                                            GemmCase{40, 50, 0, true, 1.0f},     // k = 0: C = beta * C
-                                           GemmCase{40, 50, 0, false, 0.0f}));
+                                           GemmCase{40, 50, 0, false, 0.0f},
+                                           GemmCase{9701, 24, 16, true, 1.0f}));  // several calls per thread
+
+// A long row range runs as several calls per thread (at most 3072 rows
+// each, so OpenBLAS's buffer stays small); edges on whole 48-row tiles
+// keep the bits of one call.
+TEST(PoolSgemmLongRows, SameBitsAsOneCall) {
+  const int64_t m = 13000, n = 40, k = 64;
+  std::mt19937 g(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> A(m * k), W(n * k), C(m * n), C1(m * n);
+  for (auto* v : {&A, &W})
+    for (float& x : *v) x = u(g);
+  SerialBlasScope serial;
+  sgemm(true, m, n, k, A.data(), k, W.data(), k, 0.0f, C1.data(), n);
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    sgemm(pool, true, m, n, k, A.data(), k, W.data(), k, 0.0f, C.data(), n);
+    ASSERT_EQ(std::memcmp(C.data(), C1.data(), sizeof(float) * m * n), 0) << threads << " threads";
+  }
+}
 
 TEST(SerialBlasScope, RestoresTheThreadCount) {
   const int before = openblas_get_num_threads();

@@ -106,6 +106,20 @@ TEST_F(CiSurface, DegeneratePccFollowsTtMetal) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["pcc"], 0.0);
 }
 
+// -n 0 (runs.iterations 0): the first run only, for runs that take
+// minutes; no warm-up follows it and no cached timing is made up.
+TEST_F(CiSurface, ZeroIterationsRunsOnce) {
+  const std::string config = shell_quote(source_dir() + "/configs/llama_attention.json");
+  CommandResult r = run_mha("run -c " + config + " -n 0 --warmup 3 -o " + q("out.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("cached runs: none (iterations 0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plan cache: 0 hits, 1 misses"), std::string::npos) << r.out;
+  const Tensor once = io::read_tensor(path("out.npy"));
+  r = run_mha("run -c " + config + " -n 2 -o " + q("out2.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::tensors_close(once, io::read_tensor(path("out2.npy")), 0, 0));
+}
+
 TEST_F(CiSurface, FlagErrorsAreOneLineWithReadableBounds) {
   io::write_npy(path("a.npy"), Tensor::from_f32({2}, {1, 2}));
   const std::string config = shell_quote(source_dir() + "/configs/seed000_book_mha.json");
@@ -113,8 +127,8 @@ TEST_F(CiSurface, FlagErrorsAreOneLineWithReadableBounds) {
   expect_one_line_error(run_mha("bench -r 0"), "--repetitions: expected an integer >= 1, found '0'");
   expect_one_line_error(run_mha("bench -r 0.5"), "expected an integer >= 1");
   expect_one_line_error(run_mha("bench --warmup -1"), "--warmup: expected an integer >= 0, found '-1'");
-  expect_one_line_error(run_mha("run -c " + config + " -n 0"), "--iterations: expected an integer >= 1, found '0'");
-  expect_one_line_error(run_mha("run -c " + config + " -n -1"), "expected an integer >= 1");
+  expect_one_line_error(run_mha("run -c " + config + " -n -1"), "--iterations: expected an integer >= 0, found '-1'");
+  expect_one_line_error(run_mha("run -c " + config + " -n 0.5"), "expected an integer >= 0");
   expect_one_line_error(run_mha("run -c " + config + " --warmup -2"), "expected an integer >= 0");
   expect_one_line_error(run_mha("nosuch"), "subcommand");
   expect_one_line_error(run_mha("compare " + q("a.npy") + " " + q("a.npy") + " --pcc 2"), "[-1, 1]");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/format.h"
 #include "tensor/half.h"
 #include "tensor/tensor.h"
 #include "util/error.h"
@@ -54,4 +55,21 @@ TEST(Tensor, CopiesShareBytesUntilWritten) {
   EXPECT_EQ(a.get_f64(0), 1.0);
   EXPECT_EQ(b.get_f64(0), 9.0);
   EXPECT_NE(static_cast<const Tensor&>(a).raw(), static_cast<const Tensor&>(b).raw());
+}
+
+// format_torch reads the elements it prints from the tensor (no float64
+// copy of a large output); the strings are what torch 1.13 prints for the
+// same tensors (str(torch.arange(3000, dtype=float32) / 7).reshape(3, 1000)).
+TEST(Format, SummarisedAndFullPrintsMatchTorch) {
+  std::vector<float> v(3000);
+  for (int i = 0; i < 3000; ++i) v[i] = static_cast<float>(i) / 7.0f;
+  EXPECT_EQ(format_torch(Tensor::from_f32({3, 1000}, v)),
+            "tensor([[0.0000e+00, 1.4286e-01, 2.8571e-01,  ..., 1.4243e+02, 1.4257e+02,\n"
+            "         1.4271e+02],\n"
+            "        [1.4286e+02, 1.4300e+02, 1.4314e+02,  ..., 2.8529e+02, 2.8543e+02,\n"
+            "         2.8557e+02],\n"
+            "        [2.8571e+02, 2.8586e+02, 2.8600e+02,  ..., 4.2814e+02, 4.2829e+02,\n"
+            "         4.2843e+02]])");
+  EXPECT_EQ(format_torch(Tensor::from_f64({2, 3}, {0, 1, 2, 3, 4, 5})),
+            "tensor([[0., 1., 2.],\n        [3., 4., 5.]], dtype=torch.float64)");
 }

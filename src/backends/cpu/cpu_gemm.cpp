@@ -55,6 +55,7 @@ void sgemm(ThreadPool& pool, bool transB, int64_t m, int64_t n, int64_t k, const
   // last bit. 48 is a multiple of every row tile OpenBLAS uses (4, 6, 8, 12,
   // 16, 24), so the blocks of any pool size give the bits of one call.
   constexpr int64_t kAlign = 48;
+  constexpr int64_t kMaxRows = 64 * kAlign;
   const bool by_rows = m >= n;
   const int64_t extent = by_rows ? m : n;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(pool.size(), extent / kAlign));
@@ -63,7 +64,13 @@ void sgemm(ThreadPool& pool, bool transB, int64_t m, int64_t n, int64_t k, const
     const int64_t lo = std::min(extent, t * step), hi = t == parts - 1 ? extent : std::min(extent, lo + step);
     if (hi <= lo) return;
     if (by_rows)
-      sgemm(transB, hi - lo, n, k, A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
+      // At most kMaxRows rows per call: OpenBLAS (column-major underneath)
+      // packs the rows of A as its "B" panel, up to its buffer's width, so
+      // one call over 65536 rows made each thread's buffer resident at
+      // about 80 MB (a 131072-token prefill's K/V projection); 3072 rows keep it
+      // near 4 MB, as fast (768 rows run as fast as 3072, cpu_plan.h).
+      for (int64_t r = lo; r < hi; r += kMaxRows)
+        sgemm(transB, std::min(kMaxRows, hi - r), n, k, A + r * lda, lda, B, ldb, beta, C + r * ldc, ldc);
     else
       sgemm(transB, m, hi - lo, k, A, lda, transB ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
   });

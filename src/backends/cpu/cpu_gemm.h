@@ -50,7 +50,8 @@ void sgemm(bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t
 // Each thread packs its own copy of the shared operand; for the projection
 // shapes this is well under 1% of the multiply. Block edges fall on whole
 // micro-kernel tiles, so the result is bitwise that of one call, whatever
-// the pool size (tests/backends/determinism_test.cpp).
+// the pool size (tests/backends/determinism_test.cpp). Long row ranges go
+// in calls of at most 3072 rows (bounds OpenBLAS's resident buffer).
 void sgemm(ThreadPool& pool, bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 

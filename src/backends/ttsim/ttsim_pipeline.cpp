@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "model/heads.h"
+#include "model/mask.h"
+
 namespace mha::ttsim {
 
 namespace {
@@ -24,20 +27,14 @@ struct Pass {
 // Host-side values of the data-movement ops, read straight from tile
 // storage (a row of a TileTensor matrix is contiguous) in runs of d floats.
 
-// [B, H, rows_total, d] row-major: query head h takes kv head g = h / group,
-// columns [c0 + g*d, c0 + (g+1)*d) of src [B, rows, *] for its first `rows`
-// rows, then the extra rows: `extra_row` (+ g*d) when given, zeros.
+// [B, H, rows_total, d] row-major (model/heads.h): query head h takes kv
+// head h / group, columns from c0 of src [B, rows, *] (a row of a
+// TileTensor matrix is contiguous, pcols apart), then the extra rows.
 std::vector<float> split_rows(const TileTensor& src, int64_t c0, const Dims& dm, int64_t rows, int64_t rows_total,
                               int64_t heads, int64_t group, int64_t d, const float* extra_row) {
-  std::vector<float> out(static_cast<size_t>(dm.B * heads * rows_total * d), 0.0f);
-  for (int64_t b = 0; b < dm.B; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t col = c0 + (h / group) * d;
-      float* dst = out.data() + (b * heads + h) * rows_total * d;
-      const float* s = src.matrix(b) + col;
-      for (int64_t j = 0; j < rows; ++j) std::copy_n(s + j * src.pcols, d, dst + j * d);
-      if (extra_row && rows < rows_total) std::copy_n(extra_row + (h / group) * d, d, dst + rows * d);
-    }
+  std::vector<float> out(static_cast<size_t>(dm.B * heads * rows_total * d));
+  mha::split_heads(src.data.data() + c0, src.prows * src.pcols, src.pcols, dm.B, rows, rows_total, heads, group, d,
+              extra_row, out.data());
   return out;
 }
 
@@ -147,12 +144,12 @@ TileTensor scale_and_mask(const Pass& p, const TileTensor& scores, const Attenti
     const TileTensor mt = to_tile_layout(*in.mask, r.act);
     masked = op_add(p.dev, "ttnn.add", masked, mt, r.scores_out, r.fp32_dest, r.bfp8_pack_precise);
   }
-  if (spec.causal || spec.window > 0) {
+  const MaskRule rule(spec);
+  if (rule.causal || rule.window > 0) {
     const int64_t L = p.d.L, St = p.d.St;
     std::vector<float> tri(static_cast<size_t>(L * St), 0.0f);
     for (int64_t i = 0; i < L; ++i)
-      for (int64_t j = 0; j < St; ++j)
-        tri[i * St + j] = (spec.causal && j > i) || (spec.window > 0 && j < i - spec.window + 1) ? 1.0f : 0.0f;
+      for (int64_t j = 0; j < St; ++j) tri[i * St + j] = rule.visible(i, j) ? 0.0f : 1.0f;
     const TileTensor tri_t = to_tile_layout(tri.data(), {1, 1, L, St}, r.act);
     const TileTensor mask_t = op_mul_scalar(p.dev, "ttnn.multiply", tri_t, -1e9f, r.act, r.eltwise, r.fp32_dest,
                                                 r.bfp8_pack_precise);

@@ -1,5 +1,7 @@
 #include "backends/cpu/cpu_backend.h"
 
+#include <cblas.h>
+
 #include <cstring>
 #include <map>
 #include <thread>
@@ -32,7 +34,11 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   CacheStats cache_stats() const override { return stats_; }
   nlohmann::json describe() const override {
-    return {{"threads", threads_}, {"blas", "OpenBLAS"}, {"block_queries", cpu::kBr}, {"block_keys", cpu::kBc}};
+    // simd: the attention kernel is built for AVX2+FMA (no run-time choice);
+    // OpenBLAS picks its GEMM kernel for this CPU at run time and names it.
+    return {{"threads", threads_},          {"blas", "OpenBLAS"},
+            {"block_queries", cpu::kBr},    {"block_keys", cpu::kBc},
+            {"simd", std::string("avx2+fma, OpenBLAS ") + openblas_get_corename()}};
   }
 
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {

@@ -33,6 +33,8 @@ class ReferenceBackend : public Backend {
  public:
   std::string name() const override { return "reference"; }
   bool computes_in_float64() const override { return true; }
+  // One thread, plain float64 loops (what `mha bench` rows report).
+  nlohmann::json describe() const override { return {{"threads", 1}, {"simd", "scalar float64"}}; }
 
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
     validate_inputs(spec, in);

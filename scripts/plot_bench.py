@@ -36,6 +36,8 @@ def load_rows(path):
             text = f.read()
     except OSError as e:
         fail(f"{path}: cannot read: {e.strerror}")
+    except UnicodeDecodeError:
+        fail(f"{path}: not text: expected `mha bench -o json` or `-o jsonl` output")
     try:
         doc = json.loads(text)
         if isinstance(doc, dict) and isinstance(doc.get("rows"), list):
@@ -127,7 +129,14 @@ def draw_panel(ax, rows, phase, x, metric):
             ax.axhline(g, ls=":", color="grey")
             ax.annotate(f"sgemm t{t}: {g:.0f} GFLOP/s", (0.01, g), xycoords=("axes fraction", "data"),
                         fontsize=7, color="grey", va="bottom")
-    ax.set_xscale("log", base=2)
+    xs_all = sorted({r.get(x, 0) for r in rows})
+    if xs_all and xs_all[0] == 0:
+        # Depth 0 has no logarithm: linear up to the first non-zero depth.
+        ax.set_xscale("symlog", base=2, linthresh=xs_all[1] if len(xs_all) > 1 else 1)
+    else:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(xs_all)
+    ax.set_xticklabels([str(v) for v in xs_all], fontsize=7)
     ax.set_xlabel({"seq": {"forward": "sequence length", "prefill": "prompt tokens P",
                            "generate": "generated tokens N"}[phase],
                    "depth": "depth (tokens in the KV cache before the row)"}[x])

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <regex>
 #include <sstream>
@@ -240,6 +241,66 @@ TEST(BenchPeakMemory, ResetPerRow) {
   bench::Result b = bench::run_row(small, 0, 1, rates, counting(c));
   ASSERT_TRUE(a.peak_per_row && b.peak_per_row);
   EXPECT_GT(a.peak_mib, b.peak_mib + 64) << a.peak_mib << " then " << b.peak_mib;
+}
+
+}  // namespace
+}  // namespace mha
+
+namespace mha {
+namespace {
+
+bool is_png(const std::string& path) {
+  std::string head = test::read_text(path).substr(0, 8);
+  return head == std::string("\x89PNG\r\n\x1a\n", 8);
+}
+
+std::string script(const char* name) { return test::shell_quote(test::source_dir() + "/scripts/" + name); }
+
+// Both plot scripts on small real output: a bench sweep (forward, pp and,
+// from the counting backend, tg rows with their bandwidth bound) and the
+// attention weights of the llama_attention example config.
+TEST(PlotScripts, DrawSmallBenchOutputAndAttentionWeights) {
+  test::TempDir dir;
+  const std::string json = dir.file("sweep.json"), jsonl = dir.file("sweep.jsonl");
+  CommandResult r = run_mha("bench --no-progress --hidden 16 --heads 2 -r 2 --warmup 0 -p 8,16 -n 0 -d 0 -t 1 "
+                            "-o json --output " + test::shell_quote(json));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_command("/usr/bin/python3 " + script("plot_bench.py") + " " + test::shell_quote(json) + " -o " +
+                        test::shell_quote(dir.file("pp.png")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(is_png(dir.file("pp.png")));
+
+  Counts c;
+  bench::RateCache rates(8 << 20);
+  std::vector<bench::Result> results;
+  for (int64_t depth : {0, 8, 32}) results.push_back(bench::run_row(llama_row(bench::Phase::Generate, 4, depth), 0, 2, rates, counting(c)));
+  test::write_text(jsonl, bench::format_table(results, "jsonl", 1.0));
+  r = test::run_command("/usr/bin/python3 " + script("plot_bench.py") + " " + test::shell_quote(jsonl) + " -o " +
+                        test::shell_quote(dir.file("tg.png")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(is_png(dir.file("tg.png")));
+
+  const std::string w = dir.file("w.npy");
+  r = run_mha("run --config " + test::shell_quote(test::source_dir() + "/configs/llama_attention.json") +
+              " --attn-weights " + test::shell_quote(w));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_command("/usr/bin/python3 " + script("plot_attention.py") + " " + test::shell_quote(w) +
+                        " --batch 1 --heads 0,3 -o " + test::shell_quote(dir.file("heads.png")));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(is_png(dir.file("heads.png")));
+
+  // MHA_KEEP_PLOTS=DIR keeps the pictures to look at.
+  if (const char* keep = std::getenv("MHA_KEEP_PLOTS"))
+    test::run_command("cp " + test::shell_quote(dir.path()) + "/*.png " + test::shell_quote(keep));
+
+  // Bad input: one line, exit 2, no picture.
+  r = test::run_command("/usr/bin/python3 " + script("plot_attention.py") + " " + test::shell_quote(w) +
+                        " --heads 9 -o " + test::shell_quote(dir.file("bad.png")));
+  expect_one_line_exit2(r, "--heads: head 9 not in 0..7");
+  r = test::run_command("/usr/bin/python3 " + script("plot_bench.py") + " " + test::shell_quote(w) + " -o " +
+                        test::shell_quote(dir.file("bad.png")));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 }  // namespace

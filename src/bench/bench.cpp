@@ -103,7 +103,10 @@ std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
     r.depth = get_int(o, "depth", p, 0, 0);
     if (r.depth > 0 && r.phase == Phase::Forward)
       throw InputError(p + ".depth: only pp<P> and tg<N> rows have a depth (set \"test\")");
-    r.threads = static_cast<int>(get_int(o, "threads", p, 0, 1));
+    const int64_t threads = get_int(o, "threads", p, 0, 1);
+    if (threads > kMaxThreads)
+      throw InputError(p + ".threads: expected at most " + std::to_string(kMaxThreads) + ", found " + std::to_string(threads));
+    r.threads = static_cast<int>(threads);
     if (find(o, "cache_dtype")) {
       std::string d = as_string(o["cache_dtype"], p + ".cache_dtype");
       if (d == "float32") r.cache_dtype = CacheDtype::Float32;
@@ -165,8 +168,9 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
   } catch (const InputError& e) {
     // A thread count the backend has no option for (-t on the reference
     // backend) skips that row, not the sweep; any other bad option is the
-    // user's to fix.
+    // user's to fix, so the row's own options must make a backend.
     if (row.threads <= 0 || row.backend_options.contains("threads")) throw;
+    make(row, row.backend_options);
     res.skipped = std::string("-t: ") + e.what();
     return res;
   }

@@ -27,6 +27,9 @@ namespace mha::bench {
 
 enum class Phase { Forward, Prefill, Generate };
 
+// The most threads a row may ask for (the cpu backend's own limit).
+constexpr int kMaxThreads = 1024;
+
 struct Row {
   std::string variant = "torch_mha";
   std::string backend = "cpu";

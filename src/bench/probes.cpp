@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/error.h"
+
 namespace mha::bench {
 
 namespace {
@@ -70,12 +72,13 @@ double probe_sgemm_gflops(int64_t n, int threads) {
 
 double probe_read_bandwidth_gbs(int threads, int64_t bytes) {
   if (threads <= 0) threads = hardware_threads();
-  if (bytes <= 0) bytes = std::max<int64_t>(int64_t{256} << 20, 8 * last_level_cache_bytes());
+  if (bytes <= 0) bytes = std::max<int64_t>(int64_t{256} << 20, 4 * last_level_cache_bytes());
   // Whole 64-float (256-byte) blocks per thread, at least one each.
   const int64_t per_thread = std::max<int64_t>(64, bytes / 4 / threads / 64 * 64);
   const int64_t n = per_thread * threads;
   std::unique_ptr<float, decltype(&std::free)> buf(
       static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(n) * sizeof(float))), &std::free);
+  if (!buf) throw InputError("read-bandwidth probe: cannot allocate " + std::to_string(n * 4 >> 20) + " MiB");
   std::vector<float> sums(threads);
   auto pass = [&](bool fill) {
     std::vector<std::thread> pool;

@@ -14,8 +14,9 @@ double probe_sgemm_gflops(int64_t n = 1024, int threads = 0);
 
 // Read bandwidth in GB/s (1e9 bytes/s): `threads` threads (0: one per
 // hardware thread) each sum their own slice of a buffer of `bytes` (0: the
-// larger of 256 MiB and 8x the last-level cache, so it streams from DRAM),
+// larger of 256 MiB and 4x the last-level cache, so it streams from DRAM),
 // with AVX2 loads; best of four passes after one that faults the pages in.
+// InputError when the buffer cannot be allocated.
 double probe_read_bandwidth_gbs(int threads = 0, int64_t bytes = 0);
 
 // The hardware thread count (at least 1).

@@ -24,6 +24,7 @@ struct BenchFlags {
   // llama-bench's flags: prompt sizes, generated tokens, depths, threads.
   std::string n_prompt, n_gen, n_depth, threads, kv_cache;
   int64_t repetitions = 5, warmup = 1;
+  int64_t probe_mib = 0;  // read-bandwidth probe buffer; 0: max(256 MiB, 8x the last-level cache)
   bool no_progress = false;
   std::vector<std::string> backend_options;  // KEY=VALUE
 };
@@ -119,6 +120,10 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
   }
   const std::vector<int64_t> depths = int_list(f.n_depth, "-d/--n-depth", {0}, 0);
   const std::vector<int64_t> threads = int_list(f.threads, "-t/--threads", {0});
+  for (int64_t t : threads)
+    if (t > bench::kMaxThreads)
+      throw InputError("-t/--threads: expected at most " + std::to_string(bench::kMaxThreads) + " threads, found " +
+                       std::to_string(t));
   const std::vector<int64_t> kv_heads = int_list(f.kv_heads, "--kv-heads", {0});
   const ordered_json options = parse_backend_options(f.backend_options);
   std::vector<bench::Row> rows;
@@ -149,6 +154,7 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
 }
 
 int bench_command(const BenchFlags& f) {
+  if (f.probe_mib > 65536) throw InputError("--probe-mib: expected at most 65536, found " + std::to_string(f.probe_mib));
   bool swept = !(f.variant + f.backend + f.batch + f.seq + f.hidden + f.heads + f.kv_heads + f.causal + f.n_prompt +
                   f.n_gen + f.n_depth + f.threads + f.kv_cache)
                     .empty();
@@ -167,7 +173,7 @@ int bench_command(const BenchFlags& f) {
   const bool tty = isatty(fileno(stderr));
   if (progress) std::fprintf(stderr, "probing sgemm and memory bandwidth...\n");
   // Probed again for each other thread count a row uses, just before it.
-  bench::RateCache rates;
+  bench::RateCache rates(f.probe_mib << 20);
   const double sgemm = rates.at(bench::hardware_threads()).sgemm_gflops;
   std::vector<bench::Result> results;
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -226,6 +232,9 @@ void add_bench(CLI::App& app, int& exit_code) {
   sub->add_option("--warmup", f->warmup, "untimed runs after the first (default 1)")->check(integer_at_least(0));
   sub->add_option("-o,--format", f->format, "md, csv, json or jsonl (default md)");
   sub->add_option("--output", f->output, "write the table to this file instead of stdout");
+  sub->add_option("--probe-mib", f->probe_mib,
+                  "buffer of the read-bandwidth probe in MiB, 1 to 65536 (default: 256 or 4x the last-level cache, the larger)")
+      ->check(integer_at_least(1));
   sub->add_flag("--no-progress", f->no_progress, "no progress bar on stderr");
   sub->callback([f, &exit_code]() { exit_code = bench_command(*f); });
 }

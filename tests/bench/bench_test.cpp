@@ -32,18 +32,33 @@ void expect_one_line_exit2(const CommandResult& r, const std::string& needle) {
 }
 
 TEST(BenchFlags, BadListsAreOneLineAndExit2) {
-  const std::string tiny = "bench --no-progress --hidden 16 --heads 2 -r 1 --warmup 0 ";
+  const std::string tiny = "bench --no-progress --probe-mib 16 --hidden 16 --heads 2 -r 1 --warmup 0 ";
   expect_one_line_exit2(run_mha(tiny + "-p 8,x"), "-p/--n-prompt: expected a comma list of non-negative integers, found 'x'");
   expect_one_line_exit2(run_mha(tiny + "-p 8,,16"), "-p/--n-prompt: expected a comma list of non-negative integers, found ''");
   expect_one_line_exit2(run_mha(tiny + "-n -3"), "-n/--n-gen: expected a comma list of non-negative integers, found '-3'");
   expect_one_line_exit2(run_mha(tiny + "-n 2 -d 1.5"), "-d/--n-depth: expected a comma list of non-negative integers, found '1.5'");
   expect_one_line_exit2(run_mha(tiny + "-p 8 -t 0"), "-t/--threads: expected a comma list of positive integers, found '0'");
+  expect_one_line_exit2(run_mha(tiny + "-p 8 -t 2000"), "-t/--threads: expected at most 1024 threads, found 2000");
+  expect_one_line_exit2(run_mha(tiny + "-p 8 -t 1 --backend reference --backend-option bogus=1"), "backend.bogus");
+  expect_one_line_exit2(run_mha("bench --no-progress -p 8 --probe-mib 70000"), "--probe-mib: expected at most 65536, found 70000");
   expect_one_line_exit2(run_mha(tiny + "-t 2,"), "-t/--threads: expected a comma list of positive integers, found ''");
   expect_one_line_exit2(run_mha(tiny + "-p 0 -n 0"), "-p/-n: every size is 0, nothing to run");
   expect_one_line_exit2(run_mha(tiny + "-p 8 --seq 8"), "--seq: not used with -p/-n/-d");
   expect_one_line_exit2(run_mha(tiny + "-p 8 --kv-cache fp8"), "--kv-cache: expected float32 or bfloat16, found 'fp8'");
   expect_one_line_exit2(run_mha(tiny + "-p 8 --kv-heads 3"), "--heads 2 is not a multiple of --kv-heads 3");
   expect_one_line_exit2(run_mha(tiny + "--variant ,torch_mha"), "--variant: empty item");
+}
+
+// -t on a backend without a threads option skips its rows, not the sweep.
+TEST(BenchFlags, ThreadsOnABackendWithoutThemSkipsItsRows) {
+  CommandResult r = run_mha("bench --no-progress --probe-mib 16 --hidden 16 --heads 2 -r 1 --warmup 0 -p 8 -n 0 -t 1 "
+                            "--backend reference,cpu -o jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::stringstream lines(r.out);
+  std::string a, b;
+  std::getline(lines, a), std::getline(lines, b);
+  EXPECT_NE(nlohmann::json::parse(a).value("skipped", "").find("-t: backend.threads: unknown key"), std::string::npos) << a;
+  EXPECT_FALSE(nlohmann::json::parse(b).contains("skipped")) << b;
 }
 
 TEST(BenchFlags, SuiteTestKeys) {
@@ -67,7 +82,7 @@ TEST(BenchFlags, SuiteTestKeys) {
 // Every row of every machine format says where and how it ran, skipped rows
 // too (tg rows skip on backends without decode).
 TEST(BenchOutput, EveryRowCarriesItsMetadata) {
-  const std::string args = "bench --no-progress --hidden 16 --heads 2 -r 2 --warmup 0 -p 8 -n 2 -t 1";
+  const std::string args = "bench --no-progress --probe-mib 16 --hidden 16 --heads 2 -r 2 --warmup 0 -p 8 -n 2 -t 1";
   const std::regex iso("^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}Z$");
   auto check = [&](const nlohmann::json& row) {
     for (const char* key : {"build", "cpu", "simd", "threads", "timestamp", "backend_options", "test", "depth"})
@@ -262,7 +277,7 @@ std::string script(const char* name) { return test::shell_quote(test::source_dir
 TEST(PlotScripts, DrawSmallBenchOutputAndAttentionWeights) {
   test::TempDir dir;
   const std::string json = dir.file("sweep.json"), jsonl = dir.file("sweep.jsonl");
-  CommandResult r = run_mha("bench --no-progress --hidden 16 --heads 2 -r 2 --warmup 0 -p 8,16 -n 0 -d 0 -t 1 "
+  CommandResult r = run_mha("bench --no-progress --probe-mib 16 --hidden 16 --heads 2 -r 2 --warmup 0 -p 8,16 -n 0 -d 0 -t 1 "
                             "-o json --output " + test::shell_quote(json));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = test::run_command("/usr/bin/python3 " + script("plot_bench.py") + " " + test::shell_quote(json) + " -o " +

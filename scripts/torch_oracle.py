@@ -420,7 +420,100 @@ class LlamaAttention(nn.Module):
     return self.o_proj(attn_output), attn_weights
 
 
-# --- variants: each returns (state_dict, forward(inputs, options, dtype)) ----
+# --- KV-cache decode (a config's "decode" section) ----------------------------
+# Hugging Face style: a cache preallocated for prompt + tokens rows (as
+# transformers' StaticCache), written at each call's cache_position with
+# index_copy_ in the cache's dtype, read back at the activations' dtype; the
+# mask is the causal / sliding-window rule at those positions (the models'
+# finfo.min fill). The attention reads the cache up to the last written row
+# (StaticCache attends to all max_len rows, the unwritten ones masked: the
+# same values). A float32 cache under the float64 oracle keeps float64, as
+# mha's float64 reference does; bfloat16 rounds through float32 first, as a
+# float32 model's k.to(torch.bfloat16).
+
+class StaticKVCache:
+  def __init__(self, bsz, kv_heads, max_len, head_dim_k, head_dim_v, dtype, cache_dtype):
+    store = torch.bfloat16 if cache_dtype == 'bfloat16' else dtype
+    self.k = torch.zeros(bsz, kv_heads, max_len, head_dim_k, dtype=store)
+    self.v = torch.zeros(bsz, kv_heads, max_len, head_dim_v, dtype=store)
+
+  def update(self, k, v, cache_position):
+    self.k.index_copy_(2, cache_position, k.float().to(self.k.dtype) if self.k.dtype == torch.bfloat16 else k)
+    self.v.index_copy_(2, cache_position, v.float().to(self.v.dtype) if self.v.dtype == torch.bfloat16 else v)
+    n = int(cache_position[-1]) + 1
+    return self.k[:, :, :n], self.v[:, :, :n]
+
+
+def decode_mask(cache_position, kv_len, window, dtype):
+  q = cache_position[:, None]
+  kv = torch.arange(kv_len)[None, :]
+  allowed = kv <= q
+  if window is not None:
+    allowed = allowed & (kv > q - window)
+  return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
+
+
+def decode_loop(step, x, decode):
+  """Prefill decode['prompt'] rows of x [B, L, E], then one row per call."""
+  prompt, tokens = decode['prompt'], decode.get('tokens', 0)
+  if x.shape[1] != prompt + tokens:
+    raise SystemExit(f'decode: the input has {x.shape[1]} tokens, expected {prompt + tokens}')
+  outs = [step(x[:, :prompt], torch.arange(prompt))]
+  for t in range(prompt, prompt + tokens):
+    outs.append(step(x[:, t:t + 1], torch.arange(t, t + 1)))
+  return torch.cat(outs, dim=1)
+
+
+def llama_decode(m, x, decode, dtype):
+  bsz = x.shape[0]
+  total = decode['prompt'] + decode.get('tokens', 0)
+  kv_heads = m.k_proj.out_features // m.head_dim
+  cache = StaticKVCache(bsz, kv_heads, total, m.head_dim, m.head_dim, dtype, decode.get('cache_dtype', 'float32'))
+
+  def step(h, cache_position):
+    q_len = h.shape[1]
+    hidden_shape = (bsz, q_len, -1, m.head_dim)
+    q = m.q_proj(h).view(hidden_shape).transpose(1, 2)
+    k = m.k_proj(h).view(hidden_shape).transpose(1, 2)
+    v = m.v_proj(h).view(hidden_shape).transpose(1, 2)
+    cos, sin = m.rotary_emb(v, cache_position[None, :])
+    q, k = llama_apply_rotary_pos_emb(q, k, cos, sin)
+    k_all, v_all = cache.update(k, v, cache_position)
+    k_all = llama_repeat_kv(k_all.to(dtype), m.num_key_value_groups)
+    v_all = llama_repeat_kv(v_all.to(dtype), m.num_key_value_groups)
+    w = torch.matmul(q, k_all.transpose(2, 3)) * m.scaling
+    w = w + decode_mask(cache_position, k_all.shape[2], m.sliding_window, dtype)
+    up = torch.float64 if dtype == torch.float64 else torch.float32
+    w = nn.functional.softmax(w, dim=-1, dtype=up).to(dtype)
+    o = torch.matmul(w, v_all).transpose(1, 2).reshape(bsz, q_len, -1)
+    return m.o_proj(o)
+  return decode_loop(step, x, decode)
+
+
+def torch_mha_decode(m, x, decode, dtype):
+  """nn.MultiheadAttention (causal, self-attention, batch-first x) one
+  step at a time: its in_proj / out_proj with a preallocated cache."""
+  bsz, _, e = x.shape
+  heads, dh = m.num_heads, m.head_dim
+  total = decode['prompt'] + decode.get('tokens', 0)
+  cache = StaticKVCache(bsz, heads, total, dh, dh, dtype, decode.get('cache_dtype', 'float32'))
+  wq, wk, wv = m.in_proj_weight.chunk(3)
+  bq, bk, bv = m.in_proj_bias.chunk(3) if m.in_proj_bias is not None else (None, None, None)
+
+  def step(h, cache_position):
+    n = h.shape[1]
+    split = lambda t: t.view(bsz, n, heads, dh).transpose(1, 2)
+    q = split(nn.functional.linear(h, wq, bq))
+    k, v = split(nn.functional.linear(h, wk, bk)), split(nn.functional.linear(h, wv, bv))
+    k_all, v_all = cache.update(k, v, cache_position)
+    w = torch.matmul(q, k_all.to(dtype).transpose(2, 3)) / math.sqrt(dh)
+    w = torch.softmax(w + decode_mask(cache_position, k_all.shape[2], None, dtype), dim=-1)
+    o = torch.matmul(w, v_all.to(dtype)).transpose(1, 2).reshape(bsz, n, e)
+    return m.out_proj(o)
+  return decode_loop(step, x, decode)
+
+
+# --- variants: each returns (state_dict, forward(inputs, options, dtype[, decode])) ----
 
 def param(p, *names, default=None):
   for n in names:
@@ -508,10 +601,16 @@ def variant_torch_mha(p, cfg_w, base):
       kdim=p.get('kdim'), vdim=p.get('vdim'), batch_first=p.get('batch_first', False))
   module = build_module(make, cfg_w, base)
 
-  def forward(inputs, options, dtype):
+  def forward(inputs, options, dtype, decode=None):
     m = module.to(dtype).eval()
     cast = lambda t: None if t is None else (t if t.dtype == torch.bool else t.to(dtype))
     q, k, v = (inputs[n].to(dtype) for n in ('query', 'key', 'value'))
+    if decode is not None:
+      if not options.get('is_causal', False) or not (torch.equal(q, k) and torch.equal(q, v)) or q.dim() != 3:
+        raise SystemExit('decode: torch_mha needs is_causal and one batched tensor as query, key and value')
+      first = p.get('batch_first', False)
+      out = torch_mha_decode(m, q if first else q.transpose(0, 1), decode, dtype)
+      return (out if first else out.transpose(0, 1)), None
     attn_mask = cast(inputs.get('attn_mask'))
     if options.get('is_causal', False):
       # torch 1.13 has no is_causal: seed 004 builds the mask by hand.
@@ -532,7 +631,7 @@ def variant_llama_attention(p, cfg_w, base):
                           p.get('sliding_window'), exact_table)
   module = build_module(make, cfg_w, base)
 
-  def forward(inputs, options, dtype):
+  def forward(inputs, options, dtype, decode=None):
     # The float64 run is the oracle for mha's float64 reference: the same
     # module with mha's correctly rounded float32 rotary table.
     m = module
@@ -540,6 +639,8 @@ def variant_llama_attention(p, cfg_w, base):
       m = make(exact_table=True)
       m.load_state_dict(module.state_dict())
     m = m.to(dtype).eval()
+    if decode is not None:
+      return llama_decode(m, inputs['x'].to(dtype), decode, dtype), None
     pos = inputs.get('position_ids')
     mask = inputs.get('attention_mask')
     out, weights = m(inputs['x'].to(dtype), None if pos is None else pos.long(), mask)
@@ -624,7 +725,12 @@ def run_config(config, out, dtype):
   state_dict, forward = make(cfg.get('params', {}), cfg.get('weights', {'init': 'torch', 'seed': 0}), base)
   inputs = build_inputs(cfg.get('inputs', {}), base)
   with torch.no_grad():
-    output, weights = forward(inputs, options, dtype)
+    if 'decode' in cfg:
+      if cfg['variant'] not in ('llama_attention', 'torch_mha'):
+        raise SystemExit(f"{config}: decode: written here for llama_attention and torch_mha only")
+      output, weights = forward(inputs, options, dtype, decode=cfg['decode'])
+    else:
+      output, weights = forward(inputs, options, dtype)
   os.makedirs(out, exist_ok=True)
   write_safetensors(os.path.join(out, 'weights.safetensors'), state_dict)
   np.save(os.path.join(out, 'output.npy'), output.numpy())

@@ -45,6 +45,33 @@ class DecodeSession {
   // Bytes of K and V the session holds at its current length (what one
   // decode step reads besides the weights).
   virtual int64_t cache_bytes() const = 0;
+  // Benchmarks only: appends n positions whose keys and values are
+  // pseudo-random (uniform in [-1, 1), from `seed`) without projecting or
+  // attending anything, so that a decode step can be timed at a context
+  // depth of n without an n-token prefill first (llama-bench's -d). Later
+  // appends continue at position length(). InputError past max_tokens.
+  virtual void fill_synthetic(int64_t n, uint64_t seed) = 0;
 };
+
+// The specs a KV cache can serve, for every backend that decodes: causal
+// self-attention (query, key and value projected from one input of one
+// width) with no extra key rows (bias_k / add_zero_attn). nullopt when the
+// spec fits, else one line saying what it lacks.
+std::optional<std::string> decode_unsupported(const AttentionSpec& spec);
+// Checks opt against spec (batch >= 1, max_tokens >= 1); InputError otherwise.
+void check_decode_options(const AttentionSpec& spec, const DecodeOptions& opt);
+// Checks one append's x [batch, n, q_in] against the session's state;
+// InputError naming the expected and found shape otherwise.
+void check_append(const AttentionSpec& spec, const DecodeOptions& opt, int64_t length, const Tensor& x);
+// fill_synthetic's capacity check, and its values: element i of stream
+// `seed` (a hash, so any thread can compute any element).
+void check_fill(const DecodeOptions& opt, int64_t length, int64_t n);
+inline float synthetic_value(uint64_t seed, uint64_t i) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(static_cast<double>(z >> 40) * (2.0 / 16777216.0) - 1.0);
+}
 
 }  // namespace mha

@@ -216,7 +216,7 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
       res.skipped = *why;
       return res;
     }
-    Tensor x = gen.rand({row.batch, row.depth + row.seq, row.hidden});
+    Tensor x = gen.rand({row.batch, row.seq, row.hidden});
     res.rates = rates.at(res.threads);
     res.peak_per_row = reset_peak_memory();
     PhaseRun pr = run_phase(run.spec, run.weights, *backend, row, x, w, n);

@@ -12,10 +12,10 @@ struct PhaseRun {
   double bytes_per_token = 0;  // generate: weights + cache bytes read per step, mean over the steps
 };
 
-// x: [batch, depth + seq, hidden], the depth rows first. Every run (one
+// x: [batch, seq, hidden], the prompt or the steps' inputs. Every run (one
 // cold, `warmup` untimed, `repetitions` timed) starts a fresh session, fills
-// the depth untimed in one append, then times the phase. Weight bytes are
-// counted as float32 (how the cpu backend holds them).
+// `depth` positions untimed (DecodeSession::fill_synthetic), then times the
+// phase. Weight bytes are counted as float32 (how the cpu backend holds them).
 PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend& backend, const Row& row,
                    const Tensor& x, int64_t warmup, int64_t repetitions);
 

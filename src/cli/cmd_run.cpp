@@ -85,6 +85,7 @@ nlohmann::json report_json(const PreparedRun& run, const RunReport& rep, const n
   if (rep.result.weights) j["attn_weights"] = {{"shape", rep.result.weights->shape()}};
   j["timing"] = timing_json(rep.timing);
   j["cache"] = {{"hits", rep.cache.hits}, {"misses", rep.cache.misses}};
+  if (rep.decode) j["decode"] = decode_json(*rep.decode);
   if (rep.comparison) j["comparison"] = compare::to_json(*rep.comparison);
   if (!stages.is_null()) j["stage_comparison"] = stages;
   return j;
@@ -109,6 +110,21 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
                 t.cached_ms.size(), fmt("%.3f", t.median_ms).c_str(), fmt("%.3f", t.min_ms).c_str(),
                 fmt("%.3f", t.max_ms).c_str(), fmt("%.2f", t.gflops_cached()).c_str());
   s += buf;
+  if (rep.decode) {
+    const DecodeTiming& d = *rep.decode;
+    std::snprintf(buf, sizeof buf, "decode: prefill of %lld tokens %s ms (median); %lld steps: median %s ms, min %s ms, "
+                  "max %s ms per token (%s tokens/s); KV cache %s, %lld bytes\n",
+                  static_cast<long long>(d.prompt), fmt("%.3f", d.prefill_ms).c_str(), static_cast<long long>(d.tokens),
+                  fmt("%.3f", d.step_median_ms).c_str(), fmt("%.3f", d.step_min_ms).c_str(),
+                  fmt("%.3f", d.step_max_ms).c_str(), fmt("%.1f", d.tokens_per_s()).c_str(),
+                  cache_dtype_name(d.cache_dtype), static_cast<long long>(d.cache_bytes));
+    s += buf;
+    if (d.depth > 0) {
+      std::snprintf(buf, sizeof buf, "decode: after a synthetic context of %lld positions (timing only: the output is "
+                    "not a causal run's)\n", static_cast<long long>(d.depth));
+      s += buf;
+    }
+  }
   std::snprintf(buf, sizeof buf, "plan cache: %lld hits, %lld misses\n", static_cast<long long>(rep.cache.hits),
                 static_cast<long long>(rep.cache.misses));
   s += buf;

@@ -101,7 +101,8 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
   if (json_depth(j) > kMaxJsonDepth)
     throw InputError("config: nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   require_object(j, "config");
-  check_keys(j, "config", {"name", "variant", "params", "weights", "inputs", "options", "backend", "runs", "reference"});
+  check_keys(j, "config", {"name", "variant", "params", "weights", "inputs", "options", "backend", "runs", "reference",
+                            "decode"});
   c.name = find(j, "name") ? as_string(j["name"], "name") : fs::path(file).stem().string();
   if (!find(j, "variant")) throw InputError("variant: required key is missing");
   c.variant = as_string(j["variant"], "variant");
@@ -137,6 +138,23 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
     if (find(r, "rtol")) rc.rtol = as_number(r["rtol"], "reference.rtol");
     if (find(r, "pcc")) rc.pcc = as_number(r["pcc"], "reference.pcc");
     c.reference = rc;
+  }
+  if (find(j, "decode")) {
+    const ordered_json& d = require_object(j["decode"], "decode");
+    check_keys(d, "decode", {"prompt", "tokens", "cache_dtype", "depth"});
+    DecodeConfig dc;
+    dc.prompt = get_int(d, "prompt", "decode", std::nullopt, 1);
+    dc.tokens = get_int(d, "tokens", "decode", 0, 0);
+    dc.depth = get_int(d, "depth", "decode", 0, 0);
+    if (dc.depth > (int64_t{1} << 24))
+      throw InputError("decode.depth: expected at most 16777216 positions, found " + std::to_string(dc.depth));
+    if (find(d, "cache_dtype")) {
+      const std::string t = as_string(d["cache_dtype"], "decode.cache_dtype");
+      if (t == "float32") dc.cache_dtype = CacheDtype::Float32;
+      else if (t == "bfloat16") dc.cache_dtype = CacheDtype::Bfloat16;
+      else throw InputError("decode.cache_dtype: expected \"float32\" or \"bfloat16\", found " + json_brief(d["cache_dtype"]));
+    }
+    c.decode = dc;
   }
   return c;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/decode.h"
 #include "config/json_util.h"
 #include "tensor/tensor.h"
 
@@ -32,6 +33,18 @@ struct ReferenceConfig {
   std::optional<double> atol, rtol, pcc;
 };
 
+// "decode": prefill `prompt` tokens, then `tokens` single-token steps
+// against a KV cache of `cache_dtype` (backends/decode.h).
+struct DecodeConfig {
+  int64_t prompt = 1;
+  int64_t tokens = 0;
+  CacheDtype cache_dtype = CacheDtype::Float32;
+  // Timing only: a synthetic context of `depth` cached positions (random K
+  // and V, DecodeSession::fill_synthetic) before the prompt, as
+  // llama-bench's -d; the rows then sit at positions depth ...
+  int64_t depth = 0;
+};
+
 struct RunConfig {
   std::string file;  // the config file, for messages
   std::string name;
@@ -46,6 +59,7 @@ struct RunConfig {
   int64_t warmup = 0;
   int64_t iterations = 10;
   std::optional<ReferenceConfig> reference;
+  std::optional<DecodeConfig> decode;
 };
 
 RunConfig load_config(const std::string& path);

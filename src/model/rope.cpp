@@ -17,24 +17,41 @@ std::vector<float> rope_inv_freq(const RotaryEmbedding& rope, int64_t head_dim) 
   return inv;
 }
 
-RopeTable rope_table(const AttentionSpec& spec, const AttentionInputs& in) {
-  RopeTable t;
-  t.L = in.query.dim(1);
-  t.half = spec.head_dim / 2;
-  t.rows = in.positions ? in.positions->dim(0) : 1;
+namespace {
+
+// Fills t (rows, L, half set) with position pos[r] (or first + r) for row r.
+void fill_table(RopeTable& t, const AttentionSpec& spec, const int64_t* pos, int64_t first) {
   const std::vector<float> inv = rope_inv_freq(*spec.rope, spec.head_dim);
   t.cos.resize(t.rows * t.L * t.half);
   t.sin.resize(t.cos.size());
-  const int64_t* pos = in.positions ? in.positions->data<int64_t>() : nullptr;
   for (int64_t r = 0; r < t.rows * t.L; ++r) {
     // position_ids.float(): positions past 2^24 round, as in the modules.
-    const float p = static_cast<float>(pos ? pos[r] : r);
+    const float p = static_cast<float>(pos ? pos[r] : first + r);
     for (int64_t f = 0; f < t.half; ++f) {
       const double angle = static_cast<double>(p * inv[f]);  // the float32 product
       t.cos[r * t.half + f] = static_cast<float>(std::cos(angle));
       t.sin[r * t.half + f] = static_cast<float>(std::sin(angle));
     }
   }
+}
+
+}  // namespace
+
+RopeTable rope_table(const AttentionSpec& spec, const AttentionInputs& in) {
+  RopeTable t;
+  t.L = in.query.dim(1);
+  t.half = spec.head_dim / 2;
+  t.rows = in.positions ? in.positions->dim(0) : 1;
+  fill_table(t, spec, in.positions ? in.positions->data<int64_t>() : nullptr, 0);
+  return t;
+}
+
+RopeTable rope_table_at(const AttentionSpec& spec, int64_t first, int64_t n) {
+  RopeTable t;
+  t.L = n;
+  t.half = spec.head_dim / 2;
+  t.rows = 1;
+  fill_table(t, spec, nullptr, first);
   return t;
 }
 

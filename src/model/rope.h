@@ -34,6 +34,10 @@ std::vector<float> rope_inv_freq(const RotaryEmbedding& rope, int64_t head_dim);
 // The table for `in.positions` (or 0..L-1) of a spec with a rope; L is the
 // query length.
 RopeTable rope_table(const AttentionSpec& spec, const AttentionInputs& in);
+// The table for positions first .. first + n - 1 (rows = 1, L = n): the rows
+// a KV-cache session appends (backends/decode.h). Same values as rope_table
+// gives those positions.
+RopeTable rope_table_at(const AttentionSpec& spec, int64_t first, int64_t n);
 
 // Rotates one head's row x[0 .. 2*half) in place (float or double).
 template <class T>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -32,6 +33,43 @@ TensorMap load_weights(const Variant& v, const WeightsConfig& w) {
   throw std::logic_error("unknown weights kind");
 }
 
+namespace {
+
+bool same_data(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         (a.raw() == b.raw() || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
+}
+
+// What a KV cache can serve, checked on the canonical inputs (no variant
+// names): one self-attention input of prompt + tokens rows, no mask, no
+// explicit positions, no attention weights, inference.
+void check_decode_inputs(const DecodeConfig& d, const AttentionSpec& spec, const AttentionInputs& in,
+                         const ForwardOptions& opt) {
+  (void)spec;
+  if (!same_data(in.query, in.key) || !same_data(in.query, in.value))
+    throw InputError("decode: needs self-attention, query, key and value must be the same tensor");
+  if (in.query.dim(1) != d.prompt + d.tokens)
+    throw InputError("decode: the input has " + std::to_string(in.query.dim(1)) + " tokens, expected prompt + tokens = " +
+                     std::to_string(d.prompt) + " + " + std::to_string(d.tokens) + " = " +
+                     std::to_string(d.prompt + d.tokens));
+  if (in.mask) throw InputError("decode: an explicit mask (attn_mask / key_padding_mask / attention_mask) is not supported");
+  if (in.positions) throw InputError("decode: explicit position_ids are not supported (the cache uses 0 .. prompt+tokens-1)");
+  if (opt.need_weights) throw InputError("decode: returns no attention weights, set options.need_weights to false");
+  if (opt.training) throw InputError("decode: runs inference only, set options.training to false");
+}
+
+// Rows [r0, r0 + n) of x [B, L, E] as a [B, n, E] tensor.
+Tensor rows_of(const Tensor& x, int64_t r0, int64_t n) {
+  const int64_t B = x.dim(0), L = x.dim(1), E = x.dim(2), es = static_cast<int64_t>(dtype_size(x.dtype()));
+  Tensor t(x.dtype(), {B, n, E});
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(t.raw() + b * n * E * es, x.raw() + (b * L + r0) * E * es,
+                n * E * es);
+  return t;
+}
+
+}  // namespace
+
 PreparedRun prepare_run(const RunConfig& config) {
   PreparedRun r;
   r.config = config;
@@ -52,6 +90,7 @@ PreparedRun prepare_run(const RunConfig& config) {
   r.inputs = r.variant->build_inputs(inputs, r.options);
   r.inputs.dropout_seed = config.inputs_seed;
   validate_inputs(r.spec, r.inputs);
+  if (config.decode) check_decode_inputs(*config.decode, r.spec, r.inputs, r.options);
   spdlog::debug("{}: variant {} -> {} heads of {} (value {}), causal {}, out_dim {}", config.file, config.variant,
                 r.spec.num_heads, r.spec.head_dim, r.spec.head_dim_v, r.spec.causal, r.spec.out_dim());
   return r;
@@ -115,7 +154,113 @@ bool holds_f64(const AttentionSpec& s, const AttentionInputs& in) {
   return f64;
 }
 
+void compare_with_reference(const RunConfig& config, RunReport& rep) {
+  if (!config.reference) return;
+  const ReferenceConfig& rc = *config.reference;
+  Tensor ref = io::read_tensor(rc.file);
+  compare::Options co;
+  co.atol = rc.atol;
+  co.rtol = rc.rtol;
+  co.pcc = rc.pcc;
+  co.ref_name = rc.file;
+  co.out_name = "output";
+  rep.comparison = compare::compare(ref, rep.result.output, co);
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Prefill of d.prompt rows, then d.tokens single-row steps, on a fresh
+// session per iteration: input x [B, P+T, E] -> output [B, P+T, out_dim]
+// (the steps' rows after the prompt's). Timing.first_ms / cached_ms hold
+// whole iterations; DecodeTiming splits the cached ones into phases.
+RunReport execute_decode(const DecodeConfig& d, const AttentionSpec& spec, const AttentionInputs& in, Backend& backend,
+                         const RunRequest& request, int64_t warmup, int64_t iterations) {
+  if (request.need_weights) throw InputError("--attn-weights: a decode run returns no attention weights");
+  if (request.collect_stages) throw InputError("--dump-stages / --compare-stages: a decode run has no stages");
+  if (auto why = backend.supports_decode(spec))
+    throw InputError("backend " + backend.name() + " cannot decode variant " + spec.variant + ": " + *why);
+  using clock = std::chrono::steady_clock;
+  auto ms_since = [](clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  };
+  const Tensor& x = in.query;
+  const int64_t B = x.dim(0), P = d.prompt, T = d.tokens, O = spec.out_dim();
+  DecodeOptions opt;
+  opt.cache_dtype = d.cache_dtype, opt.batch = B, opt.max_tokens = d.depth + P + T;
+  const Tensor prompt = rows_of(x, 0, P);
+  std::vector<Tensor> steps;
+  for (int64_t i = 0; i < T; ++i) steps.push_back(rows_of(x, P + i, 1));
+
+  RunReport rep;
+  rep.backend_name = backend.name();
+  rep.timing.flops = attention_flops(spec, in);
+  DecodeTiming dt;
+  dt.prompt = P, dt.tokens = T, dt.depth = d.depth, dt.cache_dtype = d.cache_dtype;
+  std::vector<double> prefills;
+  auto once = [&](bool record) -> Tensor {
+    std::unique_ptr<DecodeSession> session = backend.start_decode(spec, opt);
+    if (d.depth > 0) session->fill_synthetic(d.depth, in.dropout_seed);  // untimed: not part of the prefill
+    const auto tp = clock::now();
+    Tensor first = session->append(prompt);
+    if (record) prefills.push_back(ms_since(tp));
+    Tensor out(first.dtype(), {B, P + T, O});
+    const int64_t es = static_cast<int64_t>(dtype_size(out.dtype()));
+    auto place = [&](const Tensor& y, int64_t r0, int64_t n) {
+      for (int64_t b = 0; b < B; ++b)
+        std::memcpy(out.raw() + (b * (P + T) + r0) * O * es, y.raw() + b * n * O * es, n * O * es);
+    };
+    place(first, 0, P);
+    for (int64_t i = 0; i < T; ++i) {
+      const auto ts = clock::now();
+      Tensor y = session->append(steps[i]);
+      if (record) dt.step_ms.push_back(ms_since(ts));
+      place(y, P + i, 1);
+    }
+    dt.cache_bytes = session->cache_bytes();
+    return out;
+  };
+  auto t0 = clock::now();
+  Tensor output = once(false);
+  rep.timing.first_ms = ms_since(t0);
+  for (int64_t i = 0; i < warmup; ++i) once(false);
+  for (int64_t i = 0; i < iterations; ++i) {
+    t0 = clock::now();
+    output = once(true);
+    rep.timing.cached_ms.push_back(ms_since(t0));
+  }
+  summarize_timing(rep.timing);
+  dt.prefill_ms = median_of(prefills);
+  if (!dt.step_ms.empty()) {
+    dt.step_median_ms = median_of(dt.step_ms);
+    dt.step_min_ms = *std::min_element(dt.step_ms.begin(), dt.step_ms.end());
+    dt.step_max_ms = *std::max_element(dt.step_ms.begin(), dt.step_ms.end());
+  }
+  rep.decode = dt;
+  rep.result.output = std::move(output);
+  rep.cache = backend.cache_stats();
+  rep.backend_info = backend.describe();
+  return rep;
+}
+
 }  // namespace
+
+nlohmann::json decode_json(const DecodeTiming& d) {
+  return {{"prompt", d.prompt},
+          {"tokens", d.tokens},
+          {"depth", d.depth},
+          {"cache_dtype", cache_dtype_name(d.cache_dtype)},
+          {"prefill_ms", d.prefill_ms},
+          {"step_median_ms", d.step_median_ms},
+          {"step_min_ms", d.step_min_ms},
+          {"step_max_ms", d.step_max_ms},
+          {"tokens_per_s", d.tokens_per_s()},
+          {"cache_bytes", d.cache_bytes}};
+}
 
 RunReport execute_run(PreparedRun& prepared, Backend& backend, const RunRequest& request) {
   // A float32 backend runs a float32 copy; the reference runs what was loaded.
@@ -136,6 +281,12 @@ RunReport execute_run(PreparedRun& prepared, Backend& backend, const RunRequest&
     return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   };
 
+  if (run.p.config.decode) {
+    RunReport rep = execute_decode(*run.p.config.decode, run.spec, run.inputs, backend, request, warmup, iterations);
+    rep.result = run.p.variant->finish(std::move(rep.result), run.p.options);
+    compare_with_reference(run.p.config, rep);
+    return rep;
+  }
   // Before any timing: a spec the backend cannot run is one clear line.
   require_supported(backend, run.spec, run.inputs);
   RunReport rep;
@@ -162,18 +313,7 @@ RunReport execute_run(PreparedRun& prepared, Backend& backend, const RunRequest&
   rep.cache = backend.cache_stats();
   rep.backend_info = backend.describe();
   rep.result = run.p.variant->finish(std::move(result), run.p.options);
-
-  if (run.p.config.reference) {
-    const ReferenceConfig& rc = *run.p.config.reference;
-    Tensor ref = io::read_tensor(rc.file);
-    compare::Options co;
-    co.atol = rc.atol;
-    co.rtol = rc.rtol;
-    co.pcc = rc.pcc;
-    co.ref_name = rc.file;
-    co.out_name = "output";
-    rep.comparison = compare::compare(ref, rep.result.output, co);
-  }
+  compare_with_reference(run.p.config, rep);
   return rep;
 }
 

@@ -44,6 +44,19 @@ struct Timing {
   double gflops_first() const { return first_ms > 0 ? flops / (first_ms * 1e6) : 0; }
 };
 
+// A "decode" run (config.decode): every iteration is a fresh session that
+// prefills the prompt and then steps one token at a time. Step figures
+// pool every step of the cached iterations.
+struct DecodeTiming {
+  int64_t prompt = 0, tokens = 0, depth = 0;
+  CacheDtype cache_dtype = CacheDtype::Float32;
+  double prefill_ms = 0;  // median over cached iterations (the first's when there are none)
+  std::vector<double> step_ms;
+  double step_median_ms = 0, step_min_ms = 0, step_max_ms = 0;
+  double tokens_per_s() const { return step_median_ms > 0 ? 1000.0 / step_median_ms : 0; }
+  int64_t cache_bytes = 0;  // K and V held after the last step
+};
+
 struct RunRequest {
   bool need_weights = false;   // on top of the variant's need_weights option
   bool collect_stages = false;
@@ -57,6 +70,7 @@ struct RunReport {
   nlohmann::json backend_info;
   std::string backend_name;
   std::optional<compare::Report> comparison;
+  std::optional<DecodeTiming> decode;  // set for a decode run
 };
 
 RunReport execute_run(PreparedRun& run, Backend& backend, const RunRequest& request);
@@ -65,5 +79,6 @@ RunReport execute_run(PreparedRun& run, Backend& backend, const RunRequest& requ
 void summarize_timing(Timing& t);
 
 nlohmann::json timing_json(const Timing& t);
+nlohmann::json decode_json(const DecodeTiming& d);
 
 }  // namespace mha

@@ -6,6 +6,8 @@
 #include <map>
 #include <thread>
 
+#include "backends/cpu/cpu_decode.h"
+#include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/cpu_flash.h"
 #include "backends/cpu/cpu_flash_run.h"
 #include "backends/cpu/cpu_gemm.h"
@@ -34,11 +36,25 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   CacheStats cache_stats() const override { return stats_; }
   nlohmann::json describe() const override {
-    // simd: the attention kernel is built for AVX2+FMA (no run-time choice);
-    // OpenBLAS picks its GEMM kernel for this CPU at run time and names it.
-    return {{"threads", threads_},          {"blas", "OpenBLAS"},
-            {"block_queries", cpu::kBr},    {"block_keys", cpu::kBc},
-            {"simd", std::string("avx2+fma, OpenBLAS ") + openblas_get_corename()}};
+    // simd (what `mha bench` rows report): the flash kernel is built for
+    // AVX2+FMA (no run-time choice); the decode kernel and OpenBLAS's GEMM
+    // kernel are chosen for this CPU at run time.
+    return {{"threads", threads_},
+            {"blas", "OpenBLAS"},
+            {"block_queries", cpu::kBr},
+            {"block_keys", cpu::kBc},
+            {"decode_simd", cpu::decode_kernel_isa()},
+            {"simd", std::string("flash avx2+fma, decode ") + cpu::decode_kernel_isa() + ", OpenBLAS " +
+                         openblas_get_corename()}};
+  }
+
+  std::optional<std::string> supports_decode(const AttentionSpec& spec) const override {
+    return decode_unsupported(spec);
+  }
+  std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt) override {
+    if (decode_unsupported(spec)) return Backend::start_decode(spec, opt);  // throws the reason
+    check_decode_options(spec, opt);
+    return cpu::make_cpu_decode(spec, opt, pool_);
   }
 
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {

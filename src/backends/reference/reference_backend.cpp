@@ -8,6 +8,7 @@
 #include "model/heads.h"
 #include "model/mask.h"
 #include "model/rope.h"
+#include "tensor/half.h"
 
 namespace mha {
 
@@ -29,12 +30,121 @@ Vec project(const Vec& x, int64_t n, const Projection& p) {
   return y;
 }
 
+// The float64 KV cache: K and V [B, Hkv, max_tokens, d] as doubles. A
+// float32 cache keeps the float64 values (the reference never computes
+// below float64), so that prefill + steps equal one causal run() over the
+// same tokens bit for bit: each row is projected and rotated by the same
+// code, and the attention of a row over its visible keys is run()'s loop
+// without the masked keys, whose weights are exact zeros there. A bfloat16
+// cache rounds each value to float32 and then to bfloat16 when appended,
+// as a float32 model's `k.to(torch.bfloat16)` does.
+class ReferenceDecode : public DecodeSession {
+ public:
+  ReferenceDecode(const AttentionSpec& spec, const DecodeOptions& opt)
+      : spec_(spec), opt_(opt), rule_(spec),
+        K_(opt.batch * spec.num_kv_heads * opt.max_tokens * spec.head_dim),
+        V_(opt.batch * spec.num_kv_heads * opt.max_tokens * spec.head_dim_v) {}
+
+  int64_t length() const override { return len_; }
+  int64_t cache_bytes() const override {
+    return opt_.batch * spec_.num_kv_heads * len_ * (spec_.head_dim + spec_.head_dim_v) * int64_t{sizeof(double)};
+  }
+
+  void fill_synthetic(int64_t n, uint64_t seed) override {
+    check_fill(opt_, len_, n);
+    const int64_t T = opt_.max_tokens, dh = spec_.head_dim, dv = spec_.head_dim_v;
+    for (int64_t bg = 0; bg < opt_.batch * spec_.num_kv_heads; ++bg)
+      for (int64_t j = len_; j < len_ + n; ++j) {
+        for (int64_t d = 0; d < dh; ++d) {
+          const int64_t i = (bg * T + j) * dh + d;
+          K_[i] = stored(synthetic_value(seed, 2 * i));
+        }
+        for (int64_t d = 0; d < dv; ++d) {
+          const int64_t i = (bg * T + j) * dv + d;
+          V_[i] = stored(synthetic_value(seed, 2 * i + 1));
+        }
+      }
+    len_ += n;
+  }
+
+  // x [B, n, q_in] -> output [B, n, out_dim] for positions len_ .. len_+n-1.
+  Tensor append(const Tensor& x) override {
+    check_append(spec_, opt_, len_, x);
+    const int64_t B = opt_.batch, n = x.dim(1), T = opt_.max_tokens;
+    const int64_t H = spec_.num_heads, Hkv = spec_.num_kv_heads, dh = spec_.head_dim, dv = spec_.head_dim_v;
+    const int64_t group = H / Hkv;
+    const Vec xs = x.to_f64();
+    Vec q = project(xs, B * n, spec_.q), k = project(xs, B * n, spec_.k), v = project(xs, B * n, spec_.v);
+    if (spec_.rope) {
+      const RopeTable t = rope_table_at(spec_, len_, n);
+      apply_rope_rows(t, q.data(), H * dh, 0, B * n, H);
+      apply_rope_rows(t, k.data(), Hkv * dh, 0, B * n, Hkv);
+    }
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t g = 0; g < Hkv; ++g) {
+          for (int64_t d = 0; d < dh; ++d)
+            K_[((b * Hkv + g) * T + len_ + r) * dh + d] = stored(k[(b * n + r) * Hkv * dh + g * dh + d]);
+          for (int64_t d = 0; d < dv; ++d)
+            V_[((b * Hkv + g) * T + len_ + r) * dv + d] = stored(v[(b * n + r) * Hkv * dv + g * dv + d]);
+        }
+    Vec ctx(B * n * H * dv), w;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        const double* Kh = K_.data() + (b * Hkv + h / group) * T * dh;
+        const double* Vh = V_.data() + (b * Hkv + h / group) * T * dv;
+        for (int64_t r = 0; r < n; ++r) {
+          const int64_t i = len_ + r, j0 = rule_.first_key(i), j1 = i + 1;
+          const double* qi = q.data() + (b * n + r) * H * dh + h * dh;
+          w.assign(j1 - j0, 0.0);
+          double mx = -std::numeric_limits<double>::infinity();
+          for (int64_t j = j0; j < j1; ++j) {
+            double s = 0.0;
+            for (int64_t d = 0; d < dh; ++d) s += qi[d] * Kh[j * dh + d];
+            w[j - j0] = spec_.scale * s;
+            mx = std::max(mx, w[j - j0]);
+          }
+          double sum = 0.0;
+          for (double& e : w) sum += (e = std::exp(e - mx));
+          for (double& e : w) e /= sum;
+          for (int64_t d = 0; d < dv; ++d) {
+            double acc = 0.0;
+            for (int64_t j = j0; j < j1; ++j) acc += w[j - j0] * Vh[j * dv + d];
+            ctx[(b * n + r) * H * dv + h * dv + d] = acc;
+          }
+        }
+      }
+    len_ += n;
+    const Vec out = spec_.out ? project(ctx, B * n, *spec_.out) : ctx;
+    return Tensor::from_f64({B, n, spec_.out_dim()}, out);
+  }
+
+ private:
+  double stored(double x) const {
+    return opt_.cache_dtype == CacheDtype::Bfloat16 ? static_cast<double>(round_bf16(static_cast<float>(x))) : x;
+  }
+
+  AttentionSpec spec_;  // Tensors share their bytes: a cheap copy
+  DecodeOptions opt_;
+  MaskRule rule_;
+  Vec K_, V_;
+  int64_t len_ = 0;
+};
+
 class ReferenceBackend : public Backend {
  public:
   std::string name() const override { return "reference"; }
   bool computes_in_float64() const override { return true; }
   // One thread, plain float64 loops (what `mha bench` rows report).
   nlohmann::json describe() const override { return {{"threads", 1}, {"simd", "scalar float64"}}; }
+  std::optional<std::string> supports_decode(const AttentionSpec& spec) const override {
+    return decode_unsupported(spec);
+  }
+  std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt) override {
+    if (decode_unsupported(spec)) return Backend::start_decode(spec, opt);  // throws the reason
+    check_decode_options(spec, opt);
+    return std::make_unique<ReferenceDecode>(spec, opt);
+  }
 
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
     validate_inputs(spec, in);

@@ -1,0 +1,290 @@
+// The cpu KV-cache session. One append of n rows:
+//   x [B, n, q_in] -> [q | k | v] = x . [Wq; Wk; Wv]^T + b   [B*n, Eq+Ek+Ev]
+//     (one row: a GEMV split over output columns across the pool, since it
+//      only streams the weights once; more rows: the pool's sgemm)
+//   rope at positions len .. len+n-1 on q and k (model/rope.h)
+//   k, v -> cache [B, Hkv, max_tokens, d] (float32, or bfloat16 rounded to
+//      nearest even; the float32 copies are rounded the same way so every
+//      query attends to the values the cache holds)
+//   attention -> context [B*n, H*dv]:
+//     first append of several rows (the prompt): the flash kernel
+//       (cpu_flash.h) on the projected rows themselves, O(n*d) memory;
+//     otherwise: per (batch, row, kv head, chunk of keys) the chunk kernel
+//       (cpu_decode_kernel.h) reads each cached key/value row once for all
+//       query heads of the group, and the chunks' online-softmax partials
+//       are merged (split-K, so a single token still spreads over threads)
+//   output = context . Wo^T + bo (GEMV / sgemm as above)
+#include "backends/cpu/cpu_decode.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "backends/cpu/cpu_decode_kernel.h"
+#include "backends/cpu/cpu_flash.h"
+#include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_projection.h"
+#include "model/mask.h"
+#include "model/rope.h"
+#include "tensor/half.h"
+#include "util/huge_pages.h"
+
+namespace mha::cpu {
+
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int64_t kMinChunk = 256;  // keys per chunk at least: below it the merge costs more than it spreads
+
+// y[out] = W[out, in] . x[in] + b, output columns split across the pool in
+// blocks of whole 16-row groups, each an OpenBLAS sgemv on its own thread.
+void gemv(ThreadPool& pool, const PackedLinear& lin, const float* x, float* y) {
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(4 * pool.size(), lin.out / 64));
+  const int64_t step = (lin.out / parts + 15) / 16 * 16;
+  pool.parallel_for(parts, [&](int64_t t, int) {
+    const int64_t lo = std::min(lin.out, t * step), hi = t == parts - 1 ? lin.out : std::min(lin.out, lo + step);
+    if (hi <= lo) return;
+    const bool bias = !lin.b.empty();
+    if (bias) std::memcpy(y + lo, lin.b.data() + lo, sizeof(float) * (hi - lo));
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(hi - lo), static_cast<blasint>(lin.in), 1.0f,
+                lin.w.data() + lo * lin.in, static_cast<blasint>(lin.in), x, 1, bias ? 1.0f : 0.0f, y + lo, 1);
+  });
+}
+
+void project_rows(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t rows, float* y) {
+  if (rows == 1)
+    gemv(pool, lin, x, y);
+  else
+    linear(pool, lin, x, lin.in, rows, y, lin.out);
+}
+
+struct ChunkTask {
+  int64_t b, r, g, j0, j1, slot;
+};
+
+class CpuDecode : public DecodeSession {
+ public:
+  CpuDecode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool)
+      : spec_(spec), opt_(opt), pool_(pool), rule_(spec), kernel_(decode_kernel()),
+        qkv_(pack_stacked({&spec.q, &spec.k, &spec.v})) {
+    if (spec.out) out_ = pack_linear(*spec.out);
+    const int64_t kn = opt.batch * spec.num_kv_heads * opt.max_tokens * spec.head_dim;
+    const int64_t vn = opt.batch * spec.num_kv_heads * opt.max_tokens * spec.head_dim_v;
+    // Allocated once, uninitialised: pages are touched as rows are appended.
+    const std::size_t elem = bf16() ? sizeof(uint16_t) : sizeof(float);
+    k_.reset(new unsigned char[kn * elem]);
+    v_.reset(new unsigned char[vn * elem]);
+    advise_huge_pages(k_.get(), kn * elem);
+    advise_huge_pages(v_.get(), vn * elem);
+    scratch_.resize(pool.size());
+  }
+
+  int64_t length() const override { return len_; }
+  int64_t cache_bytes() const override {
+    return opt_.batch * spec_.num_kv_heads * len_ * (spec_.head_dim + spec_.head_dim_v) *
+           static_cast<int64_t>(bf16() ? sizeof(uint16_t) : sizeof(float));
+  }
+
+  Tensor append(const Tensor& x_in) override {
+    check_append(spec_, opt_, len_, x_in);
+    SerialBlasScope serial_blas;  // the pool's threads are the only ones busy (cpu_gemm.h)
+    const int64_t B = opt_.batch, n = x_in.dim(1), rows = B * n;
+    const int64_t H = spec_.num_heads, Hkv = spec_.num_kv_heads, dh = spec_.head_dim, dv = spec_.head_dim_v;
+    const int64_t Eq = H * dh, E = qkv_.out;
+    std::vector<float> tmp;
+    const float* x = x_in.dtype() == DType::F32 ? x_in.data<float>() : (tmp = x_in.to_f32()).data();
+
+    proj_.resize(rows * E);
+    project_rows(pool_, qkv_, x, rows, proj_.data());
+    if (spec_.rope) {
+      const RopeTable t = rope_table_at(spec_, len_, n);
+      pool_.parallel_for((rows + 63) / 64, [&](int64_t c, int) {
+        const int64_t r0 = c * 64, m = std::min<int64_t>(64, rows - r0);
+        apply_rope_rows(t, proj_.data() + r0 * E, E, r0, m, H);
+        apply_rope_rows(t, proj_.data() + r0 * E + Eq, E, r0, m, Hkv);
+      });
+    }
+    store_kv(n);
+
+    ctx_.resize(rows * H * dv);
+    if (len_ == 0 && n > 1)
+      prompt_attention(n);
+    else
+      cached_attention(n);
+    len_ += n;
+
+    Tensor out(DType::F32, {B, n, spec_.out_dim()});
+    if (out_)
+      project_rows(pool_, *out_, ctx_.data(), rows, out.data<float>());
+    else
+      std::memcpy(out.data<float>(), ctx_.data(), sizeof(float) * rows * H * dv);
+    return out;
+  }
+
+  void fill_synthetic(int64_t n, uint64_t seed) override {
+    check_fill(opt_, len_, n);
+    const int64_t T = opt_.max_tokens, dh = spec_.head_dim, dv = spec_.head_dim_v;
+    pool_.parallel_for(opt_.batch * spec_.num_kv_heads, [&](int64_t bg, int) {
+      for (int64_t j = len_; j < len_ + n; ++j) {
+        for (int64_t d = 0; d < dh; ++d) {
+          const int64_t i = (bg * T + j) * dh + d;
+          put(k_.get(), i, synthetic_value(seed, 2 * i));
+        }
+        for (int64_t d = 0; d < dv; ++d) {
+          const int64_t i = (bg * T + j) * dv + d;
+          put(v_.get(), i, synthetic_value(seed, 2 * i + 1));
+        }
+      }
+    });
+    len_ += n;
+  }
+
+ private:
+  void put(unsigned char* base, int64_t i, float x) const {
+    if (bf16())
+      reinterpret_cast<uint16_t*>(base)[i] = bf16_from_f32(x);
+    else
+      reinterpret_cast<float*>(base)[i] = x;
+  }
+
+  bool bf16() const { return opt_.cache_dtype == CacheDtype::Bfloat16; }
+
+  // Rows len_ .. len_+n-1 of k and v (columns Eq.. of proj_) into the cache.
+  void store_kv(int64_t n) {
+    const int64_t B = opt_.batch, T = opt_.max_tokens, H = spec_.num_heads, Hkv = spec_.num_kv_heads;
+    const int64_t dh = spec_.head_dim, dv = spec_.head_dim_v, E = qkv_.out, Eq = H * dh, Ek = Hkv * dh;
+    pool_.parallel_for(B * n, [&](int64_t row, int) {
+      const int64_t b = row / n, r = row % n;
+      float* p = proj_.data() + row * E;
+      for (int64_t g = 0; g < Hkv; ++g) {
+        float* kp = p + Eq + g * dh;
+        float* vp = p + Eq + Ek + g * dv;
+        const int64_t kofs = ((b * Hkv + g) * T + len_ + r) * dh, vofs = ((b * Hkv + g) * T + len_ + r) * dv;
+        if (bf16()) {
+          uint16_t* kc = reinterpret_cast<uint16_t*>(k_.get()) + kofs;
+          uint16_t* vc = reinterpret_cast<uint16_t*>(v_.get()) + vofs;
+          for (int64_t d = 0; d < dh; ++d) kp[d] = f32_from_bf16(kc[d] = bf16_from_f32(kp[d]));
+          for (int64_t d = 0; d < dv; ++d) vp[d] = f32_from_bf16(vc[d] = bf16_from_f32(vp[d]));
+        } else {
+          std::memcpy(reinterpret_cast<float*>(k_.get()) + kofs, kp, sizeof(float) * dh);
+          std::memcpy(reinterpret_cast<float*>(v_.get()) + vofs, vp, sizeof(float) * dv);
+        }
+      }
+    });
+  }
+
+  // The prompt, attended among itself: flash over the projected rows.
+  void prompt_attention(int64_t n) {
+    const int64_t H = spec_.num_heads, dv = spec_.head_dim_v;
+    FlashArgs a;
+    a.B = opt_.batch, a.L = n, a.S = n, a.St = n;
+    a.H = H, a.Hkv = spec_.num_kv_heads, a.dh = spec_.head_dim, a.dv = dv;
+    const int64_t Eq = H * a.dh, Ek = a.Hkv * a.dh;
+    a.q = proj_.data(), a.k = proj_.data() + Eq, a.v = proj_.data() + Eq + Ek;
+    a.ldq = a.ldk = a.ldv = qkv_.out;
+    a.scale = static_cast<float>(spec_.scale);
+    a.rule = rule_;
+    a.ctx = ctx_.data(), a.ldc = H * dv;
+    if (flash_.size() != static_cast<std::size_t>(pool_.size())) {
+      flash_.resize(pool_.size());
+      for (FlashScratch& s : flash_) s.resize(a.dh, dv);
+    }
+    const int64_t nqb = flash_query_blocks(n);
+    pool_.parallel_for(a.B * H * nqb, [&](int64_t t, int thread) {
+      const int64_t qb = nqb - 1 - t % nqb, bh = t / nqb;  // longest (causal) blocks first
+      flash_block(a, bh / H, bh % H, qb, flash_[thread]);
+    });
+  }
+
+  // Each new row r (position len_ + r) against the cache's keys it sees.
+  void cached_attention(int64_t n) {
+    const int64_t B = opt_.batch, T = opt_.max_tokens, H = spec_.num_heads, Hkv = spec_.num_kv_heads;
+    const int64_t dh = spec_.head_dim, dv = spec_.head_dim_v, G = H / Hkv, E = qkv_.out;
+    // Split each row's keys so that a single token still gives every thread work.
+    const int64_t groups = B * n * Hkv;
+    const int64_t want = std::max<int64_t>(1, (2 * pool_.size() + groups - 1) / groups);
+    tasks_.clear();
+    row_first_.assign(B * n * Hkv + 1, 0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t g = 0; g < Hkv; ++g) {
+          const int64_t p = len_ + r, j0 = rule_.first_key(p), j1 = p + 1, vis = j1 - j0;
+          const int64_t parts = std::max<int64_t>(1, std::min(want, vis / kMinChunk));
+          const int64_t step = (vis + parts - 1) / parts;
+          row_first_[(b * n + r) * Hkv + g] = static_cast<int64_t>(tasks_.size());
+          for (int64_t c = j0; c < j1; c += step)
+            tasks_.push_back({b, r, g, c, std::min(j1, c + step), static_cast<int64_t>(tasks_.size())});
+        }
+    row_first_.back() = static_cast<int64_t>(tasks_.size());
+    const int64_t per = G * (dv + 2);  // one partial: o [G, dv], m [G], l [G]
+    partial_.resize(tasks_.size() * per);
+    const std::size_t elem = bf16() ? sizeof(uint16_t) : sizeof(float);
+    const float scale_log2 = static_cast<float>(spec_.scale) * kLog2e;
+    pool_.parallel_for(static_cast<int64_t>(tasks_.size()), [&](int64_t i, int thread) {
+      const ChunkTask& t = tasks_[i];
+      Scratch& s = scratch_[thread];
+      s.s.resize(std::max<std::size_t>(s.s.size(), G * (t.j1 - t.j0)));
+      s.row.resize(std::max(dh, dv));
+      float* part = partial_.data() + t.slot * per;
+      DecodeChunk c;
+      c.q = proj_.data() + (t.b * n + t.r) * E + t.g * G * dh;
+      c.k = k_.get() + (t.b * Hkv + t.g) * T * dh * elem;
+      c.v = v_.get() + (t.b * Hkv + t.g) * T * dv * elem;
+      c.bf16 = bf16();
+      c.j0 = t.j0, c.j1 = t.j1, c.G = G, c.dh = dh, c.dv = dv, c.scale_log2 = scale_log2;
+      c.s = s.s.data(), c.row = s.row.data();
+      c.o = part, c.m = part + G * dv, c.l = part + G * dv + G;
+      kernel_(c);
+    });
+    // Merge each (row, group)'s chunks: rescale to the largest max, sum, normalise.
+    pool_.parallel_for(B * n * Hkv, [&](int64_t rg, int) {
+      const int64_t row = rg / Hkv, g = rg % Hkv, first = row_first_[rg], last = row_first_[rg + 1];
+      for (int64_t h = 0; h < G; ++h) {
+        float M = -INFINITY;
+        for (int64_t t = first; t < last; ++t) M = std::max(M, partial_[t * per + G * dv + h]);
+        float* ctx = ctx_.data() + row * H * dv + (g * G + h) * dv;
+        std::fill(ctx, ctx + dv, 0.0f);
+        float L = 0.0f;
+        for (int64_t t = first; t < last; ++t) {
+          const float* part = partial_.data() + t * per;
+          const float w = std::exp2(part[G * dv + h] - M);
+          L += w * part[G * dv + G + h];
+          for (int64_t d = 0; d < dv; ++d) ctx[d] += w * part[h * dv + d];
+        }
+        for (int64_t d = 0; d < dv; ++d) ctx[d] /= L;
+      }
+    });
+  }
+
+  struct Scratch {
+    std::vector<float> s, row;
+  };
+
+  AttentionSpec spec_;  // Tensors share their bytes: a cheap copy
+  DecodeOptions opt_;
+  ThreadPool& pool_;
+  MaskRule rule_;
+  DecodeKernel kernel_;
+  PackedLinear qkv_;
+  std::optional<PackedLinear> out_;
+  std::unique_ptr<unsigned char[]> k_, v_;  // [B, Hkv, max_tokens, d] float or bfloat16
+  int64_t len_ = 0;
+  // Per-append workspaces, kept between appends so steps allocate nothing.
+  std::vector<float> proj_, ctx_, partial_;
+  std::vector<ChunkTask> tasks_;
+  std::vector<int64_t> row_first_;
+  std::vector<Scratch> scratch_;
+  std::vector<FlashScratch> flash_;
+};
+
+}  // namespace
+
+std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool) {
+  return std::make_unique<CpuDecode>(spec, opt, pool);
+}
+
+}  // namespace mha::cpu

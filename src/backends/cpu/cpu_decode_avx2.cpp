@@ -1,0 +1,76 @@
+// The decode chunk kernel (cpu_decode_kernel.inc) on 8-float AVX2+FMA
+// vectors: every machine the project builds for runs it.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/cpu_decode_kernel.h"
+
+namespace mha::cpu {
+namespace decode_avx2 {
+
+struct V {
+  using F = __m256;
+  static constexpr int64_t W = 8;
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static F load_bf16(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
+  static F set1(float x) { return _mm256_set1_ps(x); }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static float hsum(F x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float hmax(F x) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  // 2^x for x <= 0, as cpu_simd.h's exp2_ps (degree-6 fit, 0 below -127).
+  static F exp2(F x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-127.0f));
+    const F n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const F f = _mm256_sub_ps(x, n);
+    F p = _mm256_set1_ps(1.5337577497120947e-4f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3399861054494977e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618519805371761e-3f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550329014658928e-2f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022646248340607e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931471824645996e-1f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  }
+};
+
+#include "backends/cpu/cpu_decode_kernel.inc"
+
+}  // namespace decode_avx2
+
+void decode_chunk_avx2(const DecodeChunk& c) { decode_avx2::chunk(c); }
+
+namespace {
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+}  // namespace
+
+DecodeKernel decode_kernel() {
+  static const bool avx512 = cpu_has_avx512();
+  return avx512 ? decode_chunk_avx512 : decode_chunk_avx2;
+}
+const char* decode_kernel_isa() { return decode_kernel() == decode_chunk_avx512 ? "avx512" : "avx2"; }
+
+}  // namespace mha::cpu

@@ -1,0 +1,58 @@
+// The decode chunk kernel (cpu_decode_kernel.inc) on 16-float AVX-512
+// vectors: this file alone gets the AVX-512 flags (CMakeLists.txt), and
+// decode_kernel() calls it only after checking the CPU.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/cpu_decode_kernel.h"
+
+namespace mha::cpu {
+namespace decode_avx512 {
+
+struct V {
+  using F = __m512;
+  static constexpr int64_t W = 16;
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static F load_bf16(const uint16_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
+  static F set1(float x) { return _mm512_set1_ps(x); }
+  static F zero() { return _mm512_setzero_ps(); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static float hsum(F x) { return _mm512_reduce_add_ps(x); }
+  static float hmax(F x) { return _mm512_reduce_max_ps(x); }
+  // 2^x for x <= 0: the AVX2 kernel's fit on 16 lanes.
+  static F exp2(F x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));
+    const F n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const F f = _mm512_sub_ps(x, n);
+    F p = _mm512_set1_ps(1.5337577497120947e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3399861054494977e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618519805371761e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550329014658928e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022646248340607e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471824645996e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+  }
+};
+
+#include "backends/cpu/cpu_decode_kernel.inc"
+
+}  // namespace decode_avx512
+
+void decode_chunk_avx512(const DecodeChunk& c) { decode_avx512::chunk(c); }
+
+}  // namespace mha::cpu

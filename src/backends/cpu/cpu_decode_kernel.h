@@ -1,0 +1,34 @@
+#pragma once
+// The attention of one decode chunk: the G query heads of one KV-head group
+// against cache keys [j0, j1) of that KV head, as an online-softmax partial
+// (m, l, o) that cpu_decode.cpp merges across chunks. The same source
+// (cpu_decode_kernel.inc) is compiled twice, for AVX2+FMA and for AVX-512
+// (cpu_decode_avx512.cpp alone gets those flags); decode_kernel() picks one
+// from the CPU at run time, so the binary runs on any AVX2+FMA machine.
+#include <cstdint>
+
+namespace mha::cpu {
+
+struct DecodeChunk {
+  const float* q = nullptr;   // [G, dh] the group's query rows (rotated), contiguous
+  const void* k = nullptr;    // [*, dh] this KV head's cache rows, float or bfloat16 bits
+  const void* v = nullptr;    // [*, dv]
+  bool bf16 = false;          // k and v hold bfloat16 (uint16) rather than float
+  int64_t j0 = 0, j1 = 0;     // keys of the chunk
+  int64_t G = 1, dh = 1, dv = 1;
+  float scale_log2 = 1.0f;    // scale * log2(e): scores in log2 units, for exp2
+  float* s = nullptr;         // scratch [G, j1 - j0]
+  float* row = nullptr;       // scratch [max(dh, dv)]: one widened bfloat16 row
+  float* o = nullptr;         // out [G, dv]: sum_j 2^(s_j - m) v_j
+  float* m = nullptr;         // out [G]: max score (log2 units)
+  float* l = nullptr;         // out [G]: sum_j 2^(s_j - m)
+};
+
+using DecodeKernel = void (*)(const DecodeChunk&);
+void decode_chunk_avx2(const DecodeChunk& c);
+void decode_chunk_avx512(const DecodeChunk& c);
+// The widest kernel this CPU runs, and its name ("avx512" or "avx2").
+DecodeKernel decode_kernel();
+const char* decode_kernel_isa();
+
+}  // namespace mha::cpu

@@ -1,0 +1,43 @@
+#include "backends/decode.h"
+
+#include "tensor/tensor.h"
+#include "util/error.h"
+
+namespace mha {
+
+std::optional<std::string> decode_unsupported(const AttentionSpec& spec) {
+  if (!spec.causal) return std::string("decode needs causal attention (a KV cache serves causal self-attention only)");
+  if (spec.extra_keys() > 0)
+    return std::string("decode needs no extra key rows (bias_k / add_zero_attn), found ") +
+           std::to_string(spec.extra_keys());
+  if (spec.q_in() != spec.k_in() || spec.q_in() != spec.v_in())
+    return "decode needs self-attention: query, key and value widths " + std::to_string(spec.q_in()) + ", " +
+           std::to_string(spec.k_in()) + ", " + std::to_string(spec.v_in()) + " differ";
+  return std::nullopt;
+}
+
+void check_decode_options(const AttentionSpec& spec, const DecodeOptions& opt) {
+  (void)spec;
+  if (opt.batch < 1) throw InputError("decode: batch must be at least 1, found " + std::to_string(opt.batch));
+  if (opt.max_tokens < 1)
+    throw InputError("decode: max_tokens must be at least 1, found " + std::to_string(opt.max_tokens));
+}
+
+void check_append(const AttentionSpec& spec, const DecodeOptions& opt, int64_t length, const Tensor& x) {
+  if (x.ndim() != 3 || x.dim(0) != opt.batch || x.dim(2) != spec.q_in() || x.dim(1) < 1)
+    throw InputError("decode append: expected x of shape [" + std::to_string(opt.batch) + ", n >= 1, " +
+                     std::to_string(spec.q_in()) + "], found " + shape_str(x.shape()));
+  if (x.dtype() != DType::F32 && x.dtype() != DType::F64)
+    throw InputError(std::string("decode append: expected float32 or float64 x, found ") + dtype_name(x.dtype()));
+  if (length + x.dim(1) > opt.max_tokens)
+    throw InputError("decode append: " + std::to_string(x.dim(1)) + " more tokens after " + std::to_string(length) +
+                     " exceed the cache's max_tokens " + std::to_string(opt.max_tokens));
+}
+
+void check_fill(const DecodeOptions& opt, int64_t length, int64_t n) {
+  if (n < 0 || length + n > opt.max_tokens)
+    throw InputError("decode fill: " + std::to_string(n) + " positions after " + std::to_string(length) +
+                     " exceed the cache's max_tokens " + std::to_string(opt.max_tokens));
+}
+
+}  // namespace mha

@@ -1,0 +1,297 @@
+// KV-cache decode (backends/decode.h): a prefill of P rows and T single-row
+// steps, concatenated, against one causal run over the P + T rows.
+//   reference, float32 cache: bitwise equal to the reference's run().
+//   cpu, float32 cache: within torch.testing's float32 tolerances of the
+//     reference's run() (atol 1e-5, rtol 1.3e-6), as the cpu run() is.
+//   bfloat16 cache (both backends): K and V carry one bfloat16 rounding
+//     (relative error <= 2^-9 each); the output is within 2^-7 * max|ref|
+//     of the exact run, and the two backends' bfloat16 decodes agree within
+//     that bound too (their rounding inputs differ in the last float bits).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_decode_kernel.h"
+#include "backends/reference/reference_backend.h"
+#include "backends/ttsim/ttsim_backend.h"
+#include "support/test_support.h"
+#include "tensor/half.h"
+#include "util/error.h"
+
+namespace mha {
+namespace {
+
+struct DCase {
+  int64_t B = 1, P = 5, T = 4, H = 4, Hkv = 2, dh = 8, E = 16;
+  bool rope = false, bias = false, out = true;
+  int64_t window = 0;
+  std::vector<int64_t> chunks;  // append sizes after the prompt (default: T ones)
+};
+
+Tensor rand_tensor(std::mt19937& g, Shape shape, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(shape_numel(shape));
+  for (float& x : v) x = u(g);
+  return Tensor::from_f32(std::move(shape), std::move(v));
+}
+
+Projection rand_proj(std::mt19937& g, int64_t out, int64_t in, bool bias) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+  Projection p{rand_tensor(g, {out, in}, -bound, bound), std::nullopt};
+  if (bias) p.bias = rand_tensor(g, {out}, -bound, bound);
+  return p;
+}
+
+AttentionSpec make_spec(const DCase& c, std::mt19937& g) {
+  AttentionSpec s;
+  s.variant = "test";
+  s.num_heads = c.H, s.num_kv_heads = c.Hkv, s.head_dim = c.dh, s.head_dim_v = c.dh;
+  s.q = rand_proj(g, c.H * c.dh, c.E, c.bias);
+  s.k = rand_proj(g, c.Hkv * c.dh, c.E, c.bias);
+  s.v = rand_proj(g, c.Hkv * c.dh, c.E, c.bias);
+  if (c.out) s.out = rand_proj(g, c.E, c.H * c.dh, c.bias);
+  s.scale = 1.0 / std::sqrt(static_cast<double>(c.dh));
+  s.causal = true, s.window = c.window;
+  if (c.rope) s.rope = RotaryEmbedding{10000.0};
+  return s;
+}
+
+Tensor rows(const Tensor& x, int64_t r0, int64_t n) {
+  const int64_t B = x.dim(0), L = x.dim(1), E = x.dim(2);
+  std::vector<float> v(B * n * E);
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(v.data() + b * n * E, x.data<float>() + (b * L + r0) * E, sizeof(float) * n * E);
+  return Tensor::from_f32({B, n, E}, std::move(v));
+}
+
+// Prefill + appends, concatenated as float64 [B, P+T, out].
+Tensor decode(Backend& be, const AttentionSpec& s, const DCase& c, const Tensor& x, CacheDtype dt) {
+  DecodeOptions o;
+  o.cache_dtype = dt, o.batch = c.B, o.max_tokens = c.P + c.T;
+  auto sess = be.start_decode(s, o);
+  std::vector<int64_t> sizes{c.P};
+  if (c.chunks.empty()) sizes.insert(sizes.end(), c.T, 1);
+  else sizes.insert(sizes.end(), c.chunks.begin(), c.chunks.end());
+  const int64_t O = s.out_dim(), L = c.P + c.T;
+  std::vector<double> all(c.B * L * O);
+  int64_t r0 = 0;
+  for (int64_t n : sizes) {
+    const Tensor y = sess->append(rows(x, r0, n));
+    EXPECT_EQ(y.shape(), (Shape{c.B, n, O}));
+    const std::vector<double> v = y.to_f64();
+    for (int64_t b = 0; b < c.B; ++b)
+      std::copy(v.begin() + b * n * O, v.begin() + (b + 1) * n * O, all.begin() + (b * L + r0) * O);
+    r0 += n;
+    EXPECT_EQ(sess->length(), r0);
+  }
+  EXPECT_EQ(r0, L);
+  const int64_t elem = dt == CacheDtype::Bfloat16 ? 2 : 4;
+  if (be.name() == "cpu") {
+    EXPECT_EQ(sess->cache_bytes(), c.B * c.Hkv * L * 2 * c.dh * elem);
+  }
+  return Tensor::from_f64({c.B, L, O}, all);
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double v : t.to_f64()) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+void check_case(const DCase& c, uint32_t seed) {
+  SCOPED_TRACE("B=" + std::to_string(c.B) + " P=" + std::to_string(c.P) + " T=" + std::to_string(c.T) +
+               " H=" + std::to_string(c.H) + " Hkv=" + std::to_string(c.Hkv) + " dh=" + std::to_string(c.dh) +
+               " window=" + std::to_string(c.window) + " rope=" + std::to_string(c.rope));
+  std::mt19937 g(seed);
+  const AttentionSpec spec = make_spec(c, g);
+  const Tensor x = rand_tensor(g, {c.B, c.P + c.T, c.E}, -2, 2);
+  auto ref = make_reference_backend();
+  auto cpu = make_cpu_backend({{"threads", 3}}, "backend");
+  AttentionInputs in;
+  in.query = in.key = in.value = x;
+  const Tensor full = ref->run(spec, in, {}).output;
+
+  const Tensor ref32 = decode(*ref, spec, c, x, CacheDtype::Float32);
+  const std::vector<double> a = ref32.to_f64(), b = full.to_f64();
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), sizeof(double) * a.size()), 0) << "reference decode is not bitwise";
+
+  EXPECT_TRUE(test::tensors_close(decode(*cpu, spec, c, x, CacheDtype::Float32), full, 1e-5, 1.3e-6));
+
+  const double bound = std::ldexp(max_abs(full), -7);
+  const Tensor refbf = decode(*ref, spec, c, x, CacheDtype::Bfloat16);
+  const Tensor cpubf = decode(*cpu, spec, c, x, CacheDtype::Bfloat16);
+  EXPECT_TRUE(test::tensors_close(refbf, full, bound, 0));
+  EXPECT_TRUE(test::tensors_close(cpubf, full, bound, 0));
+  EXPECT_TRUE(test::tensors_close(cpubf, refbf, bound, 0));
+}
+
+template <class F>
+DCase with(F f) {
+  DCase c;
+  f(c);
+  return c;
+}
+
+TEST(Decode, GqaMqaWindowsRopeAndEdges) {
+  uint32_t seed = std::random_device{}();
+  std::printf("seed %u\n", seed);
+  std::vector<DCase> cases;
+  cases.push_back({});                                                   // GQA 2
+  cases.push_back(with([](DCase& c) { c.B = 2; c.P = 7; c.T = 5; c.H = 8; c.Hkv = 1; }));           // MQA, batch 2
+  cases.push_back(with([](DCase& c) { c.P = 1; c.T = 9; c.H = 8; c.Hkv = 2; c.rope = true; }));     // P = 1, GQA 4, rope
+  cases.push_back(with([](DCase& c) { c.P = 9; c.T = 0; c.H = 4; c.Hkv = 4; c.rope = true; }));     // T = 0 (prefill only)
+  cases.push_back(with([](DCase& c) { c.P = 12; c.T = 8; c.rope = true; c.window = 5; }));         // window < sequence
+  cases.push_back(with([](DCase& c) { c.P = 6; c.T = 6; c.rope = true; c.window = 64; }));         // window > sequence
+  cases.push_back(with([](DCase& c) { c.P = 4; c.T = 3; c.H = 3; c.Hkv = 3; c.dh = 6; c.E = 9; c.bias = true; c.out = false; }));  // odd widths
+  cases.push_back(with([](DCase& c) { c.B = 2; c.P = 3; c.T = 10; c.H = 16; c.Hkv = 2; c.dh = 128; c.E = 64; c.rope = true; c.chunks = {1, 4, 2, 3}; }));                              // dh 128, multi-row appends after the prompt
+  cases.push_back(with([](DCase& c) { c.P = 700; c.T = 3; c.H = 4; c.Hkv = 1; c.dh = 64; c.E = 32; c.rope = true; }));  // keys split into chunks
+  cases.push_back(with([](DCase& c) { c.P = 600; c.T = 4; c.H = 8; c.Hkv = 2; c.dh = 32; c.E = 32; c.window = 520; }));  // split + window
+  for (std::size_t i = 0; i < cases.size(); ++i) check_case(cases[i], seed + static_cast<uint32_t>(i));
+}
+
+// Both instances of the chunk kernel (AVX2 always; AVX-512 when this CPU
+// has it) against float64 sums, float32 and bfloat16 caches.
+TEST(Decode, ChunkKernelsMatchFloat64) {
+  std::mt19937 g(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int64_t G = 3, dh = 37, dv = 21, j0 = 5, j1 = 70, rows = 80;
+  std::vector<float> q(G * dh), k(rows * dh), v(rows * dv);
+  for (auto* vec : {&q, &k, &v})
+    for (float& e : *vec) e = u(g);
+  std::vector<uint16_t> kb(k.size()), vb(v.size());
+  for (std::size_t i = 0; i < k.size(); ++i) kb[i] = bf16_from_f32(k[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) vb[i] = bf16_from_f32(v[i]);
+  __builtin_cpu_init();
+  std::vector<cpu::DecodeKernel> kernels{cpu::decode_chunk_avx2};
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) kernels.push_back(cpu::decode_chunk_avx512);
+  const float scale_log2 = 0.3f * 1.4426950408889634f;
+  for (bool bf : {false, true})
+    for (cpu::DecodeKernel kern : kernels) {
+      std::vector<float> s(G * (j1 - j0)), row(dh), o(G * dv), m(G), l(G);
+      cpu::DecodeChunk c;
+      c.q = q.data(), c.k = bf ? static_cast<const void*>(kb.data()) : k.data();
+      c.v = bf ? static_cast<const void*>(vb.data()) : v.data();
+      c.bf16 = bf, c.j0 = j0, c.j1 = j1, c.G = G, c.dh = dh, c.dv = dv, c.scale_log2 = scale_log2;
+      c.s = s.data(), c.row = row.data(), c.o = o.data(), c.m = m.data(), c.l = l.data();
+      kern(c);
+      for (int64_t h = 0; h < G; ++h) {
+        std::vector<double> sc;
+        for (int64_t j = j0; j < j1; ++j) {
+          double acc = 0;
+          for (int64_t d = 0; d < dh; ++d)
+            acc += double(q[h * dh + d]) * (bf ? f32_from_bf16(kb[j * dh + d]) : k[j * dh + d]);
+          sc.push_back(acc * scale_log2);
+        }
+        const double M = *std::max_element(sc.begin(), sc.end());
+        EXPECT_NEAR(m[h], M, 1e-5);
+        double L = 0;
+        std::vector<double> ov(dv, 0.0);
+        for (int64_t j = j0; j < j1; ++j) {
+          const double p = std::exp2(sc[j - j0] - m[h]);
+          L += p;
+          for (int64_t d = 0; d < dv; ++d) ov[d] += p * (bf ? f32_from_bf16(vb[j * dv + d]) : v[j * dv + d]);
+        }
+        EXPECT_NEAR(l[h], L, 1e-5 * L);
+        for (int64_t d = 0; d < dv; ++d) EXPECT_NEAR(o[h * dv + d], ov[d], 1e-5 * L);
+      }
+    }
+}
+
+TEST(Decode, UnsupportedSpecsGiveOneLine) {
+  std::mt19937 g(3);
+  DCase c;
+  AttentionSpec s = make_spec(c, g);
+  auto ref = make_reference_backend();
+  auto cpu = make_cpu_backend({{"threads", 2}}, "backend");
+  auto tts = make_backend("tt-sim", nlohmann::ordered_json::object(), "backend");
+  EXPECT_FALSE(ref->supports_decode(s));
+  EXPECT_FALSE(cpu->supports_decode(s));
+  ASSERT_TRUE(tts->supports_decode(s));
+  DecodeOptions o;
+  o.max_tokens = 4;
+  EXPECT_THROW(tts->start_decode(s, o), InputError);
+
+  AttentionSpec nc = s;
+  nc.causal = false;
+  for (Backend* be : {ref.get(), cpu.get()}) {
+    auto why = be->supports_decode(nc);
+    ASSERT_TRUE(why);
+    EXPECT_NE(why->find("causal"), std::string::npos) << *why;
+    EXPECT_EQ(why->find('\n'), std::string::npos);
+    EXPECT_THROW(be->start_decode(nc, o), InputError);
+  }
+  AttentionSpec bk = s;
+  bk.bias_k = rand_tensor(g, {c.Hkv * c.dh}, -1, 1);
+  bk.bias_v = rand_tensor(g, {c.Hkv * c.dh}, -1, 1);
+  EXPECT_TRUE(cpu->supports_decode(bk));
+  AttentionSpec zero = s;
+  zero.add_zero_attn = true;
+  EXPECT_TRUE(ref->supports_decode(zero));
+}
+
+TEST(Decode, AppendChecksShapeAndCapacity) {
+  std::mt19937 g(4);
+  DCase c;
+  const AttentionSpec s = make_spec(c, g);
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(make_reference_backend());
+  backends.push_back(make_cpu_backend({{"threads", 2}}, "backend"));
+  for (auto& be : backends) {
+    DecodeOptions o;
+    o.max_tokens = 3;
+    auto sess = be->start_decode(s, o);
+    EXPECT_THROW(sess->append(rand_tensor(g, {1, 2, c.E + 1}, -1, 1)), InputError);
+    EXPECT_THROW(sess->append(rand_tensor(g, {2, 2, c.E}, -1, 1)), InputError);
+    EXPECT_THROW(sess->append(rand_tensor(g, {1, 4, c.E}, -1, 1)), InputError);
+    sess->append(rand_tensor(g, {1, 2, c.E}, -1, 1));
+    EXPECT_THROW(sess->append(rand_tensor(g, {1, 2, c.E}, -1, 1)), InputError);  // 2 + 2 > 3
+    EXPECT_EQ(sess->length(), 2);
+    o.max_tokens = 0;
+    EXPECT_THROW(be->start_decode(s, o), InputError);
+  }
+}
+
+}  // namespace
+}  // namespace mha
+
+namespace mha {
+namespace {
+
+// fill_synthetic writes the same values on both backends: appends after it
+// agree as ordinary decodes do (float32 tolerances; bfloat16 rounds the
+// same float32 values identically).
+TEST(Decode, SyntheticContextAgreesAcrossBackends) {
+  std::mt19937 g(9);
+  DCase c;
+  c.H = 8, c.Hkv = 2, c.dh = 16, c.E = 32, c.rope = true, c.window = 300;
+  const AttentionSpec s = make_spec(c, g);
+  const Tensor x = rand_tensor(g, {1, 5, c.E}, -2, 2);
+  for (CacheDtype dt : {CacheDtype::Float32, CacheDtype::Bfloat16}) {
+    std::vector<Tensor> outs;
+    std::vector<std::unique_ptr<Backend>> backends;
+    backends.push_back(make_reference_backend());
+    backends.push_back(make_cpu_backend({{"threads", 2}}, "backend"));
+    for (auto& be : backends) {
+      DecodeOptions o;
+      o.cache_dtype = dt, o.max_tokens = 600 + 5;
+      auto sess = be->start_decode(s, o);
+      sess->fill_synthetic(600, 42);
+      EXPECT_EQ(sess->length(), 600);
+      EXPECT_THROW(sess->fill_synthetic(6, 1), InputError);
+      Tensor a = sess->append(rows(x, 0, 2)), b = sess->append(rows(x, 2, 1));
+      EXPECT_EQ(sess->length(), 603);
+      outs.push_back(a), outs.push_back(b);
+    }
+    EXPECT_TRUE(test::tensors_close(outs[2], outs[0], 1e-5, 1.3e-6));
+    EXPECT_TRUE(test::tensors_close(outs[3], outs[1], 1e-5, 1.3e-6));
+  }
+}
+
+}  // namespace
+}  // namespace mha

@@ -1,40 +1,57 @@
 #include "bench/bench.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <random>
+#include <cmath>
+#include <cstring>
 
-#include "backends/backend.h"
+#include "bench/build_info.h"
 #include "bench/peak_memory.h"
+#include "bench/phases.h"
 #include "init/torch_generator.h"
 #include "util/error.h"
 #include "util/text.h"
 
 namespace mha::bench {
 
-std::string Row::label() const {
-  return variant + " " + backend + " " + std::to_string(batch) + "x" + std::to_string(seq) + "x" +
-         std::to_string(hidden) + "/" + std::to_string(heads) + (kv_heads > 0 ? ":" + std::to_string(kv_heads) : "") +
-         (causal ? " causal" : "");
+std::string Row::test() const {
+  switch (phase) {
+    case Phase::Prefill: return "pp" + std::to_string(seq);
+    case Phase::Generate: return "tg" + std::to_string(seq);
+    case Phase::Forward: break;
+  }
+  return "fwd";
 }
 
-double probe_sgemm_gflops(int64_t n) {
-  std::vector<float> a(n * n), b(n * n), c(n * n);
-  std::mt19937 rng(0);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (auto* v : {&a, &b})
-    for (float& x : *v) x = u(rng);
-  double best = 1e300;
-  for (int i = 0; i < 4; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (i > 0) best = std::min(best, s);  // the first run warms caches and threads
+std::string Row::label() const {
+  std::string s = variant + " " + backend + " " + std::to_string(batch) + "x" + std::to_string(seq) + "x" +
+                  std::to_string(hidden) + "/" + std::to_string(heads) +
+                  (kv_heads > 0 ? ":" + std::to_string(kv_heads) : "") + (causal ? " causal" : "");
+  if (phase != Phase::Forward) s = variant + " " + backend + " " + test() + " @ d" + std::to_string(depth);
+  if (threads > 0) s += " t" + std::to_string(threads);
+  return s;
+}
+
+nlohmann::ordered_json Row::effective_backend_options() const {
+  nlohmann::ordered_json o = backend_options;
+  if (threads > 0) o["threads"] = threads;
+  return o;
+}
+
+void parse_test(const std::string& test, Row& row, const std::string& where) {
+  if (test == "fwd") {
+    row.phase = Phase::Forward;
+    return;
   }
-  return 2.0 * n * n * n / best / 1e9;
+  const std::string digits = test.size() > 2 ? test.substr(2) : "";
+  const bool number = !digits.empty() && digits.size() <= 12 &&
+                      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const std::string kind = test.substr(0, 2);
+  if (!number || (kind != "pp" && kind != "tg") || std::stoll(digits) < 1)
+    throw InputError(where + ": expected pp<P>, tg<N> (P, N >= 1) or fwd, found '" + printable(test) + "'");
+  row.phase = kind == "pp" ? Phase::Prefill : Phase::Generate;
+  row.seq = std::stoll(digits);
+  row.causal = true;
 }
 
 std::vector<Row> default_suite() {
@@ -68,7 +85,8 @@ std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
   for (std::size_t i = 0; i < j.size(); ++i) {
     std::string p = path + ": [" + std::to_string(i) + "]";
     const ordered_json& o = require_object(j[i], p);
-    check_keys(o, p, {"variant", "backend", "batch", "seq", "hidden", "heads", "kv_heads", "causal", "backend_options"});
+    check_keys(o, p, {"variant", "backend", "test", "batch", "seq", "hidden", "heads", "kv_heads", "depth", "causal",
+                      "threads", "cache_dtype", "backend_options"});
     Row r;
     if (find(o, "variant")) r.variant = as_string(o["variant"], p + ".variant");
     if (find(o, "backend")) r.backend = as_string(o["backend"], p + ".backend");
@@ -78,17 +96,64 @@ std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
     r.heads = get_int(o, "heads", p, r.heads, 1);
     r.kv_heads = get_int(o, "kv_heads", p, 0, 1);
     r.causal = get_bool(o, "causal", p, false);
+    if (find(o, "test")) {
+      if (find(o, "seq")) throw InputError(p + ": give either \"test\" (pp<P>, tg<N>) or \"seq\", not both");
+      parse_test(as_string(o["test"], p + ".test"), r, p + ".test");
+    }
+    r.depth = get_int(o, "depth", p, 0, 0);
+    if (r.depth > 0 && r.phase == Phase::Forward)
+      throw InputError(p + ".depth: only pp<P> and tg<N> rows have a depth (set \"test\")");
+    const int64_t threads = get_int(o, "threads", p, 0, 1);
+    if (threads > kMaxThreads)
+      throw InputError(p + ".threads: expected at most " + std::to_string(kMaxThreads) + ", found " + std::to_string(threads));
+    r.threads = static_cast<int>(threads);
+    if (find(o, "cache_dtype")) {
+      std::string d = as_string(o["cache_dtype"], p + ".cache_dtype");
+      if (d == "float32") r.cache_dtype = CacheDtype::Float32;
+      else if (d == "bfloat16") r.cache_dtype = CacheDtype::Bfloat16;
+      else throw InputError(p + ".cache_dtype: expected float32 or bfloat16, found '" + printable(d) + "'");
+    }
     if (find(o, "backend_options")) r.backend_options = require_object(o["backend_options"], p + ".backend_options");
     rows.push_back(r);
   }
   return rows;
 }
 
-Result run_row(const Row& row, int64_t warmup, int64_t repetitions, double sgemm_gflops) {
+BackendFactory default_backend_factory() {
+  return [](const Row& row, const nlohmann::ordered_json& options) { return make_backend(row.backend, options, "backend"); };
+}
+
+namespace {
+
+// Threads the backend runs on: what it reports, else what the row asked
+// for, else one per hardware thread (what the backends default to).
+int backend_threads(const nlohmann::json& info, const Row& row) {
+  auto it = info.find("threads");
+  if (it != info.end() && it->is_number_integer() && it->get<int64_t>() > 0) return it->get<int>();
+  return row.threads > 0 ? row.threads : hardware_threads();
+}
+
+// tokens/s of each timed run: mean and sample standard deviation.
+void tokens_per_second(Result& res, double tokens_per_run) {
+  const std::vector<double>& ms = res.timing.cached_ms;
+  if (ms.empty()) return;
+  double sum = 0, sq = 0;
+  for (double m : ms) sum += tokens_per_run / (m / 1e3);
+  res.tokens_per_s = sum / ms.size();
+  for (double m : ms) sq += std::pow(tokens_per_run / (m / 1e3) - res.tokens_per_s, 2);
+  res.tokens_per_s_sd = ms.size() > 1 ? std::sqrt(sq / (ms.size() - 1)) : 0.0;
+}
+
+}  // namespace
+
+Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& rates, const BackendFactory& make) {
   Result res;
   res.row = row;
+  res.timestamp = utc_timestamp();
+  const bool phased = row.phase != Phase::Forward;
   ShapeRequest shape;
-  shape.hidden = row.hidden, shape.heads = row.heads, shape.seq = row.seq, shape.causal = row.causal;
+  shape.hidden = row.hidden, shape.heads = row.heads, shape.causal = row.causal || phased;
+  shape.seq = phased ? row.depth + row.seq : row.seq;  // positions the row reaches (rope tables)
   shape.kv_heads = row.kv_heads;
   ShapeRecipe recipe;
   try {
@@ -96,6 +161,22 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, double sgemm
   } catch (const InputError&) {
     throw InputError("--variant: unknown variant '" + printable(row.variant) + "'");
   }
+  const nlohmann::ordered_json options = row.effective_backend_options();
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make(row, options);
+  } catch (const InputError& e) {
+    // A thread count the backend has no option for (-t on the reference
+    // backend) skips that row, not the sweep; any other bad option is the
+    // user's to fix, so the row's own options must make a backend.
+    if (row.threads <= 0 || row.backend_options.contains("threads")) throw;
+    make(row, row.backend_options);
+    res.skipped = std::string("-t: ") + e.what();
+    return res;
+  }
+  const nlohmann::json info = backend->describe();
+  res.threads = backend_threads(info, row);
+  res.simd = info.contains("simd") && info["simd"].is_string() ? info["simd"].get<std::string>() : "unknown";
   if (!recipe.why_not.empty()) {
     res.skipped = recipe.why_not;
     return res;
@@ -108,94 +189,50 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, double sgemm
   run.weights = load_weights(*run.variant, WeightsConfig{});
   run.spec = run.variant->build_spec(run.weights, run.options);
   TorchGenerator gen(0);
-  Tensor x = gen.rand({row.batch, row.seq, row.hidden});
-  TensorMap inputs;
-  for (const std::string& name : recipe.x_inputs) inputs[name] = x;
-  run.inputs = run.variant->build_inputs(inputs, run.options);
+  const int64_t w = row.max_warmup >= 0 ? std::min(warmup, row.max_warmup) : warmup;
+  const int64_t n = row.max_repetitions > 0 ? std::min(repetitions, row.max_repetitions) : repetitions;
 
-  std::unique_ptr<Backend> backend = make_backend(row.backend, row.backend_options, "backend");
-  if (auto why = backend->supports(run.spec, run.inputs)) {
-    res.skipped = *why;
-    return res;
-  }
-  reset_peak_memory();
-  RunRequest req;
-  req.warmup = row.max_warmup >= 0 ? std::min(warmup, row.max_warmup) : warmup;
-  req.iterations = row.max_repetitions > 0 ? std::min(repetitions, row.max_repetitions) : repetitions;
-  RunReport rep = execute_run(run, *backend, req);
-  res.peak_mib = peak_memory_mib();
-  res.timing = rep.timing;
-  res.sgemm_percent = sgemm_gflops > 0 ? 100.0 * rep.timing.gflops_cached() / sgemm_gflops : 0;
-  return res;
-}
-
-nlohmann::json result_json(const Result& r) {
-  nlohmann::json j = {{"label", r.row.label()},  {"variant", r.row.variant}, {"backend", r.row.backend},
-                      {"batch", r.row.batch},    {"seq", r.row.seq},         {"hidden", r.row.hidden},
-                      {"heads", r.row.heads},    {"causal", r.row.causal}};
-  if (!r.skipped.empty()) {
-    j["skipped"] = r.skipped;
-    return j;
-  }
-  if (r.row.kv_heads > 0) j["kv_heads"] = r.row.kv_heads;
-  j["timing"] = timing_json(r.timing);
-  j["sgemm_percent"] = r.sgemm_percent;
-  j["peak_mib"] = r.peak_mib;
-  return j;
-}
-
-std::string format_table(const std::vector<Result>& results, const std::string& format, double sgemm_gflops) {
-  std::string out;
-  char buf[512];
-  if (format == "json") {
-    nlohmann::json j = {{"sgemm_gflops", sgemm_gflops}, {"rows", nlohmann::json::array()}};
-    for (const Result& r : results) j["rows"].push_back(result_json(r));
-    return j.dump(2) + "\n";
-  }
-  if (format == "jsonl") {
-    for (const Result& r : results) {
-      nlohmann::json j = result_json(r);
-      j["sgemm_gflops"] = sgemm_gflops;
-      out += j.dump() + "\n";
+  // A prefill at depth 0 is one causal forward pass over the prompt: it
+  // runs on every backend, decode or not.
+  if (!phased || (row.phase == Phase::Prefill && row.depth == 0)) {
+    Tensor x = gen.rand({row.batch, row.seq, row.hidden});
+    TensorMap inputs;
+    for (const std::string& name : recipe.x_inputs) inputs[name] = x;
+    run.inputs = run.variant->build_inputs(inputs, run.options);
+    if (auto why = backend->supports(run.spec, run.inputs)) {
+      res.skipped = *why;
+      return res;
     }
-    return out;
-  }
-  const bool md = format == "md";
-  if (!md && format != "csv") throw InputError("-o: expected md, csv, json or jsonl, found '" + format + "'");
-  if (md) {
-    std::snprintf(buf, sizeof buf, "sgemm: %.1f GFLOP/s (OpenBLAS, probed at start)\n\n", sgemm_gflops);
-    out += buf;
-    out += "| variant | backend | shape BxSxE/H | causal | first ms | cached mean ± std ms | median ms | GFLOP/s | % sgemm | peak MiB |\n";
-    out += "|---|---|---|---|---:|---:|---:|---:|---:|---:|\n";
+    res.rates = rates.at(res.threads);
+    res.peak_per_row = reset_peak_memory();
+    RunRequest req;
+    req.warmup = w;
+    req.iterations = n;
+    RunReport rep = execute_run(run, *backend, req);
+    res.peak_mib = peak_memory_mib();
+    res.timing = rep.timing;
   } else {
-    out += "variant,backend,batch,seq,hidden,heads,causal,first_ms,mean_ms,stddev_ms,median_ms,gflops,sgemm_percent,peak_mib\n";
-  }
-  for (const Result& r : results) {
-    const Row& w = r.row;
-    std::string shape = std::to_string(w.batch) + "x" + std::to_string(w.seq) + "x" + std::to_string(w.hidden) + "/" +
-                        std::to_string(w.heads) + (w.kv_heads > 0 ? ":" + std::to_string(w.kv_heads) : "");
-    if (!r.skipped.empty()) {
-      out += md ? "| " + w.variant + " | " + w.backend + " | " + shape + " | " + (w.causal ? "yes" : "no") +
-                      " | skipped: " + r.skipped + " |||||||\n"
-                : w.variant + "," + w.backend + "," + std::to_string(w.batch) + "," + std::to_string(w.seq) + "," +
-                      std::to_string(w.hidden) + "," + std::to_string(w.heads) + "," + (w.causal ? "1" : "0") +
-                      ",,,,,,,\n";
-      continue;
+    if (auto why = backend->supports_decode(run.spec)) {
+      res.skipped = *why;
+      return res;
     }
-    const Timing& t = r.timing;
-    if (md)
-      std::snprintf(buf, sizeof buf, "| %s | %s | %s | %s | %.3f | %.3f ± %.3f | %.3f | %.1f | %.1f | %.1f |\n",
-                    w.variant.c_str(), w.backend.c_str(), shape.c_str(), w.causal ? "yes" : "no", t.first_ms,
-                    t.mean_ms, t.stddev_ms, t.median_ms, t.gflops_cached(), r.sgemm_percent, r.peak_mib);
-    else
-      std::snprintf(buf, sizeof buf, "%s,%s,%lld,%lld,%lld,%lld,%d,%.4f,%.4f,%.4f,%.4f,%.3f,%.2f,%.1f\n",
-                    w.variant.c_str(), w.backend.c_str(), static_cast<long long>(w.batch),
-                    static_cast<long long>(w.seq), static_cast<long long>(w.hidden), static_cast<long long>(w.heads),
-                    w.causal ? 1 : 0, t.first_ms, t.mean_ms, t.stddev_ms, t.median_ms, t.gflops_cached(),
-                    r.sgemm_percent, r.peak_mib);
-    out += buf;
+    Tensor x = gen.rand({row.batch, row.seq, row.hidden});
+    res.rates = rates.at(res.threads);
+    res.peak_per_row = reset_peak_memory();
+    PhaseRun pr = run_phase(run.spec, run.weights, *backend, row, x, w, n);
+    res.peak_mib = peak_memory_mib();
+    res.timing = pr.timing;
+    res.bytes_per_token = pr.bytes_per_token;
   }
-  return out;
+  tokens_per_second(res, static_cast<double>(row.batch * row.seq));
+  const double sec = res.timing.median_ms / 1e3;
+  if (row.phase == Phase::Generate) {
+    if (sec > 0 && res.rates.read_gbs > 0)
+      res.bandwidth_percent = 100.0 * res.bytes_per_token * row.seq / sec / (res.rates.read_gbs * 1e9);
+  } else if (res.rates.sgemm_gflops > 0) {
+    res.sgemm_percent = 100.0 * res.timing.gflops_cached() / res.rates.sgemm_gflops;
+  }
+  return res;
 }
 
 }  // namespace mha::bench

@@ -1,56 +1,97 @@
 #pragma once
-// `mha bench` as a library: a row is one (variant, backend, batch, seq,
-// hidden, heads, causal) shape; it is run once cold and `repetitions` times
-// cached after `warmup` untimed runs, and reported against the machine's
-// sgemm rate probed in the same process.
+// `mha bench` as a library. A row is one shape on one backend, in one of
+// three phases:
+//   forward   one pass over `seq` tokens (the original suite rows);
+//   prefill   llama-bench's pp<P>: a causal pass over P = `seq` prompt tokens,
+//             after `depth` tokens were put in the KV cache (untimed);
+//   generate  llama-bench's tg<N>: N = `seq` decode steps of one token each,
+//             after `depth` cached tokens.
+// A row runs once cold, `warmup` times untimed and `repetitions` times timed;
+// prefill/generate rows start a fresh KV cache (and refill the depth) for
+// every run, as llama-bench clears its cache between repetitions. Rows are
+// held against the machine's sgemm rate (forward, prefill) or memory read
+// bandwidth (generate), probed in the same process at the row's thread count.
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "backends/backend.h"
+#include "bench/probes.h"
 #include "run/runner.h"
 
 namespace mha::bench {
 
+enum class Phase { Forward, Prefill, Generate };
+
+// The most threads a row may ask for (the cpu backend's own limit).
+constexpr int kMaxThreads = 1024;
+
 struct Row {
   std::string variant = "torch_mha";
   std::string backend = "cpu";
+  Phase phase = Phase::Forward;
+  // seq: tokens per pass (forward), prompt tokens P (prefill), steps N (generate).
   int64_t batch = 1, seq = 128, hidden = 256, heads = 4;
   int64_t kv_heads = 0;  // grouped-query variants (llama_attention); 0: as many as heads
-  bool causal = false;
+  int64_t depth = 0;     // prefill / generate: tokens cached before the timed part
+  bool causal = false;   // prefill and generate rows are always causal
+  int threads = 0;       // > 0: the backend's "threads" option; 0: the backend's default
+  CacheDtype cache_dtype = CacheDtype::Float32;
   nlohmann::ordered_json backend_options = nlohmann::ordered_json::object();
   // Caps on the run's warmup / repetitions for this row (-1: none), so a
   // seconds-long row (tt-sim at seed 002's shape) fits in the default suite.
   int64_t max_warmup = -1, max_repetitions = -1;
+  // "pp512", "tg128", or "fwd" for forward rows.
+  std::string test() const;
   std::string label() const;
+  // backend_options with "threads" set when the row asks for a count.
+  nlohmann::ordered_json effective_backend_options() const;
 };
 
 struct Result {
   Row row;
-  Timing timing;
-  double sgemm_percent = 0;  // cached GFLOP/s over the probed sgemm GFLOP/s
-  double peak_mib = 0;       // peak resident memory while the row ran
-  std::string skipped;       // why the row could not run, else empty
+  Timing timing;            // per timed run: the whole pass / prompt / N steps
+  double tokens_per_s = 0;  // batch x tokens per run / run time, mean over timed runs
+  double tokens_per_s_sd = 0;
+  double sgemm_percent = 0;      // forward / prefill: cached GFLOP/s over the probed sgemm rate
+  double bandwidth_percent = 0;  // generate: bytes read per token / time per token over the probed bandwidth
+  double bytes_per_token = 0;    // generate: weights + KV cache read per decode step (mean over the steps)
+  MachineRates rates;            // probed at this row's thread count
+  int threads = 0;               // as the backend ran (its describe(), else the row's, else the hardware's)
+  std::string simd;              // the backend's instruction-set path (describe()["simd"])
+  double peak_mib = 0;           // peak resident memory while the row ran
+  bool peak_per_row = true;      // false: the reset was refused; peak_mib is the process's high-water mark
+  std::string timestamp;         // UTC ISO 8601, when the row started
+  std::string skipped;           // why the row could not run, else empty
 };
-
-// OpenBLAS sgemm GFLOP/s on an n x n x n product, best of a few runs, with
-// the threads OpenBLAS would use for attention.
-double probe_sgemm_gflops(int64_t n = 1024);
 
 // The default suite: the seed 002 shape (8x384x1024, 16 heads) on cpu and on
 // tt-sim (exact numerics, no warmup, two cached runs), 1x1024x768/12 causal,
 // 1x4096x1024/16 causal, and the seeds' small shapes.
 std::vector<Row> default_suite();
-// Reads a suite file: a JSON array of row objects with the keys of Row.
+// Reads a suite file: a JSON array of row objects with the keys of Row
+// ("test": "pp512" / "tg128" for the phases; "depth", "threads", "cache_dtype").
 std::vector<Row> load_suite(const std::string& path);
 // The rows of a parsed suite; `path` prefixes errors.
 std::vector<Row> parse_suite(const ordered_json& j, const std::string& path);
+// "pp512" -> Prefill 512, "tg128" -> Generate 128, "fwd" -> Forward; `where` prefixes errors.
+void parse_test(const std::string& test, Row& row, const std::string& where);
+
+// How run_row makes a row's backend (tests substitute their own).
+using BackendFactory = std::function<std::unique_ptr<Backend>(const Row& row, const nlohmann::ordered_json& options)>;
+BackendFactory default_backend_factory();
 
 // Builds the variant's params for the row's shape, the weights (init torch),
 // and the inputs (torch.rand, self-attention), then times it.
-Result run_row(const Row& row, int64_t warmup, int64_t repetitions, double sgemm_gflops);
+Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& rates,
+               const BackendFactory& make_backend = default_backend_factory());
 
+// md, csv, json or jsonl. `sgemm_gflops`: the probe at the default thread
+// count, for the md header and the json document.
 std::string format_table(const std::vector<Result>& results, const std::string& format, double sgemm_gflops);
 nlohmann::json result_json(const Result& r);
 

@@ -20,8 +20,11 @@ namespace mha::cli {
 namespace {
 
 struct BenchFlags {
-  std::string variant, backend, batch, seq, hidden, heads, causal, suite, format = "md", output;
+  std::string variant, backend, batch, seq, hidden, heads, kv_heads, causal, suite, format = "md", output;
+  // llama-bench's flags: prompt sizes, generated tokens, depths, threads.
+  std::string n_prompt, n_gen, n_depth, threads, kv_cache;
   int64_t repetitions = 5, warmup = 1;
+  int64_t probe_mib = 0;  // read-bandwidth probe buffer; 0: max(256 MiB, 8x the last-level cache)
   bool no_progress = false;
   std::vector<std::string> backend_options;  // KEY=VALUE
 };
@@ -43,60 +46,118 @@ ordered_json parse_backend_options(const std::vector<std::string>& items) {
   return o;
 }
 
+// "a,b" -> {"a", "b"}; an empty item ("1,,2", "8,") is kept so that it is
+// reported, not silently dropped.
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
 }
 
-std::vector<int64_t> int_list(const std::string& s, const char* flag, int64_t dflt) {
-  if (s.empty()) return {dflt};
+// A comma list of integers >= `lo` (dflt when the flag was not given).
+std::vector<int64_t> int_list(const std::string& s, const char* flag, std::vector<int64_t> dflt, int64_t lo = 1) {
+  if (s.empty()) return dflt;
   std::vector<int64_t> out;
+  const std::string what = lo == 0 ? "non-negative" : "positive";
   for (const std::string& item : split(s)) {
     try {
       std::size_t used = 0;
       long long v = std::stoll(item, &used);
-      if (used != item.size() || v < 1) throw std::invalid_argument(item);
+      if (used != item.size() || v < lo || v > (int64_t{1} << 40)) throw std::invalid_argument(item);
       out.push_back(v);
     } catch (const std::exception&) {
-      throw InputError(std::string(flag) + ": expected a comma list of positive integers, found '" + item + "'");
+      throw InputError(std::string(flag) + ": expected a comma list of " + what + " integers, found '" +
+                       printable(item) + "' in '" + printable(s) + "'");
     }
   }
   return out;
 }
 
+std::vector<std::string> name_list(const std::string& s, const char* flag, const char* dflt) {
+  if (s.empty()) return {dflt};
+  std::vector<std::string> out = split(s);
+  for (const std::string& item : out)
+    if (item.empty()) throw InputError(std::string(flag) + ": empty item in '" + printable(s) + "'");
+  return out;
+}
+
+// Forward rows (--seq x --causal) or, when -p, -n or -d is given,
+// llama-bench rows: pp<P> for each prompt size and tg<N> for each
+// generated-token count, at each depth (0 in -p / -n drops that kind, as in
+// llama-bench). The model shape comes from the same flags either way.
 std::vector<bench::Row> sweep(const BenchFlags& f) {
-  std::vector<std::string> variants = f.variant.empty() ? std::vector<std::string>{"torch_mha"} : split(f.variant);
-  std::vector<std::string> backends = f.backend.empty() ? std::vector<std::string>{"cpu"} : split(f.backend);
+  const bool llama = !(f.n_prompt + f.n_gen + f.n_depth).empty();
+  if (llama && !f.seq.empty()) throw InputError("--seq: not used with -p/-n/-d (the prompt size is -p)");
+  if (llama && !f.causal.empty()) throw InputError("--causal: not used with -p/-n/-d (prefill and decode are causal)");
+  if (!llama && !f.kv_cache.empty()) throw InputError("--kv-cache: only for -p/-n/-d rows");
+  std::vector<std::string> variants = name_list(f.variant, "--variant", llama ? "llama_attention" : "torch_mha");
+  std::vector<std::string> backends = name_list(f.backend, "--backend", "cpu");
   std::vector<bool> causal;
-  for (const std::string& c : f.causal.empty() ? std::vector<std::string>{"0"} : split(f.causal)) {
+  for (const std::string& c : name_list(f.causal, "--causal", "0")) {
     if (c == "1" || c == "true" || c == "yes") causal.push_back(true);
     else if (c == "0" || c == "false" || c == "no") causal.push_back(false);
-    else throw InputError("--causal: expected a comma list of 0/1, found '" + c + "'");
+    else throw InputError("--causal: expected a comma list of 0/1, found '" + printable(c) + "'");
   }
+  CacheDtype cache = CacheDtype::Float32;
+  if (f.kv_cache == "bfloat16") cache = CacheDtype::Bfloat16;
+  else if (!f.kv_cache.empty() && f.kv_cache != "float32")
+    throw InputError("--kv-cache: expected float32 or bfloat16, found '" + printable(f.kv_cache) + "'");
+  // What each row times: (phase, tokens) pairs.
+  std::vector<std::pair<bench::Phase, int64_t>> tests;
+  if (llama) {
+    for (int64_t p : int_list(f.n_prompt, "-p/--n-prompt", {512}, 0))
+      if (p > 0) tests.push_back({bench::Phase::Prefill, p});
+    for (int64_t n : int_list(f.n_gen, "-n/--n-gen", {128}, 0))
+      if (n > 0) tests.push_back({bench::Phase::Generate, n});
+    if (tests.empty()) throw InputError("-p/-n: every size is 0, nothing to run");
+  } else {
+    for (int64_t s : int_list(f.seq, "--seq", {512})) tests.push_back({bench::Phase::Forward, s});
+  }
+  const std::vector<int64_t> depths = int_list(f.n_depth, "-d/--n-depth", {0}, 0);
+  const std::vector<int64_t> threads = int_list(f.threads, "-t/--threads", {0});
+  for (int64_t t : threads)
+    if (t > bench::kMaxThreads)
+      throw InputError("-t/--threads: expected at most " + std::to_string(bench::kMaxThreads) + " threads, found " +
+                       std::to_string(t));
+  const std::vector<int64_t> kv_heads = int_list(f.kv_heads, "--kv-heads", {0});
+  const ordered_json options = parse_backend_options(f.backend_options);
   std::vector<bench::Row> rows;
   for (const auto& v : variants)
     for (const auto& be : backends)
-      for (int64_t b : int_list(f.batch, "--batch", 1))
-        for (int64_t s : int_list(f.seq, "--seq", 512))
-          for (int64_t h : int_list(f.hidden, "--hidden", 1024))
-            for (int64_t n : int_list(f.heads, "--heads", 16))
-              for (bool c : causal) {
-                bench::Row r;
-                r.variant = v, r.backend = be, r.batch = b, r.seq = s, r.hidden = h, r.heads = n, r.causal = c;
-                r.backend_options = parse_backend_options(f.backend_options);
-                if (h % n != 0) throw InputError("--hidden " + std::to_string(h) + " is not a multiple of --heads " +
-                                                 std::to_string(n));
-                rows.push_back(r);
-              }
+      for (int64_t b : int_list(f.batch, "--batch", {1}))
+        for (int64_t h : int_list(f.hidden, "--hidden", {1024}))
+          for (int64_t n : int_list(f.heads, "--heads", {16}))
+            for (int64_t kv : kv_heads) {
+              if (h % n != 0)
+                throw InputError("--hidden " + std::to_string(h) + " is not a multiple of --heads " + std::to_string(n));
+              if (kv > 0 && n % kv != 0)
+                throw InputError("--heads " + std::to_string(n) + " is not a multiple of --kv-heads " + std::to_string(kv));
+              for (int64_t t : threads)
+                for (const auto& [phase, tokens] : tests)
+                  for (int64_t d : phase == bench::Phase::Forward ? std::vector<int64_t>{0} : depths)
+                    for (bool c : phase == bench::Phase::Forward ? causal : std::vector<bool>{true}) {
+                      bench::Row r;
+                      r.variant = v, r.backend = be, r.batch = b, r.hidden = h, r.heads = n, r.kv_heads = kv;
+                      r.phase = phase, r.seq = tokens, r.depth = d, r.causal = c;
+                      r.threads = static_cast<int>(t);
+                      r.cache_dtype = cache;
+                      r.backend_options = options;
+                      rows.push_back(r);
+                    }
+            }
   return rows;
 }
 
 int bench_command(const BenchFlags& f) {
-  bool swept = !(f.variant + f.backend + f.batch + f.seq + f.hidden + f.heads + f.causal).empty();
+  if (f.probe_mib > 65536) throw InputError("--probe-mib: expected at most 65536, found " + std::to_string(f.probe_mib));
+  bool swept = !(f.variant + f.backend + f.batch + f.seq + f.hidden + f.heads + f.kv_heads + f.causal + f.n_prompt +
+                  f.n_gen + f.n_depth + f.threads + f.kv_cache)
+                    .empty();
   std::vector<bench::Row> rows = !f.suite.empty() ? bench::load_suite(f.suite) : swept ? sweep(f) : bench::default_suite();
   if (!f.suite.empty() && swept) throw InputError("--suite: give either a suite file or sweep flags, not both");
   if (f.format != "md" && f.format != "csv" && f.format != "json" && f.format != "jsonl")
@@ -110,8 +171,10 @@ int bench_command(const BenchFlags& f) {
   std::FILE* sink = !stream ? nullptr : f.output.empty() ? stdout : outs.open_stream(f.output);
   const bool progress = !f.no_progress;
   const bool tty = isatty(fileno(stderr));
-  if (progress) std::fprintf(stderr, "probing sgemm...\n");
-  double sgemm = bench::probe_sgemm_gflops();
+  if (progress) std::fprintf(stderr, "probing sgemm and memory bandwidth...\n");
+  // Probed again for each other thread count a row uses, just before it.
+  bench::RateCache rates(f.probe_mib << 20);
+  const double sgemm = rates.at(bench::hardware_threads()).sgemm_gflops;
   std::vector<bench::Result> results;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (progress) {
@@ -120,7 +183,7 @@ int bench_command(const BenchFlags& f) {
                    std::string(20 - done, '.').c_str(), i + 1, rows.size(), rows[i].label().c_str(), tty ? "" : "\n");
       std::fflush(stderr);
     }
-    results.push_back(bench::run_row(rows[i], f.warmup, f.repetitions, sgemm));
+    results.push_back(bench::run_row(rows[i], f.warmup, f.repetitions, rates));
     if (sink) {
       const std::string line = bench::format_table({results.back()}, "jsonl", sgemm);
       std::fwrite(line.data(), 1, line.size(), sink);
@@ -145,21 +208,33 @@ int bench_command(const BenchFlags& f) {
 
 void add_bench(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<BenchFlags>();
-  auto* sub = app.add_subcommand("bench", "Time variants and backends over shapes, against the machine's sgemm rate");
+  auto* sub = app.add_subcommand("bench", "Time variants and backends over shapes (llama-bench style with -p/-n/-d/-t), against the machine's sgemm rate and memory bandwidth");
   sub->add_option("--variant", f->variant, "comma list of variants (default torch_mha)");
   sub->add_option("--backend", f->backend, "comma list of backends: reference, cpu, tt-sim (default cpu)");
   sub->add_option("--batch", f->batch, "comma list of batch sizes (default 1)");
   sub->add_option("--seq", f->seq, "comma list of sequence lengths (default 512)");
   sub->add_option("--hidden", f->hidden, "comma list of model widths (default 1024)");
   sub->add_option("--heads", f->heads, "comma list of head counts (default 16)");
+  sub->add_option("--kv-heads", f->kv_heads, "comma list of key/value head counts (grouped-query variants; default: --heads)");
   sub->add_option("--causal", f->causal, "comma list of 0/1 (default 0)");
+  sub->add_option("-p,--n-prompt", f->n_prompt,
+                  "comma list of prompt sizes: a pp<P> row each (default 512 when -n or -d is given; 0: none)");
+  sub->add_option("-n,--n-gen", f->n_gen,
+                  "comma list of generated tokens: a tg<N> row each (default 128 when -p or -d is given; 0: none)");
+  sub->add_option("-d,--n-depth", f->n_depth, "comma list of depths: tokens in the KV cache before each row (default 0)");
+  sub->add_option("-t,--threads", f->threads, "comma list of thread counts (the backend's threads option; default: its own)");
+  sub->add_option("--kv-cache", f->kv_cache, "KV cache dtype of -p/-n rows: float32 (default) or bfloat16");
   sub->add_option("--backend-option", f->backend_options,
                   "KEY=VALUE for the backend of swept rows, repeatable (tt-sim: dtype=bfloat8_b, threads=1)");
-  sub->add_option("--suite", f->suite, "JSON array of rows {variant, backend, batch, seq, hidden, heads, kv_heads, causal}");
+  sub->add_option("--suite", f->suite, "JSON array of rows {variant, backend, test (pp512, tg128), batch, seq, hidden, heads, kv_heads, depth, "
+                  "causal, threads, cache_dtype, backend_options}");
   sub->add_option("-r,--repetitions", f->repetitions, "timed cached runs per row (default 5)")->check(integer_at_least(1));
   sub->add_option("--warmup", f->warmup, "untimed runs after the first (default 1)")->check(integer_at_least(0));
   sub->add_option("-o,--format", f->format, "md, csv, json or jsonl (default md)");
   sub->add_option("--output", f->output, "write the table to this file instead of stdout");
+  sub->add_option("--probe-mib", f->probe_mib,
+                  "buffer of the read-bandwidth probe in MiB, 1 to 65536 (default: 256 or 4x the last-level cache, the larger)")
+      ->check(integer_at_least(1));
   sub->add_flag("--no-progress", f->no_progress, "no progress bar on stderr");
   sub->callback([f, &exit_code]() { exit_code = bench_command(*f); });
 }

@@ -142,7 +142,7 @@ TEST(RunJson, WritesMachineReadableReport) {
 TEST(Bench, SweepPrintsCsvRowsAndRejectsBadLists) {
   auto r = run_mha("bench --no-progress --variant torch_mha,mha --batch 1 --seq 16 --hidden 32 --heads 4 --causal 0,1 -r 2 -o csv");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("variant,backend,batch", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.rfind("variant,backend,test,batch,seq", 0), 0u) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5) << r.out;  // header + 4 rows (mha causal skipped)
   auto bad = run_mha("bench --no-progress --seq 0");
   EXPECT_EQ(bad.exit_code, 2);

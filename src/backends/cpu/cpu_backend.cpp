@@ -1,5 +1,7 @@
 #include "backends/cpu/cpu_backend.h"
 
+#include <cblas.h>
+
 #include <cstring>
 #include <map>
 #include <thread>
@@ -34,8 +36,16 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   CacheStats cache_stats() const override { return stats_; }
   nlohmann::json describe() const override {
-    return {{"threads", threads_},         {"blas", "OpenBLAS"}, {"block_queries", cpu::kBr},
-            {"block_keys", cpu::kBc},      {"decode_simd", cpu::decode_kernel_isa()}};
+    // simd (what `mha bench` rows report): the flash kernel is built for
+    // AVX2+FMA (no run-time choice); the decode kernel and OpenBLAS's GEMM
+    // kernel are chosen for this CPU at run time.
+    return {{"threads", threads_},
+            {"blas", "OpenBLAS"},
+            {"block_queries", cpu::kBr},
+            {"block_keys", cpu::kBc},
+            {"decode_simd", cpu::decode_kernel_isa()},
+            {"simd", std::string("flash avx2+fma, decode ") + cpu::decode_kernel_isa() + ", OpenBLAS " +
+                         openblas_get_corename()}};
   }
 
   std::optional<std::string> supports_decode(const AttentionSpec& spec) const override {

@@ -135,6 +135,8 @@ class ReferenceBackend : public Backend {
  public:
   std::string name() const override { return "reference"; }
   bool computes_in_float64() const override { return true; }
+  // One thread, plain float64 loops (what `mha bench` rows report).
+  nlohmann::json describe() const override { return {{"threads", 1}, {"simd", "scalar float64"}}; }
   std::optional<std::string> supports_decode(const AttentionSpec& spec) const override {
     return decode_unsupported(spec);
   }

@@ -1,6 +1,8 @@
 #include "backends/ttsim/ttsim_backend.h"
 
+#include <algorithm>
 #include <map>
+#include <thread>
 #include <tuple>
 
 #include "backends/ttsim/ttsim_pipeline.h"
@@ -44,7 +46,10 @@ class TtSimBackend : public Backend {
     nlohmann::json j = {{"device", opt_.device.name},
                         {"grid", {opt_.device.grid_y, opt_.device.grid_x}},
                         {"l1_bytes_per_core", opt_.device.l1_bytes},
-                        {"dram_bytes", opt_.device.dram_bytes}};
+                        {"dram_bytes", opt_.device.dram_bytes},
+                        // Host execution: the lane kernels chosen at run time and the pool size.
+                        {"simd", simd::isa_name(opt_.isa)},
+                        {"threads", opt_.threads > 0 ? opt_.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))}};
     if (last_) j.update(recipe_json(*last_));
     j["program_cache"] = dev_.per_op_json();
     return j;

@@ -1,0 +1,80 @@
+#include "bench/phases.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace mha::bench {
+
+namespace {
+
+// x[:, start:start+n, :] as its own float32 tensor.
+Tensor slice_rows(const Tensor& x, int64_t start, int64_t n) {
+  const int64_t b = x.dim(0), s = x.dim(1), h = x.dim(2);
+  Tensor out(DType::F32, {b, n, h});
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t i = 0; i < b; ++i)
+    std::memcpy(dst + i * n * h, src + (i * s + start) * h, static_cast<size_t>(n * h) * sizeof(float));
+  return out;
+}
+
+}  // namespace
+
+double append_flops(const AttentionSpec& spec, int64_t batch, int64_t cached, int64_t rows) {
+  const double h = spec.num_heads, hkv = spec.num_kv_heads, dh = spec.head_dim, dv = spec.head_dim_v;
+  double proj = spec.q_in() * h * dh + spec.k_in() * hkv * dh + spec.v_in() * hkv * dv;
+  if (spec.out) proj += h * dv * spec.out_dim();
+  double keys = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t k = cached + i + 1;
+    if (spec.window > 0) k = std::min(k, spec.window);
+    keys += static_cast<double>(k + spec.extra_keys());
+  }
+  return 2.0 * batch * (rows * proj + h * keys * (dh + dv));
+}
+
+PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend& backend, const Row& row,
+                   const Tensor& x, int64_t warmup, int64_t repetitions) {
+  using Clock = std::chrono::steady_clock;
+  const bool generate = row.phase == Phase::Generate;
+  std::vector<Tensor> timed;  // the prompt, or one tensor per step
+  if (generate)
+    for (int64_t i = 0; i < row.seq; ++i) timed.push_back(slice_rows(x, i, 1));
+  else
+    timed.push_back(x);
+  double weight_bytes = 0;
+  for (const auto& [name, t] : weights) weight_bytes += 4.0 * t.numel();
+
+  DecodeOptions opt;
+  opt.cache_dtype = row.cache_dtype;
+  opt.batch = row.batch;
+  opt.max_tokens = row.depth + row.seq;
+  PhaseRun pr;
+  pr.timing.flops = append_flops(spec, row.batch, row.depth, row.seq);
+  if (generate) pr.timing.flops = 0;
+  for (int64_t i = 0; generate && i < row.seq; ++i) pr.timing.flops += append_flops(spec, row.batch, row.depth + i, 1);
+  for (int64_t run = 0; run < 1 + warmup + repetitions; ++run) {
+    std::unique_ptr<DecodeSession> session = backend.start_decode(spec, opt);
+    // The depth's keys and values are pseudo-random, not a prefill's: a
+    // step's work does not depend on the values, and a 32768-token depth
+    // then costs no prefill per run.
+    if (row.depth > 0) session->fill_synthetic(row.depth, static_cast<uint64_t>(run));
+    double cache_bytes = 0;
+    const auto t0 = Clock::now();
+    for (const Tensor& t : timed) {
+      session->append(t);
+      // Read after the step outside of its work (a getter): what the step
+      // read from the cache, its own new row included.
+      if (generate) cache_bytes += static_cast<double>(session->cache_bytes());
+    }
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (run == 0) pr.timing.first_ms = ms;
+    else if (run > warmup) pr.timing.cached_ms.push_back(ms);
+    if (generate) pr.bytes_per_token = weight_bytes + cache_bytes / row.seq;
+  }
+  summarize_timing(pr.timing);
+  return pr;
+}
+
+}  // namespace mha::bench

@@ -1,0 +1,27 @@
+#pragma once
+// The two llama-bench phases on a backend's KV-cache session
+// (backends/decode.h): a prompt of P tokens after `depth` cached tokens
+// (prefill, pp<P>) or N single-token steps after them (generate, tg<N>).
+#include "backends/backend.h"
+#include "bench/bench.h"
+
+namespace mha::bench {
+
+struct PhaseRun {
+  Timing timing;               // per run: the prompt's append, or all N steps
+  double bytes_per_token = 0;  // generate: weights + cache bytes read per step, mean over the steps
+};
+
+// x: [batch, seq, hidden], the prompt or the steps' inputs. Every run (one
+// cold, `warmup` untimed, `repetitions` timed) starts a fresh session, fills
+// `depth` positions untimed (DecodeSession::fill_synthetic), then times the
+// phase. Weight bytes are counted as float32 (how the cpu backend holds them).
+PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend& backend, const Row& row,
+                   const Tensor& x, int64_t warmup, int64_t repetitions);
+
+// Multiply-adds x 2 of appending `rows` tokens per batch item to a causal
+// session that holds `cached` tokens (keys seen per row: cached + i + 1,
+// capped by the spec's window).
+double append_flops(const AttentionSpec& spec, int64_t batch, int64_t cached, int64_t rows);
+
+}  // namespace mha::bench

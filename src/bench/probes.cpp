@@ -1,0 +1,116 @@
+#include "bench/probes.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "util/error.h"
+
+namespace mha::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Sums n floats (n a multiple of 64) with eight independent accumulators so
+// that the loop is bound by loads, not by the add latency.
+float sum_slice(const float* p, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  for (int64_t i = 0; i < n; i += 64) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    a4 = _mm256_add_ps(a4, _mm256_load_ps(p + i + 32));
+    a5 = _mm256_add_ps(a5, _mm256_load_ps(p + i + 40));
+    a6 = _mm256_add_ps(a6, _mm256_load_ps(p + i + 48));
+    a7 = _mm256_add_ps(a7, _mm256_load_ps(p + i + 56));
+  }
+  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+
+int64_t last_level_cache_bytes() {
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return std::max<long>({l3, l2, 0});
+}
+
+}  // namespace
+
+int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+double probe_sgemm_gflops(int64_t n, int threads) {
+  const int previous = openblas_get_num_threads();
+  if (threads > 0) openblas_set_num_threads(threads);
+  std::vector<float> a(n * n), b(n * n), c(n * n);
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (auto* v : {&a, &b})
+    for (float& x : *v) x = u(rng);
+  double best = 1e300;
+  for (int i = 0; i < 4; ++i) {
+    auto t0 = Clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (i > 0) best = std::min(best, s);  // the first run warms caches and threads
+  }
+  openblas_set_num_threads(previous);
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+double probe_read_bandwidth_gbs(int threads, int64_t bytes) {
+  if (threads <= 0) threads = hardware_threads();
+  if (bytes <= 0) bytes = std::max<int64_t>(int64_t{256} << 20, 4 * last_level_cache_bytes());
+  // Whole 64-float (256-byte) blocks per thread, at least one each.
+  const int64_t per_thread = std::max<int64_t>(64, bytes / 4 / threads / 64 * 64);
+  const int64_t n = per_thread * threads;
+  std::unique_ptr<float, decltype(&std::free)> buf(
+      static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(n) * sizeof(float))), &std::free);
+  if (!buf) throw InputError("read-bandwidth probe: cannot allocate " + std::to_string(n * 4 >> 20) + " MiB");
+  std::vector<float> sums(threads);
+  auto pass = [&](bool fill) {
+    std::vector<std::thread> pool;
+    auto t0 = Clock::now();
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        float* p = buf.get() + t * per_thread;
+        // Each thread faults in its own slice, so on a NUMA machine the
+        // pages sit next to the thread that reads them.
+        if (fill) std::fill(p, p + per_thread, 1.0f);
+        sums[t] += sum_slice(p, per_thread);
+      });
+    for (auto& th : pool) th.join();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  pass(true);
+  double best = 1e300;
+  for (int i = 0; i < 4; ++i) best = std::min(best, pass(false));
+  // The sums are checked so the compiler cannot drop the reads.
+  float total = 0;
+  for (float s : sums) total += s;
+  if (total <= 0) return 0;
+  return static_cast<double>(n) * sizeof(float) / best / 1e9;
+}
+
+const MachineRates& RateCache::at(int threads) {
+  auto it = rates_.find(threads);
+  if (it != rates_.end()) return it->second;
+  MachineRates r;
+  r.sgemm_gflops = probe_sgemm_gflops(1024, threads);
+  r.read_gbs = probe_read_bandwidth_gbs(threads, bandwidth_bytes_);
+  return rates_.emplace(threads, r).first->second;
+}
+
+}  // namespace mha::bench

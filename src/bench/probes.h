@@ -1,0 +1,41 @@
+#pragma once
+// What the machine can do, measured in the same process as the rows it is
+// compared with (the machine is shared and its speed drifts): the sgemm rate
+// prefill rows are held against and the memory read bandwidth decode rows
+// are held against, each at a row's thread count.
+#include <cstdint>
+#include <map>
+
+namespace mha::bench {
+
+// OpenBLAS sgemm GFLOP/s on an n x n x n product with `threads` OpenBLAS
+// threads (0: OpenBLAS's own default), best of three after a warm-up call.
+double probe_sgemm_gflops(int64_t n = 1024, int threads = 0);
+
+// Read bandwidth in GB/s (1e9 bytes/s): `threads` threads (0: one per
+// hardware thread) each sum their own slice of a buffer of `bytes` (0: the
+// larger of 256 MiB and 4x the last-level cache, so it streams from DRAM),
+// with AVX2 loads; best of four passes after one that faults the pages in.
+// InputError when the buffer cannot be allocated.
+double probe_read_bandwidth_gbs(int threads = 0, int64_t bytes = 0);
+
+// The hardware thread count (at least 1).
+int hardware_threads();
+
+struct MachineRates {
+  double sgemm_gflops = 0;
+  double read_gbs = 0;
+};
+
+// Probes once per thread count and keeps the result for the run's later rows.
+class RateCache {
+ public:
+  explicit RateCache(int64_t bandwidth_bytes = 0) : bandwidth_bytes_(bandwidth_bytes) {}
+  const MachineRates& at(int threads);
+
+ private:
+  int64_t bandwidth_bytes_;
+  std::map<int, MachineRates> rates_;
+};
+
+}  // namespace mha::bench

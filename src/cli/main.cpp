@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "parallel/world.h"
 #include "util/error.h"
 #include "util/text.h"
 
@@ -22,6 +23,7 @@ static void setup_logging() {
 }
 
 int main(int argc, char** argv) {
+  mha::parallel::MpiSession mpi(&argc, &argv);  // MPI only when launched by mpirun
   setup_logging();
   CLI::App app{"mha: run, benchmark and compare multi-head attention"};
   app.require_subcommand(1);
@@ -45,6 +47,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mha: error: %s (see mha --help)\n", msg.c_str());
     return 2;
   } catch (const mha::InputError& e) {
+    // Under mpirun the other ranks' errors reach rank 0 (parallel::agree),
+    // which prints the one line.
+    if (mha::parallel::rank() != 0) return 2;
     std::fprintf(stderr, "mha: error: %s\n", mha::printable_line(e.what()).c_str());
     return 2;
   } catch (const std::bad_alloc&) {

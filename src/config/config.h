@@ -32,6 +32,13 @@ struct ReferenceConfig {
   std::optional<double> atol, rtol, pcc;
 };
 
+// "parallel": {"heads": N}: the run split across N MPI ranks, each
+// projecting and attending H / N heads (src/parallel/head_parallel.h).
+struct ParallelConfig {
+  enum class Mode { Heads } mode = Mode::Heads;
+  int64_t ranks = 1;
+};
+
 struct RunConfig {
   std::string file;  // the config file, for messages
   std::string name;
@@ -46,6 +53,7 @@ struct RunConfig {
   int64_t warmup = 0;
   int64_t iterations = 10;
   std::optional<ReferenceConfig> reference;
+  std::optional<ParallelConfig> parallel;
 };
 
 RunConfig load_config(const std::string& path);

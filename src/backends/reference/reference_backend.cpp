@@ -33,6 +33,12 @@ class ReferenceBackend : public Backend {
  public:
   std::string name() const override { return "reference"; }
   bool computes_in_float64() const override { return true; }
+  std::optional<Tensor> project_output(const Projection& out, const Tensor& context) override {
+    const int64_t rows = context.numel() / context.dim(context.ndim() - 1);
+    Shape shape = context.shape();
+    shape.back() = out.weight.dim(0);
+    return Tensor::from_f64(shape, project(context.to_f64(), rows, out));
+  }
 
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
     validate_inputs(spec, in);

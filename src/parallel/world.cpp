@@ -16,7 +16,6 @@ namespace {
 bool g_active = false;  // MPI_Init was called by MpiSession
 int g_rank = 0, g_size = 1;
 int64_t g_sent = 0;
-constexpr int64_t kPiece = INT_MAX / 2;  // bytes per MPI call: counts are int
 
 [[noreturn]] void no_mpi() { throw std::logic_error("a collective was called in a world of one rank"); }
 
@@ -27,6 +26,8 @@ constexpr int64_t kPiece = INT_MAX / 2;  // bytes per MPI call: counts are int
 bool mpi_built() { return true; }
 
 namespace {
+constexpr int64_t kPiece = INT_MAX / 2;  // bytes per MPI call: counts are int
+
 bool launched_by_mpirun() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"})
     if (std::getenv(v)) return true;

@@ -160,7 +160,9 @@ RunReport run_heads(PreparedRun& prepared, Backend& backend, const RunRequest& r
   const ParallelConfig& pc = *prepared.config.parallel;
   if (pc.ranks != n)
     throw InputError("parallel.heads: the config asks for " + std::to_string(pc.ranks) + " ranks, but mha runs on " +
-                     std::to_string(n) + " (start it with mpirun -np " + std::to_string(pc.ranks) + ")");
+                     std::to_string(n) +
+                     (mpi_built() ? " (start it with mpirun -np " + std::to_string(pc.ranks) + ")"
+                                  : " (this mha was built without MPI: install OpenMPI and build with -DMHA_MPI=ON)"));
   if (request.need_weights || prepared.options.need_weights)
     throw InputError("parallel.heads: attention weights are not gathered across ranks; drop need_weights / --attn-weights");
   if (request.collect_stages)

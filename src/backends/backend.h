@@ -42,6 +42,15 @@ class Backend {
   // weights and inputs as the files hold them; every other backend is given
   // them as float32 (run/runner.cpp narrows them).
   virtual bool computes_in_float64() const { return false; }
+  // `out` applied to `context` [B, L, E] (as run() returns it for a spec
+  // without an output projection) with the arithmetic run() uses for its own
+  // output projection, so that a context gathered from several ranks
+  // (src/parallel/) projects to one process's bits. nullopt: this backend
+  // has no such path, and head-parallel runs refuse it.
+  virtual std::optional<Tensor> project_output(const Projection& out, const Tensor& context) {
+    (void)out, (void)context;
+    return std::nullopt;
+  }
 
   // KV-cache decode (backends/decode.h). Why this backend cannot decode the
   // spec (one line), or nullopt when it can; the spec must be causal

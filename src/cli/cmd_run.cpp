@@ -9,6 +9,8 @@
 #include "compare/report.h"
 #include "io/output_set.h"
 #include "io/tensor_file.h"
+#include "parallel/head_parallel.h"
+#include "parallel/world.h"
 #include "run/runner.h"
 #include "run/stage_compare.h"
 #include "tensor/format.h"
@@ -136,7 +138,13 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
 }
 
 int run_command(const RunFlags& f) {
+  // Under mpirun only rank 0 reads and writes; the others run what it sends.
+  if (parallel::rank() != 0) return parallel::serve_heads();
+  parallel::WorkerRelease release;
   RunConfig config = load_config(f.config);
+  if (parallel::size() > 1 && !config.parallel)
+    throw InputError(f.config + ": mha runs on " + std::to_string(parallel::size()) +
+                     " MPI ranks, but the config has no \"parallel\" key");
   if (!f.backend.empty()) config.backend = f.backend;
   io::OutputSet outs;
   plan_outputs(f, config, outs);
@@ -153,7 +161,7 @@ int run_command(const RunFlags& f) {
   req.collect_stages = !f.dump_stages.empty() || f.compare_stages;
   if (f.warmup >= 0) req.warmup = f.warmup;
   if (f.iterations >= 0) req.iterations = f.iterations;
-  RunReport rep = execute_run(run, *backend, req);
+  RunReport rep = config.parallel ? parallel::run_heads(run, *backend, req, release) : execute_run(run, *backend, req);
 
   std::string text = text_report(config, rep);
   nlohmann::json stages_json;

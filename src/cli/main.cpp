@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 
 #include "cli/commands.h"
+#include "parallel/world.h"
 #include "util/error.h"
 #include "util/text.h"
 
@@ -22,7 +24,15 @@ static void setup_logging() {
 }
 
 int main(int argc, char** argv) {
+  mha::parallel::MpiSession mpi(&argc, &argv);  // MPI only when launched by mpirun
   setup_logging();
+  // Only `mha run` splits its work across ranks; any other command would
+  // run N times over and print N reports.
+  if (mha::parallel::size() > 1 && (argc < 2 || std::string(argv[1]) != "run")) {
+    if (mha::parallel::rank() == 0)
+      std::fprintf(stderr, "mha: error: only `mha run` runs across MPI ranks (launched on %d)\n", mha::parallel::size());
+    return 2;
+  }
   CLI::App app{"mha: run, benchmark and compare multi-head attention"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mha 0.1.0");
@@ -45,6 +55,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mha: error: %s (see mha --help)\n", msg.c_str());
     return 2;
   } catch (const mha::InputError& e) {
+    // Under mpirun the other ranks' errors reach rank 0 (parallel::agree),
+    // which prints the one line.
+    if (mha::parallel::rank() != 0) return 2;
     std::fprintf(stderr, "mha: error: %s\n", mha::printable_line(e.what()).c_str());
     return 2;
   } catch (const std::bad_alloc&) {

@@ -102,7 +102,7 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
     throw InputError("config: nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   require_object(j, "config");
   check_keys(j, "config", {"name", "variant", "params", "weights", "inputs", "options", "backend", "runs", "reference",
-                            "decode"});
+                            "decode", "parallel"});
   c.name = find(j, "name") ? as_string(j["name"], "name") : fs::path(file).stem().string();
   if (!find(j, "variant")) throw InputError("variant: required key is missing");
   c.variant = as_string(j["variant"], "variant");
@@ -155,6 +155,12 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
       else throw InputError("decode.cache_dtype: expected \"float32\" or \"bfloat16\", found " + json_brief(d["cache_dtype"]));
     }
     c.decode = dc;
+  }
+  if (find(j, "parallel")) {
+    const ordered_json& p = require_object(j["parallel"], "parallel");
+    check_keys(p, "parallel", {"heads"});
+    if (!find(p, "heads")) throw InputError("parallel: expected {\"heads\": RANKS}, found " + json_brief(p));
+    c.parallel = ParallelConfig{ParallelConfig::Mode::Heads, get_int(p, "heads", "parallel", 1, 1)};
   }
   return c;
 }

@@ -45,6 +45,13 @@ struct DecodeConfig {
   int64_t depth = 0;
 };
 
+// "parallel": {"heads": N}: the run split across N MPI ranks, each
+// projecting and attending H / N heads (src/parallel/head_parallel.h).
+struct ParallelConfig {
+  enum class Mode { Heads } mode = Mode::Heads;
+  int64_t ranks = 1;
+};
+
 struct RunConfig {
   std::string file;  // the config file, for messages
   std::string name;
@@ -60,6 +67,7 @@ struct RunConfig {
   int64_t iterations = 10;
   std::optional<ReferenceConfig> reference;
   std::optional<DecodeConfig> decode;
+  std::optional<ParallelConfig> parallel;
 };
 
 RunConfig load_config(const std::string& path);

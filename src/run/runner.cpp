@@ -154,19 +154,6 @@ bool holds_f64(const AttentionSpec& s, const AttentionInputs& in) {
   return f64;
 }
 
-void compare_with_reference(const RunConfig& config, RunReport& rep) {
-  if (!config.reference) return;
-  const ReferenceConfig& rc = *config.reference;
-  Tensor ref = io::read_tensor(rc.file);
-  compare::Options co;
-  co.atol = rc.atol;
-  co.rtol = rc.rtol;
-  co.pcc = rc.pcc;
-  co.ref_name = rc.file;
-  co.out_name = "output";
-  rep.comparison = compare::compare(ref, rep.result.output, co);
-}
-
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -263,11 +250,27 @@ nlohmann::json decode_json(const DecodeTiming& d) {
           {"cache_bytes", d.cache_bytes}};
 }
 
+std::optional<std::pair<AttentionSpec, AttentionInputs>> backend_view(const PreparedRun& run, const Backend& backend) {
+  if (!backend.computes_in_float64() && holds_f64(run.spec, run.inputs)) return narrowed_to_f32(run.spec, run.inputs);
+  return std::nullopt;
+}
+
+std::optional<compare::Report> compare_with_reference(const RunConfig& config, const Tensor& output) {
+  if (!config.reference) return std::nullopt;
+  const ReferenceConfig& rc = *config.reference;
+  Tensor ref = io::read_tensor(rc.file);
+  compare::Options co;
+  co.atol = rc.atol;
+  co.rtol = rc.rtol;
+  co.pcc = rc.pcc;
+  co.ref_name = rc.file;
+  co.out_name = "output";
+  return compare::compare(ref, output, co);
+}
+
 RunReport execute_run(PreparedRun& prepared, Backend& backend, const RunRequest& request) {
   // A float32 backend runs a float32 copy; the reference runs what was loaded.
-  std::optional<std::pair<AttentionSpec, AttentionInputs>> f32;
-  if (!backend.computes_in_float64() && holds_f64(prepared.spec, prepared.inputs))
-    f32 = narrowed_to_f32(prepared.spec, prepared.inputs);
+  std::optional<std::pair<AttentionSpec, AttentionInputs>> f32 = backend_view(prepared, backend);
   struct View {
     const PreparedRun& p;
     const AttentionSpec& spec;
@@ -285,7 +288,7 @@ RunReport execute_run(PreparedRun& prepared, Backend& backend, const RunRequest&
   if (run.p.config.decode) {
     RunReport rep = execute_decode(*run.p.config.decode, run.spec, run.inputs, backend, request, warmup, iterations);
     rep.result = run.p.variant->finish(std::move(rep.result), run.p.options, run.inputs);
-    compare_with_reference(run.p.config, rep);
+    rep.comparison = compare_with_reference(run.p.config, rep.result.output);
     return rep;
   }
   // Before any timing: a spec the backend cannot run is one clear line.
@@ -322,7 +325,7 @@ RunReport execute_run(PreparedRun& prepared, Backend& backend, const RunRequest&
   rep.cache = backend.cache_stats();
   rep.backend_info = backend.describe();
   rep.result = run.p.variant->finish(std::move(result), run.p.options, run.inputs);
-  compare_with_reference(run.p.config, rep);
+  rep.comparison = compare_with_reference(run.p.config, rep.result.output);
   return rep;
 }
 

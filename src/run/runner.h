@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -74,6 +75,14 @@ struct RunReport {
 };
 
 RunReport execute_run(PreparedRun& run, Backend& backend, const RunRequest& request);
+
+// The spec and inputs as a backend that does not compute in float64 is given
+// them (float64 weights and inputs narrowed to float32), or nullopt when
+// `backend` takes them as loaded.
+std::optional<std::pair<AttentionSpec, AttentionInputs>> backend_view(const PreparedRun& run, const Backend& backend);
+
+// The comparison the config's "reference" asks for, if any.
+std::optional<compare::Report> compare_with_reference(const RunConfig& config, const Tensor& output);
 
 // Summary statistics of a list of durations.
 void summarize_timing(Timing& t);

@@ -13,6 +13,7 @@
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_plain.h"
 #include "backends/cpu/cpu_plan.h"
+#include "backends/cpu/cpu_projection.h"
 #include "util/error.h"
 
 namespace mha {
@@ -85,6 +86,21 @@ class CpuBackend : public Backend {
     Plan& plan = *it->second;
     if (plain) return cpu::run_plain(spec, in, opt, plan, pool_);
     return cpu::run_flash(spec, in, plan, pool_);
+  }
+
+  // The same pack_linear + linear (and so the same sgemm blocking) as
+  // run_flash's output projection.
+  std::optional<Tensor> project_output(const Projection& out, const Tensor& context) override {
+    cpu::SerialBlasScope serial_blas;
+    const Tensor x = context.dtype() == DType::F32 ? context : context.cast(DType::F32);
+    const int64_t rows = x.numel() / x.dim(x.ndim() - 1);
+    const cpu::PackedLinear lin = cpu::pack_linear(out);
+    if (lin.in != x.dim(x.ndim() - 1)) throw std::logic_error("project_output: context width is not the weight's");
+    Shape shape = x.shape();
+    shape.back() = lin.out;
+    Tensor y(DType::F32, shape);
+    cpu::linear(pool_, lin, x.data<float>(), lin.in, rows, y.data<float>(), lin.out);
+    return y;
   }
 
  private:

@@ -145,6 +145,12 @@ class ReferenceBackend : public Backend {
     check_decode_options(spec, opt);
     return std::make_unique<ReferenceDecode>(spec, opt);
   }
+  std::optional<Tensor> project_output(const Projection& out, const Tensor& context) override {
+    const int64_t rows = context.numel() / context.dim(context.ndim() - 1);
+    Shape shape = context.shape();
+    shape.back() = out.weight.dim(0);
+    return Tensor::from_f64(shape, project(context.to_f64(), rows, out));
+  }
 
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
     validate_inputs(spec, in);

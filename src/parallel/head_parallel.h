@@ -1,0 +1,60 @@
+#pragma once
+// Head-parallel attention over MPI ("parallel": {"heads": N}, N ranks).
+//
+//   rank 0 reads config, weights and inputs (prepare_run) and sends rank r
+//   its share: the q/k/v projection rows of query heads
+//   [r*H/N, (r+1)*H/N) and of their kv heads [r*Hkv/N, (r+1)*Hkv/N) (GQA
+//   groups stay whole), no output projection, the full inputs and the
+//   mask's rows for those heads.
+//   every rank runs its share on the configured backend: context columns
+//   [B, L, (H/N)*dv], which rank 0 gathers into context [B, L, H*dv] and
+//   projects with Backend::project_output, the arithmetic of one process's
+//   run. The reference backend computes each head's bits whatever heads
+//   surround it, so its output equals a one-process run's bit for bit. The
+//   cpu backend's does within float32 rounding only: OpenBLAS's sgemm rounds
+//   an element differently depending on how many columns one call computes,
+//   so a share of the q/k/v projection rows is not the bits of the stacked
+//   one-process projection (tests/parallel checks both).
+#include <string>
+
+#include "run/runner.h"
+
+namespace mha::parallel {
+
+// Rank `part` of `parts`'s share of `s` (see above); InputError when the
+// heads do not split into `parts` equal shares.
+AttentionSpec heads_share(const AttentionSpec& s, int64_t part, int64_t parts);
+AttentionInputs inputs_share(const AttentionSpec& s, const AttentionInputs& in, int64_t part, int64_t parts);
+
+// On rank 0 of a multi-rank world, from before anything that can fail:
+// unless go() was called, its destructor tells the waiting workers to stop
+// (they exit with code 2 while rank 0 reports the error).
+class WorkerRelease {
+ public:
+  WorkerRelease() = default;
+  ~WorkerRelease();
+  WorkerRelease(const WorkerRelease&) = delete;
+  WorkerRelease& operator=(const WorkerRelease&) = delete;
+  void go();
+
+ private:
+  bool released_ = false;
+};
+
+// For tests: the rank whose share of the query loses a row before it is
+// sent, so that its backend rejects the shape (a failure on one rank).
+struct Fault {
+  int bad_shape_rank = -1;
+};
+
+// Rank 0: distributes the shares, runs its own, gathers and projects; the
+// report as execute_run gives it for one process (timings of the whole
+// parallel pass), plus "ranks" and "bytes_sent_per_rank" in backend_info.
+RunReport run_heads(PreparedRun& run, Backend& backend, const RunRequest& request, WorkerRelease& release,
+                    const Fault& fault = {});
+
+// Every other rank: waits for rank 0's work and runs its share. Returns
+// the exit code: 0, or 2 when the run failed on any rank (rank 0 prints it).
+int serve_heads();
+
+}  // namespace mha::parallel

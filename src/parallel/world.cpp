@@ -1,0 +1,124 @@
+#include "parallel/world.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <stdexcept>
+
+#ifdef MHA_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace mha::parallel {
+
+namespace {
+
+bool g_active = false;  // MPI_Init was called by MpiSession
+int g_rank = 0, g_size = 1;
+int64_t g_sent = 0;
+
+[[noreturn]] void no_mpi() { throw std::logic_error("a collective was called in a world of one rank"); }
+
+}  // namespace
+
+#ifdef MHA_HAVE_MPI
+
+bool mpi_built() { return true; }
+
+namespace {
+constexpr int64_t kPiece = INT_MAX / 2;  // bytes per MPI call: counts are int
+
+bool launched_by_mpirun() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  if (!launched_by_mpirun()) return;
+  // MPI_ERRORS_ARE_FATAL stays the handler: a failed call, or a rank that
+  // died, aborts the whole job rather than leaving the others waiting.
+  MPI_Init(argc, argv);
+  g_active = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+}
+
+MpiSession::~MpiSession() {
+  if (g_active) MPI_Finalize();
+}
+
+std::string agree(const std::string& my_error) {
+  if (!g_active) return my_error;
+  int mine = my_error.empty() ? g_size : g_rank, first = g_size;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == g_size) return "";
+  std::string msg = first == g_rank ? my_error : std::string();
+  int64_t n = broadcast_int(static_cast<int64_t>(msg.size()), first);
+  msg.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(msg.data(), static_cast<int>(n), MPI_CHAR, first, MPI_COMM_WORLD);
+  return "rank " + std::to_string(first) + ": " + msg;
+}
+
+void send_bytes(const std::string& bytes, int dest) {
+  if (!g_active) no_mpi();
+  int64_t n = static_cast<int64_t>(bytes.size());
+  MPI_Send(&n, 1, MPI_INT64_T, dest, 0, MPI_COMM_WORLD);
+  for (int64_t o = 0; o < n; o += kPiece)
+    MPI_Send(bytes.data() + o, static_cast<int>(std::min(kPiece, n - o)), MPI_CHAR, dest, 1, MPI_COMM_WORLD);
+  g_sent += n + 8;
+}
+
+std::string recv_bytes(int source) {
+  if (!g_active) no_mpi();
+  int64_t n = 0;
+  MPI_Recv(&n, 1, MPI_INT64_T, source, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  std::string bytes(static_cast<std::size_t>(n), '\0');
+  for (int64_t o = 0; o < n; o += kPiece)
+    MPI_Recv(bytes.data() + o, static_cast<int>(std::min(kPiece, n - o)), MPI_CHAR, source, 1, MPI_COMM_WORLD,
+             MPI_STATUS_IGNORE);
+  return bytes;
+}
+
+int64_t broadcast_int(int64_t v, int root) {
+  if (!g_active) return v;
+  MPI_Bcast(&v, 1, MPI_INT64_T, root, MPI_COMM_WORLD);
+  if (g_rank == root) g_sent += 8;
+  return v;
+}
+
+void barrier() {
+  if (g_active) MPI_Barrier(MPI_COMM_WORLD);
+}
+
+std::string gather_bytes(const std::string& mine) {
+  if (!g_active) return mine;
+  if (g_rank != 0) {
+    send_bytes(mine, 0);
+    return "";
+  }
+  std::string all = mine;
+  for (int r = 1; r < g_size; ++r) all += recv_bytes(r);
+  return all;
+}
+
+#else  // built without MPI: a world of one
+
+bool mpi_built() { return false; }
+MpiSession::MpiSession(int*, char***) { (void)g_active; }
+MpiSession::~MpiSession() = default;
+std::string agree(const std::string& my_error) { return my_error; }
+void send_bytes(const std::string&, int) { no_mpi(); }
+std::string recv_bytes(int) { no_mpi(); }
+int64_t broadcast_int(int64_t v, int) { return v; }
+void barrier() {}
+std::string gather_bytes(const std::string& mine) { return mine; }
+
+#endif
+
+int rank() { return g_rank; }
+int size() { return g_size; }
+int64_t bytes_sent() { return g_sent; }
+
+}  // namespace mha::parallel

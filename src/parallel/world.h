@@ -1,0 +1,48 @@
+#pragma once
+// The MPI world mha runs in, and the few collectives the parallel modes
+// need. MPI is started only when the process was launched by mpirun
+// (OpenMPI's or PMIx's launch variables are set): a plain `mha run` never
+// touches MPI and is one rank of a world of one. A build without MPI
+// (cmake -DMHA_MPI=OFF) is always a world of one.
+#include <cstdint>
+#include <string>
+
+namespace mha::parallel {
+
+// True when this binary was built with MPI support.
+bool mpi_built();
+
+// Starts MPI when launched by mpirun; finalizes it on destruction. One per
+// process, in main().
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+};
+
+int rank();  // 0 without MPI
+int size();  // 1 without MPI
+
+// Collective: every rank passes its own error ("" when it has none) and gets
+// the error of the lowest failing rank, prefixed "rank R: ", or "" when all
+// succeeded. The one place ranks agree on success, so that a failure on any
+// rank stops every rank at the same point instead of leaving the others
+// waiting in a later collective.
+std::string agree(const std::string& my_error);
+
+// Point to point, any size (sent in pieces under MPI's int count limit).
+void send_bytes(const std::string& bytes, int dest);
+std::string recv_bytes(int source);
+// Rank `root`'s value of `v` on every rank.
+int64_t broadcast_int(int64_t v, int root);
+void barrier();
+// Gathers `mine` (the same size on every rank) to rank 0, in rank order;
+// other ranks get "".
+std::string gather_bytes(const std::string& mine);
+
+// Total bytes this rank has sent through the functions above.
+int64_t bytes_sent();
+
+}  // namespace mha::parallel

@@ -1,0 +1,107 @@
+// The bitwise claim of head-parallel runs, in one process: a spec's heads
+// split into shares (parallel/head_parallel.h), each share run on its own,
+// the contexts put side by side and projected with Backend::project_output
+// give the one-process output bit for bit.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "backends/backend.h"
+#include "config/config.h"
+#include "parallel/head_parallel.h"
+#include "run/runner.h"
+#include "support/test_support.h"
+#include "util/error.h"
+
+namespace mha {
+namespace {
+
+::testing::AssertionResult bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return ::testing::AssertionFailure() << "dtype or shape differ";
+  const std::size_t es = dtype_size(a.dtype());
+  for (int64_t i = 0; i < a.numel(); ++i)
+    if (std::memcmp(a.raw() + i * es, b.raw() + i * es, es))
+      return ::testing::AssertionFailure() << "first difference at element " << i << " of " << a.numel() << ": "
+                                           << a.get_f64(i) << " vs " << b.get_f64(i);
+  return ::testing::AssertionSuccess();
+}
+
+// context [B, L, H*dv] from shares [B, L, E_r], in share order.
+Tensor side_by_side(const std::vector<Tensor>& parts) {
+  const Tensor& p0 = parts[0];
+  const int64_t rows = p0.dim(0) * p0.dim(1), n = static_cast<int64_t>(parts.size());
+  const std::size_t width = p0.dim(2) * dtype_size(p0.dtype());
+  Tensor c(p0.dtype(), {p0.dim(0), p0.dim(1), p0.dim(2) * n});
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < rows; ++i) std::memcpy(c.raw() + (i * n + r) * width, parts[r].raw() + i * width, width);
+  return c;
+}
+
+
+// Bitwise for the reference backend; the cpu backend within float32
+// rounding: OpenBLAS's sgemm rounds an element differently depending on how
+// many columns the call computes (measured: about 1 in 10 elements differ in
+// the last bit between a [Wq; Wk; Wv] projection and a share of its rows).
+void check(const std::string& backend_name, const std::string& json, int64_t parts, int threads) {
+  PreparedRun run = prepare_run(parse_config(ordered_json::parse(json), ".", "heads_share"));
+  ordered_json o = ordered_json::object();
+  if (backend_name == "cpu") o["threads"] = threads;
+  auto backend = make_backend(backend_name, o, "backend");
+  const Tensor whole = backend->run(run.spec, run.inputs, {}).output;
+  std::vector<Tensor> ctx;
+  for (int64_t r = 0; r < parts; ++r)
+    ctx.push_back(backend
+                      ->run(parallel::heads_share(run.spec, r, parts),
+                            parallel::inputs_share(run.spec, run.inputs, r, parts), {})
+                      .output);
+  const Tensor out = *backend->project_output(*run.spec.out, side_by_side(ctx));
+  if (backend_name == "reference")
+    EXPECT_TRUE(bitwise_equal(out, whole)) << parts << " shares: " << json;
+  else
+    EXPECT_TRUE(test::tensors_close(out, whole, 2e-6, 1e-5)) << backend_name << " " << parts << " shares, " << threads << " threads: " << json;
+}
+
+std::string llama(int64_t hidden, int64_t heads, int64_t kv, int64_t dh, int64_t L, bool bias) {
+  return R"({"variant": "llama_attention", "params": {"hidden_size": )" + std::to_string(hidden) +
+         R"(, "num_attention_heads": )" + std::to_string(heads) + R"(, "num_key_value_heads": )" +
+         std::to_string(kv) + R"(, "head_dim": )" + std::to_string(dh) + R"(, "attention_bias": )" +
+         (bias ? "true" : "false") + R"(}, "weights": {"init": "torch", "seed": 1},
+         "inputs": {"seed": 2, "x": {"randn": [2, )" + std::to_string(L) + ", " + std::to_string(hidden) + "]}}}";
+}
+
+std::string torch_mha(int64_t e, int64_t h, int64_t L, int64_t S, bool causal) {
+  return R"({"variant": "torch_mha", "params": {"embed_dim": )" + std::to_string(e) + R"(, "num_heads": )" +
+         std::to_string(h) + R"(}, "weights": {"init": "torch", "seed": 7},
+    "inputs": {"seed": 3, "query": {"randn": [)" + std::to_string(L) + ", 2, " + std::to_string(e) +
+         R"(]}, "key": {"randn": [)" + std::to_string(S) + ", 2, " + std::to_string(e) + R"(]}, "value": {"randn": [)" +
+         std::to_string(S) + ", 2, " + std::to_string(e) + "]}}" + (causal ? R"(, "options": {"is_causal": true})" : "") +
+         "}";
+}
+
+TEST(HeadsShare, CpuMatchesOneProcessWithinRounding) {
+  for (int threads : {1, 2}) {
+    check("cpu", llama(64, 8, 2, 8, 32, false), 2, threads);
+    check("cpu", llama(96, 12, 12, 8, 40, true), 3, threads);
+    check("cpu", llama(128, 8, 4, 16, 70, false), 4, threads);
+    check("cpu", torch_mha(48, 4, 33, 33, true), 2, threads);
+    check("cpu", torch_mha(64, 8, 17, 29, false), 4, threads);
+  }
+}
+
+TEST(HeadsShare, ReferenceMatchesOneProcessBitwise) {
+  check("reference", llama(64, 8, 2, 8, 32, false), 2, 1);
+  check("reference", torch_mha(48, 6, 9, 13, true), 3, 1);
+}
+
+TEST(HeadsShare, UnevenSplitIsOneLine) {
+  PreparedRun run = prepare_run(parse_config(ordered_json::parse(llama(64, 8, 2, 8, 4, false)), ".", "x"));
+  try {
+    parallel::heads_share(run.spec, 0, 4);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "parallel.heads: 8 heads (2 key/value heads) do not split into 4 equal shares");
+  }
+}
+
+}  // namespace
+}  // namespace mha

@@ -1,0 +1,164 @@
+// `mpirun -np N mha run` end to end (correctness only: on a 2-core machine
+// the ranks are oversubscribed): head-parallel output against one process
+// for 1 to 4 ranks, and failures (bad config, a bad shape on one rank, a
+// killed rank) end every rank with one line and a nonzero exit, never a hang.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "config/config.h"
+#include "io/tensor_file.h"
+#include "parallel/head_parallel.h"
+#include "parallel/world.h"
+#include "support/test_support.h"
+#include "util/error.h"
+
+namespace mha {
+namespace {
+
+// MPI for the in-process tests below, which this binary runs on itself
+// under mpirun (MpiSession starts MPI only when launched by mpirun).
+const std::unique_ptr<parallel::MpiSession> g_mpi = std::make_unique<parallel::MpiSession>(nullptr, nullptr);
+
+// Timeout first: a hang fails the test instead of the suite. Root (CI
+// containers) needs OpenMPI's explicit consent. In the sanitizer build the
+// ranks run without LeakSanitizer (ASan's other checks stay): OpenMPI's
+// plugins leave allocations at exit from code dlclose()d by MPI_Finalize,
+// frames no suppression can name.
+std::string mpirun(int ranks) {
+  return "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 "
+         "mpirun -q --oversubscribe -np " +
+         std::to_string(ranks) + " ";
+}
+
+#define REQUIRE_MPI() \
+  if (!parallel::mpi_built()) GTEST_SKIP() << "built without MPI"
+
+std::string config(int64_t heads, int64_t kv_heads, int64_t ranks, const std::string& backend) {
+  return R"({"variant": "llama_attention", "params": {"hidden_size": )" + std::to_string(heads * 8) +
+         R"(, "num_attention_heads": )" + std::to_string(heads) + R"(, "num_key_value_heads": )" +
+         std::to_string(kv_heads) + R"(, "head_dim": 8, "attention_bias": true},
+    "weights": {"init": "torch", "seed": 5}, "inputs": {"seed": 6, "x": {"randn": [2, 37, )" +
+         std::to_string(heads * 8) + R"(]}}, "backend": ")" + backend +
+         R"(", "runs": {"iterations": 2}, "parallel": {"heads": )" + std::to_string(ranks) + "}}";
+}
+
+TEST(Mpirun, HeadParallelMatchesOneProcess) {
+  REQUIRE_MPI();
+  test::TempDir dir;
+  for (const std::string backend : {"reference", "cpu"})
+    for (int ranks = 1; ranks <= 4; ++ranks) {
+      const std::string one = dir.file("one.json"), many = dir.file("many.json");
+      test::write_text(one, config(12, ranks == 3 ? 3 : 4, 1, backend));
+      test::write_text(many, config(12, ranks == 3 ? 3 : 4, ranks, backend));
+      auto r1 = test::run_mha("run -c " + one + " -o " + dir.file("one.npy"));
+      ASSERT_EQ(r1.exit_code, 0) << r1.err;
+      auto rn = test::run_command(mpirun(ranks) + MHA_BINARY + " run -c " + many + " -o " + dir.file("many.npy"));
+      ASSERT_EQ(rn.exit_code, 0) << backend << " " << ranks << " ranks: " << rn.err;
+      const Tensor a = io::read_tensor(dir.file("one.npy")), b = io::read_tensor(dir.file("many.npy"));
+      if (backend == "reference")
+        EXPECT_EQ(test::read_text(dir.file("one.npy")), test::read_text(dir.file("many.npy")))
+            << ranks << " ranks: not bitwise equal";
+      else
+        EXPECT_TRUE(test::tensors_close(b, a, 2e-6, 1e-5)) << ranks << " ranks";
+    }
+}
+
+// Without mpirun: "heads": 1 is one process by another path, bit for bit;
+// more ranks than the world has is one line.
+TEST(Mpirun, WithoutMpirun) {
+  test::TempDir dir;
+  const std::string f = dir.file("c.json");
+  test::write_text(f, config(8, 2, 1, "cpu"));
+  auto r = test::run_mha("run -c " + f + " -o " + dir.file("p.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string plain = config(8, 2, 1, "cpu");
+  plain.replace(plain.find(", \"parallel\""), std::string(", \"parallel\": {\"heads\": 1}").size(), "");
+  test::write_text(f, plain);
+  r = test::run_mha("run -c " + f + " -o " + dir.file("one.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::read_text(dir.file("p.npy")), test::read_text(dir.file("one.npy")));
+  test::write_text(f, config(8, 2, 2, "cpu"));
+  r = test::run_mha("run -c " + f);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "mha: error: parallel.heads: the config asks for 2 ranks, but mha runs on 1 (start it with mpirun -np 2)\n");
+}
+
+TEST(Mpirun, ConfigErrorsAreOneLine) {
+  REQUIRE_MPI();
+  test::TempDir dir;
+  const std::string f = dir.file("c.json");
+  test::write_text(f, config(8, 8, 3, "cpu"));
+  auto r = test::run_command(mpirun(2) + MHA_BINARY + " run -c " + f + " -o " + dir.file("o.npy"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "mha: error: parallel.heads: the config asks for 3 ranks, but mha runs on 2 (start it with mpirun -np 3)\n");
+  test::write_text(f, config(6, 6, 4, "cpu"));
+  r = test::run_command(mpirun(4) + MHA_BINARY + " run -c " + f);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "mha: error: parallel.heads: 6 heads (6 key/value heads) do not split into 4 equal shares\n");
+  test::write_text(f, R"({"variant": "torch_mha", "params": {"embed_dim": 16, "num_heads": 2},
+    "inputs": {"query": {"randn": [3, 1, 16]}, "key": {"randn": [3, 1, 16]}, "value": {"randn": [3, 1, 16]}},
+    "options": {"need_weights": false}, "backend": "tt-sim", "parallel": {"heads": 2}})");
+  r = test::run_command(mpirun(2) + MHA_BINARY + " run -c " + f);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "mha: error: parallel.heads: backend tt-sim cannot run head-parallel (no separate output projection)\n");
+  EXPECT_FALSE(std::ifstream(dir.file("o.npy")).good()) << "an output was written";
+  r = test::run_command(mpirun(2) + MHA_BINARY + " inspect " + f);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "mha: error: only `mha run` runs across MPI ranks (launched on 2)\n");
+}
+
+// Runs in this binary under mpirun (Mpirun.BadShapeOnOneRank): rank 1's
+// share loses a query row, its backend rejects it, every rank stops.
+TEST(InsideMpirun, BadShapeOnOneRank) {
+  if (!std::getenv("MHA_TEST_INSIDE_MPIRUN")) GTEST_SKIP() << "run by Mpirun.BadShapeOnOneRank";
+  if (parallel::rank() != 0) {
+    EXPECT_EQ(parallel::serve_heads(), 2);
+    return;
+  }
+  parallel::WorkerRelease release;
+  PreparedRun run = prepare_run(parse_config(ordered_json::parse(config(12, 12, parallel::size(), "cpu")), ".", "x"));
+  auto backend = make_backend("cpu", ordered_json::object(), "backend");
+  parallel::Fault fault;
+  fault.bad_shape_rank = 1;
+  try {
+    parallel::run_heads(run, *backend, {}, release, fault);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "rank 1: key: expected shape (1, 37, 96), found (2, 37, 96)");
+  }
+}
+
+TEST(Mpirun, BadShapeOnOneRank) {
+  REQUIRE_MPI();
+  for (int ranks : {2, 3}) {
+    auto r = test::run_command("MHA_TEST_INSIDE_MPIRUN=1 " + mpirun(ranks) +
+                               std::filesystem::read_symlink("/proc/self/exe").string() + " --gtest_filter=InsideMpirun.BadShapeOnOneRank 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
+  }
+}
+
+// A rank killed mid-run (SIGKILL after a second of a many-iteration run):
+// OpenMPI aborts the job; mpirun must end nonzero well within the timeout.
+TEST(Mpirun, KilledRankEndsTheJob) {
+  REQUIRE_MPI();
+  test::TempDir dir;
+  const std::string f = dir.file("c.json");
+  std::string c = config(8, 8, 2, "reference");
+  c.replace(c.find("\"iterations\": 2"), 15, "\"iterations\": 100000");
+  test::write_text(f, c);
+  const std::string script = dir.file("rank.sh");
+  test::write_text(script, "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then (sleep 1; kill -9 $$) & fi\nexec " +
+                               std::string(MHA_BINARY) + " run -c " + f + " -o " + dir.file("o.npy") + "\n");
+  auto r = test::run_command(mpirun(2) + "sh " + script);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "mpirun hung after a rank was killed";
+  EXPECT_FALSE(std::ifstream(dir.file("o.npy")).good()) << "an output was written";
+}
+
+}  // namespace
+}  // namespace mha

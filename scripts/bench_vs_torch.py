@@ -190,6 +190,7 @@ def decode_rows(args):
             rows.append({"decode": s, "cache_dtype": cache_dtype, "weight_bytes": w, "cache_bytes": c,
                          "torch_ms": t_ms, "mha_ms": m_ms, "speedup": t_ms / m_ms, "torch_gbps": mb / t_ms,
                          "mha_gbps": mb / m_ms, "mha": row})
+    return rows
 
 def gqa_shape(s):
     dims, heads = s.split("/")

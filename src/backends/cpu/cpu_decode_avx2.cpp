@@ -31,6 +31,12 @@ struct V {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // The four sums of a0..a3 at once: three hadds share the shuffles that
+  // four separate hsums would each repeat (the score pass's hot spot).
+  static void hsum4(F a0, F a1, F a2, F a3, float* out) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+  }
   static float hmax(F x) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));

@@ -31,6 +31,15 @@ struct V {
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static float hsum(F x) { return _mm512_reduce_add_ps(x); }
+  // The four sums of a0..a3 at once: each folded to 8 lanes, then three
+  // hadds share the shuffles that four reductions would each repeat.
+  static void hsum4(F a0, F a1, F a2, F a3, float* out) {
+    auto fold = [](F x) {
+      return _mm256_add_ps(_mm512_castps512_ps256(x), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    };
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(fold(a0), fold(a1)), _mm256_hadd_ps(fold(a2), fold(a3)));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+  }
   static float hmax(F x) { return _mm512_reduce_max_ps(x); }
   // 2^x for x <= 0: the AVX2 kernel's fit on 16 lanes.
   static F exp2(F x) {

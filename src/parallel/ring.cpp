@@ -80,11 +80,20 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
   const int64_t kw = G * dh, vw = G * dv, blk = n * (kw + vw);  // one batch's K|V block width
   const bool causal = s.causal;
   const MaskRule rule(s);
-  std::vector<T> q(B * n * H * dh), acc(B * n * H * dv, T(0));
-  std::vector<T> m(B * H * n, -std::numeric_limits<T>::infinity()), l(B * H * n, T(0));
-  std::vector<T> cur(B * blk), nxt(B * blk), kbuf(n * kw), vbuf(n * vw);
+  // Every buffer up front and agreed on, so that nothing fails once blocks travel.
+  std::vector<T> q, acc, m, l, cur, nxt, kbuf, vbuf;
   Tensor y;
-  collectively([&] { y = Tensor(dt, {B, n, w.out_w ? w.out_w->dim(0) : H * dv}); });
+  collectively([&] {
+    q.resize(B * n * H * dh);
+    acc.assign(B * n * H * dv, T(0));
+    m.assign(B * H * n, -std::numeric_limits<T>::infinity());
+    l.assign(B * H * n, T(0));
+    cur.resize(B * blk);
+    nxt.resize(B * blk);
+    kbuf.resize(n * kw);
+    vbuf.resize(n * vw);
+    y = Tensor(dt, {B, n, w.out_w ? w.out_w->dim(0) : H * dv});
+  });
 
   // Project (and rotate) this rank's rows; K|V packed per batch for the ring.
   const T* x = w.x.data<T>();

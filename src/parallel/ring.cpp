@@ -1,9 +1,12 @@
 #include "parallel/ring.h"
 
+#include <cblas.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "model/mask.h"
 #include "model/rope.h"
@@ -57,10 +60,20 @@ RingWork decode(const std::string& bytes) {
   return w;
 }
 
-// x [rows, in] -> y [rows, out] = x W^T + b, accumulated in T.
+// x [rows, in] -> y [rows, out] = x W^T + b, accumulated in T: OpenBLAS's
+// sgemm in float32 (the cpu backend's), plain loops in float64 (reference).
 template <class T>
 void project(const T* x, int64_t rows, int64_t in, const Tensor& w, const std::optional<Tensor>& b, T* y) {
   const int64_t out = w.dim(0);
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), static_cast<blasint>(out),
+                static_cast<blasint>(in), 1.0f, x, static_cast<blasint>(in), w.data<float>(), static_cast<blasint>(in),
+                0.0f, y, static_cast<blasint>(out));
+    if (b)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < out; ++o) y[r * out + o] += b->data<float>()[o];
+    return;
+  }
   const T* W = w.data<T>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t o = 0; o < out; ++o) {

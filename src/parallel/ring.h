@@ -13,8 +13,8 @@
 //   blocks. Keys are masked by MaskRule on their true positions; a chunk
 //   pair no query can see is skipped. Each rank projects its own context
 //   rows; rank 0 gathers the output rows in token order.
-// Arithmetic: float32 on the cpu backend, float64 on reference (plain
-// loops). The merge order differs from a one-process softmax, so the output
+// Arithmetic: float32 on the cpu backend (projections by sgemm), float64 on
+// reference; the per-block attention is plain loops. The merge order differs from a one-process softmax, so the output
 // equals a one-process run within a tolerance only (docs/CONFIG.md).
 #include <cstdint>
 #include <utility>

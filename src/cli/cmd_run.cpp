@@ -10,6 +10,7 @@
 #include "io/output_set.h"
 #include "io/tensor_file.h"
 #include "parallel/head_parallel.h"
+#include "parallel/ring.h"
 #include "parallel/world.h"
 #include "run/runner.h"
 #include "run/stage_compare.h"
@@ -161,7 +162,10 @@ int run_command(const RunFlags& f) {
   req.collect_stages = !f.dump_stages.empty() || f.compare_stages;
   if (f.warmup >= 0) req.warmup = f.warmup;
   if (f.iterations >= 0) req.iterations = f.iterations;
-  RunReport rep = config.parallel ? parallel::run_heads(run, *backend, req, release) : execute_run(run, *backend, req);
+  RunReport rep = !config.parallel ? execute_run(run, *backend, req)
+                   : config.parallel->mode == ParallelConfig::Mode::Sequence
+                       ? parallel::run_ring(run, *backend, req, release)
+                       : parallel::run_heads(run, *backend, req, release);
 
   std::string text = text_report(config, rep);
   nlohmann::json stages_json;

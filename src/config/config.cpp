@@ -158,9 +158,12 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
   }
   if (find(j, "parallel")) {
     const ordered_json& p = require_object(j["parallel"], "parallel");
-    check_keys(p, "parallel", {"heads"});
-    if (!find(p, "heads")) throw InputError("parallel: expected {\"heads\": RANKS}, found " + json_brief(p));
-    c.parallel = ParallelConfig{ParallelConfig::Mode::Heads, get_int(p, "heads", "parallel", 1, 1)};
+    check_keys(p, "parallel", {"heads", "sequence"});
+    if (!find(p, "heads") == !find(p, "sequence"))
+      throw InputError("parallel: expected {\"heads\": RANKS} or {\"sequence\": RANKS}, found " + json_brief(p));
+    c.parallel = find(p, "heads")
+                     ? ParallelConfig{ParallelConfig::Mode::Heads, get_int(p, "heads", "parallel", 1, 1)}
+                     : ParallelConfig{ParallelConfig::Mode::Sequence, get_int(p, "sequence", "parallel", 1, 1)};
   }
   return c;
 }

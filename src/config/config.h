@@ -46,9 +46,11 @@ struct DecodeConfig {
 };
 
 // "parallel": {"heads": N}: the run split across N MPI ranks, each
-// projecting and attending H / N heads (src/parallel/head_parallel.h).
+// projecting and attending H / N heads (src/parallel/head_parallel.h);
+// {"sequence": N}: ring attention, each rank a block of the tokens
+// (src/parallel/ring.h).
 struct ParallelConfig {
-  enum class Mode { Heads } mode = Mode::Heads;
+  enum class Mode { Heads, Sequence } mode = Mode::Heads;
   int64_t ranks = 1;
 };
 

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <new>
 
+#include "parallel/collective.h"
+#include "parallel/ring.h"
 #include "parallel/wire.h"
 #include "parallel/world.h"
 #include "util/error.h"
@@ -37,31 +39,6 @@ Tensor mask_heads(const Tensor& m, int64_t start, int64_t count) {
   for (int64_t b = 0; b < Bm; ++b)
     std::memcpy(r.raw() + b * count * inner * es, m.raw() + (b * Hm + start) * inner * es, count * inner * es);
   return r;
-}
-
-std::string error_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::bad_alloc&) {
-    return "out of memory";
-  } catch (const std::exception& x) {
-    return x.what();
-  }
-}
-
-// Runs `fn`; every rank learns whether it failed anywhere, and all throw the
-// first failing rank's message together.
-template <class F>
-void collectively(F&& fn) {
-  std::string err;
-  try {
-    fn();
-  } catch (...) {
-    err = error_of(std::current_exception());
-    if (err.empty()) err = "unknown error";
-  }
-  const std::string agreed = agree(err);
-  if (!agreed.empty()) throw InputError(agreed);
 }
 
 struct Work {
@@ -149,8 +126,8 @@ WorkerRelease::~WorkerRelease() {
   if (!released_ && size() > 1) broadcast_int(0, 0);
 }
 
-void WorkerRelease::go() {
-  if (!released_ && size() > 1) broadcast_int(1, 0);
+void WorkerRelease::go(int64_t mode) {
+  if (!released_ && size() > 1) broadcast_int(mode, 0);
   released_ = true;
 }
 
@@ -222,7 +199,9 @@ RunReport run_heads(PreparedRun& prepared, Backend& backend, const RunRequest& r
 }
 
 int serve_heads() {
-  if (broadcast_int(0, 0) == 0) return 2;  // rank 0 failed before handing out work
+  const int64_t mode = broadcast_int(0, 0);
+  if (mode == 0) return 2;  // rank 0 failed before handing out work
+  if (mode == 2) return serve_ring();
   try {
     Work w;
     std::unique_ptr<Backend> backend;

@@ -35,7 +35,8 @@ class WorkerRelease {
   ~WorkerRelease();
   WorkerRelease(const WorkerRelease&) = delete;
   WorkerRelease& operator=(const WorkerRelease&) = delete;
-  void go();
+  // Lets the workers go: mode 1 head-parallel, 2 sequence (ring).
+  void go(int64_t mode = 1);
 
  private:
   bool released_ = false;

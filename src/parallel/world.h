@@ -6,6 +6,7 @@
 // (cmake -DMHA_MPI=OFF) is always a world of one.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mha::parallel {
 
@@ -41,6 +42,23 @@ void barrier();
 // Gathers `mine` (the same size on every rank) to rank 0, in rank order;
 // other ranks get "".
 std::string gather_bytes(const std::string& mine);
+
+// One ring step's exchange: start() posts a non-blocking receive of
+// `bytes` from `source` into `recv` and a send of `send` to `dest`, and
+// returns at once so the caller computes while the block travels; wait()
+// completes both. Neither buffer may be touched in between.
+class RingExchange {
+ public:
+  RingExchange() = default;
+  ~RingExchange() { wait(); }
+  RingExchange(const RingExchange&) = delete;
+  RingExchange& operator=(const RingExchange&) = delete;
+  void start(const void* send, void* recv, int64_t bytes, int dest, int source);
+  void wait();
+
+ private:
+  std::vector<void*> reqs_;  // MPI_Request*, kept opaque so this header needs no mpi.h
+};
 
 // Total bytes this rank has sent through the functions above.
 int64_t bytes_sent();

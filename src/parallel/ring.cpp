@@ -1,0 +1,355 @@
+#include "parallel/ring.h"
+
+#include <cblas.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "model/mask.h"
+#include "model/rope.h"
+#include "parallel/collective.h"
+#include "parallel/head_parallel.h"
+#include "parallel/wire.h"
+#include "parallel/world.h"
+#include "util/error.h"
+
+namespace mha::parallel {
+
+namespace {
+
+using Chunks = std::vector<std::pair<int64_t, int64_t>>;
+
+// What rank 0 sends each rank.
+struct RingWork {
+  int64_t wide = 0;    // 1: float64 arithmetic (reference backend), 0: float32
+  int64_t passes = 1;  // first + warmup + iterations
+  int64_t L = 0;       // the whole sequence
+  AttentionSpec spec;  // q, k, v projections and scalars
+  std::optional<Tensor> out_w, out_b;
+  Tensor x;          // [B, n, E] this rank's token rows, in chunk order
+  Tensor positions;  // int64 [Bp, n] their rope positions
+};
+
+std::string encode(const RingWork& w) {
+  Writer out;
+  out.i64(w.wide);
+  out.i64(w.passes);
+  out.i64(w.L);
+  write_spec(out, w.spec);
+  out.opt_tensor(w.out_w);
+  out.opt_tensor(w.out_b);
+  out.tensor(w.x);
+  out.tensor(w.positions);
+  return out.bytes();
+}
+
+RingWork decode(const std::string& bytes) {
+  Reader in(bytes);
+  RingWork w;
+  w.wide = in.i64();
+  w.passes = in.i64();
+  w.L = in.i64();
+  w.spec = read_spec(in);
+  w.out_w = in.opt_tensor();
+  w.out_b = in.opt_tensor();
+  w.x = in.tensor();
+  w.positions = in.tensor();
+  return w;
+}
+
+// x [rows, in] -> y [rows, out] = x W^T + b, accumulated in T: OpenBLAS's
+// sgemm in float32 (the cpu backend's), plain loops in float64 (reference).
+template <class T>
+void project(const T* x, int64_t rows, int64_t in, const Tensor& w, const std::optional<Tensor>& b, T* y) {
+  const int64_t out = w.dim(0);
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), static_cast<blasint>(out),
+                static_cast<blasint>(in), 1.0f, x, static_cast<blasint>(in), w.data<float>(), static_cast<blasint>(in),
+                0.0f, y, static_cast<blasint>(out));
+    if (b)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < out; ++o) y[r * out + o] += b->data<float>()[o];
+    return;
+  }
+  const T* W = w.data<T>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      T s = b ? b->data<T>()[o] : T(0);
+      for (int64_t i = 0; i < in; ++i) s += x[r * in + i] * W[o * in + i];
+      y[r * out + o] = s;
+    }
+}
+
+// One rank's ring pass; returns its output rows [B, n, out_dim].
+template <class T>
+Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
+  const AttentionSpec& s = w.spec;
+  const DType dt = w.wide ? DType::F64 : DType::F32;
+  const int64_t B = w.x.dim(0), n = w.x.dim(1), E = w.x.dim(2);
+  const int64_t H = s.num_heads, G = s.num_kv_heads, dh = s.head_dim, dv = s.head_dim_v, group = H / G;
+  const int64_t kw = G * dh, vw = G * dv, blk = n * (kw + vw);  // one batch's K|V block width
+  const bool causal = s.causal;
+  const MaskRule rule(s);
+  // Every buffer up front and agreed on, so that nothing fails once blocks travel.
+  std::vector<T> q, acc, m, l, cur, nxt, kbuf, vbuf;
+  Tensor y;
+  collectively([&] {
+    q.resize(B * n * H * dh);
+    acc.assign(B * n * H * dv, T(0));
+    m.assign(B * H * n, -std::numeric_limits<T>::infinity());
+    l.assign(B * H * n, T(0));
+    cur.resize(B * blk);
+    nxt.resize(B * blk);
+    kbuf.resize(n * kw);
+    vbuf.resize(n * vw);
+    y = Tensor(dt, {B, n, w.out_w ? w.out_w->dim(0) : H * dv});
+  });
+
+  // Project (and rotate) this rank's rows; K|V packed per batch for the ring.
+  const T* x = w.x.data<T>();
+  std::optional<RopeTable> rope;
+  if (s.rope) {
+    AttentionInputs at;
+    at.query = w.x;
+    at.positions = w.positions;
+    rope = rope_table(s, at);
+  }
+  project<T>(x, B * n, E, s.q.weight, s.q.bias, q.data());
+  if (rope) apply_rope_rows<T>(*rope, q.data(), H * dh, 0, B * n, H);
+  for (int64_t b = 0; b < B; ++b) {
+    project<T>(x + b * n * E, n, E, s.k.weight, s.k.bias, kbuf.data());
+    if (rope) apply_rope_rows<T>(*rope, kbuf.data(), kw, b * n, n, G);
+    project<T>(x + b * n * E, n, E, s.v.weight, s.v.bias, vbuf.data());
+    std::memcpy(cur.data() + b * blk, kbuf.data(), kbuf.size() * sizeof(T));
+    std::memcpy(cur.data() + b * blk + n * kw, vbuf.data(), vbuf.size() * sizeof(T));
+  }
+
+  const Chunks mine = ring_chunks(w.L, me, N, causal);
+  for (int64_t step = 0; step < N; ++step) {
+    RingExchange ex;
+    if (step + 1 < N)
+      ex.start(cur.data(), nxt.data(), static_cast<int64_t>(cur.size() * sizeof(T)), static_cast<int>((me + 1) % N),
+               static_cast<int>((me + N - 1) % N));
+    const Chunks theirs = ring_chunks(w.L, (me + N - step) % N, N, causal);
+    for (int64_t b = 0; b < B; ++b) {
+      const T* K = cur.data() + b * blk;
+      const T* V = K + n * kw;
+      int64_t qi0 = 0;
+      for (const auto& [qs, ql] : mine) {
+        int64_t kj0 = 0;
+        for (const auto& [ks, kl] : theirs) {
+          // Skip a chunk pair no query of the chunk can see.
+          if (ks + kl > rule.first_key(qs) && ks < rule.end_key(qs + ql, w.L))
+            for (int64_t i = 0; i < ql; ++i)
+              for (int64_t h = 0; h < H; ++h) {
+                const int64_t li = qi0 + i, g = h / group;
+                const T* qv = q.data() + ((b * n + li) * H + h) * dh;
+                T* a = acc.data() + ((b * n + li) * H + h) * dv;
+                T& mx = m[(b * H + h) * n + li];
+                T& sum = l[(b * H + h) * n + li];
+                for (int64_t j = 0; j < kl; ++j) {
+                  if (!rule.visible(qs + i, ks + j)) continue;
+                  const T* kv = K + (kj0 + j) * kw + g * dh;
+                  T d = 0;
+                  for (int64_t e = 0; e < dh; ++e) d += qv[e] * kv[e];
+                  d *= static_cast<T>(s.scale);
+                  const T* vv = V + (kj0 + j) * vw + g * dv;
+                  if (d > mx) {  // new running max: rescale what was summed so far
+                    const T c = std::exp(mx - d);
+                    sum = sum * c + T(1);
+                    for (int64_t e = 0; e < dv; ++e) a[e] = a[e] * c + vv[e];
+                    mx = d;
+                  } else {
+                    const T p = std::exp(d - mx);
+                    sum += p;
+                    for (int64_t e = 0; e < dv; ++e) a[e] += p * vv[e];
+                  }
+                }
+              }
+          kj0 += kl;
+        }
+        qi0 += ql;
+      }
+    }
+    ex.wait();
+    if (step + 1 < N) cur.swap(nxt);
+  }
+
+  // context = acc / sum, then this rank's rows of the output projection.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t h = 0; h < H; ++h) {
+        const T inv = T(1) / l[(b * H + h) * n + i];
+        T* a = acc.data() + ((b * n + i) * H + h) * dv;
+        for (int64_t e = 0; e < dv; ++e) a[e] *= inv;
+      }
+  if (w.out_w) project<T>(acc.data(), B * n, H * dv, *w.out_w, w.out_b, y.data<T>());
+  else std::memcpy(y.raw(), acc.data(), acc.size() * sizeof(T));
+  return y;
+}
+
+// One pass on every rank; rank 0 gets the output [B, L, out] in token order.
+Tensor pass(const RingWork& w) {
+  const int64_t me = rank(), N = size();
+  const Tensor y = w.wide ? ring_pass<double>(w, me, N) : ring_pass<float>(w, me, N);
+  const std::string all = gather_bytes(std::string(reinterpret_cast<const char*>(y.raw()), y.nbytes()));
+  if (me != 0) return Tensor();
+  const int64_t B = y.dim(0), n = y.dim(1);
+  const std::size_t row = y.dim(2) * dtype_size(y.dtype());
+  Tensor out(y.dtype(), {B, w.L, y.dim(2)});
+  for (int64_t r = 0; r < N; ++r) {
+    int64_t li = 0;
+    for (const auto& [start, len] : ring_chunks(w.L, r, N, w.spec.causal))
+      for (int64_t i = 0; i < len; ++i, ++li)
+        for (int64_t b = 0; b < B; ++b)
+          std::memcpy(out.raw() + (b * w.L + start + i) * row, all.data() + ((r * B + b) * n + li) * row, row);
+  }
+  return out;
+}
+
+// Token rows `chunks` of t [B, L, ...] -> [B, n, ...].
+Tensor take_rows(const Tensor& t, const Chunks& chunks) {
+  const int64_t B = t.dim(0), L = t.dim(1), n = [&] {
+    int64_t k = 0;
+    for (const auto& c : chunks) k += c.second;
+    return k;
+  }();
+  Shape shape = t.shape();
+  shape[1] = n;
+  Tensor r(t.dtype(), shape);
+  const std::size_t row = (t.numel() / (B * L)) * dtype_size(t.dtype());
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t li = 0;
+    for (const auto& [start, len] : chunks) {
+      std::memcpy(r.raw() + (b * n + li) * row, t.raw() + (b * L + start) * row, len * row);
+      li += len;
+    }
+  }
+  return r;
+}
+
+bool same_data(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+std::optional<Tensor> cast_opt(const std::optional<Tensor>& t, DType d) {
+  if (!t) return std::nullopt;
+  return t->cast(d);
+}
+
+void refuse(const std::string& why) { throw InputError("parallel.sequence: " + why); }
+
+}  // namespace
+
+Chunks ring_chunks(int64_t L, int64_t part, int64_t parts, bool causal) {
+  const int64_t pieces = causal ? 2 * parts : parts;
+  if (L % pieces != 0)
+    refuse(std::to_string(L) + " tokens do not split into " + std::to_string(pieces) + " equal " +
+           (causal ? "chunks (a causal ring takes 2 per rank)" : "blocks"));
+  const int64_t c = L / pieces;
+  if (!causal) return {{part * c, c}};
+  return {{part * c, c}, {(2 * parts - 1 - part) * c, c}};
+}
+
+RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& request, WorkerRelease& release) {
+  const int64_t N = size();
+  const ParallelConfig& pc = *prepared.config.parallel;
+  if (pc.ranks != N)
+    refuse("the config asks for " + std::to_string(pc.ranks) + " ranks, but mha runs on " + std::to_string(N) +
+           (mpi_built() ? " (start it with mpirun -np " + std::to_string(pc.ranks) + ")"
+                        : " (this mha was built without MPI: install OpenMPI and build with -DMHA_MPI=ON)"));
+  if (request.need_weights || prepared.options.need_weights)
+    refuse("attention weights are not gathered across ranks; drop need_weights / --attn-weights");
+  if (prepared.config.decode) refuse("a decode run keeps one KV cache and is not split across ranks");
+  if (request.collect_stages) refuse("stages are not gathered across ranks; drop --dump-stages / --compare-stages");
+  const std::string bname = backend.name();
+  if (bname != "cpu" && bname != "reference")
+    refuse("backend " + bname + " cannot run ring attention (cpu and reference only)");
+  auto f32 = backend_view(prepared, backend);
+  const AttentionSpec& spec = f32 ? f32->first : prepared.spec;
+  const AttentionInputs& inputs = f32 ? f32->second : prepared.inputs;
+  if (inputs.mask) refuse("an explicit mask is not split across ranks (causal and window are)");
+  if (spec.extra_keys() > 0) refuse("bias_k / add_zero_attn add key rows outside the sequence");
+  if (inputs.training && spec.dropout > 0.0) refuse("training-mode dropout is not split across ranks");
+  if (!same_data(inputs.query, inputs.key) || !same_data(inputs.query, inputs.value))
+    refuse("ring attention is self-attention: query, key and value must be the same tensor");
+  require_supported(backend, spec, inputs);
+  const int64_t L = inputs.query.dim(1);
+
+  const int64_t warmup = request.warmup.value_or(prepared.config.warmup);
+  const int64_t iterations = request.iterations.value_or(prepared.config.iterations);
+  const DType dt = bname == "reference" ? DType::F64 : DType::F32;
+  const Tensor x = inputs.query.cast(dt);
+  Tensor pos(DType::I64, {inputs.positions ? inputs.positions->dim(0) : 1, L});
+  for (int64_t i = 0; i < pos.numel(); ++i)
+    pos.data<int64_t>()[i] = inputs.positions ? inputs.positions->data<int64_t>()[i] : i % L;
+  std::vector<std::string> messages;
+  for (int64_t r = 0; r < N; ++r) {
+    const Chunks chunks = ring_chunks(L, r, N, spec.causal);
+    RingWork w;
+    w.wide = dt == DType::F64;
+    w.passes = 1 + warmup + iterations;
+    w.L = L;
+    w.spec = spec;
+    for (Projection* p : {&w.spec.q, &w.spec.k, &w.spec.v}) {
+      p->weight = p->weight.cast(dt);
+      p->bias = cast_opt(p->bias, dt);
+    }
+    if (spec.out) {
+      w.out_w = spec.out->weight.cast(dt);
+      w.out_b = cast_opt(spec.out->bias, dt);
+    }
+    w.x = take_rows(x, chunks);
+    w.positions = take_rows(pos, chunks);
+    messages.push_back(encode(w));
+  }
+  release.go(2);
+  for (int64_t r = 1; r < N; ++r) send_bytes(messages[r], static_cast<int>(r));
+  RingWork mine;
+  collectively([&] { mine = decode(messages[0]); });
+  messages.clear();
+
+  RunReport rep;
+  rep.backend_name = backend.name();
+  rep.timing.flops = attention_flops(spec, inputs);
+  Tensor output;
+  using clock = std::chrono::steady_clock;
+  for (int64_t p = 0; p < mine.passes; ++p) {
+    const auto t0 = clock::now();
+    output = pass(mine);
+    const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    if (p == 0) rep.timing.first_ms = ms;
+    else if (p > warmup) rep.timing.cached_ms.push_back(ms);
+  }
+  summarize_timing(rep.timing);
+  const int64_t sent = bytes_sent();
+  const std::string all = gather_bytes(std::string(reinterpret_cast<const char*>(&sent), sizeof sent));
+  std::vector<int64_t> per_rank(N);
+  std::memcpy(per_rank.data(), all.data(), N * sizeof(int64_t));
+  rep.cache = backend.cache_stats();
+  rep.backend_info = backend.describe();
+  rep.backend_info["parallel"] = {{"mode", "sequence"}, {"ranks", N}, {"bytes_sent_per_rank", per_rank}};
+  AttentionResult result;
+  result.output = output;
+  rep.result = prepared.variant->finish(std::move(result), prepared.options, inputs);
+  rep.comparison = compare_with_reference(prepared.config, rep.result.output);
+  return rep;
+}
+
+int serve_ring() {
+  try {
+    RingWork w;
+    collectively([&] { w = decode(recv_bytes(0)); });
+    for (int64_t p = 0; p < w.passes; ++p) pass(w);
+    const int64_t sent = bytes_sent();
+    gather_bytes(std::string(reinterpret_cast<const char*>(&sent), sizeof sent));
+  } catch (const InputError&) {
+    return 2;  // rank 0 reports it
+  }
+  return 0;
+}
+
+}  // namespace mha::parallel

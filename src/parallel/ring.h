@@ -1,0 +1,41 @@
+#pragma once
+// Sequence-parallel ring attention over MPI ("parallel": {"sequence": N}).
+//
+//   rank 0 reads config, weights and inputs and sends rank r its token rows
+//   x [B, n, E] (n = L/N), their rope positions and the q/k/v/out weights.
+//   Non-causal runs give rank r the contiguous block [r*n, (r+1)*n); causal
+//   runs split L into 2N chunks and give rank r chunks r and 2N-1-r
+//   (zigzag), so every rank has the same number of visible keys to attend.
+//   Each rank projects its rows (q, k, v; rope at the rows' true positions),
+//   then in N steps attends its queries to the K/V block it holds while a
+//   non-blocking send passes that block to rank r+1 and receives rank r-1's;
+//   an online softmax (running max, running sum, accumulator) merges the
+//   blocks. Keys are masked by MaskRule on their true positions; a chunk
+//   pair no query can see is skipped. Each rank projects its own context
+//   rows; rank 0 gathers the output rows in token order.
+// Arithmetic: float32 on the cpu backend (projections by sgemm), float64 on
+// reference; the per-block attention is plain loops. The merge order differs from a one-process softmax, so the output
+// equals a one-process run within a tolerance only (docs/CONFIG.md).
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "run/runner.h"
+
+namespace mha::parallel {
+
+class WorkerRelease;
+
+// Token chunks [start, start + length) of rank `part` of `parts` over L
+// tokens (see above); InputError when L does not split evenly.
+std::vector<std::pair<int64_t, int64_t>> ring_chunks(int64_t L, int64_t part, int64_t parts, bool causal);
+
+// Rank 0: checks, distributes, runs its block, gathers. backend_info.parallel
+// reports mode, ranks and bytes_sent_per_rank.
+RunReport run_ring(PreparedRun& run, Backend& backend, const RunRequest& request, WorkerRelease& release);
+
+// Every other rank, after rank 0 released it in sequence mode: 0, or 2 when
+// the run failed on any rank (rank 0 prints it).
+int serve_ring();
+
+}  // namespace mha::parallel

@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -83,6 +84,55 @@ void project(const T* x, int64_t rows, int64_t in, const Tensor& w, const std::o
     }
 }
 
+// The float32 block update: queries [qs, qs+ql) of one head against keys
+// [ks, ks+kl) of its kv head, kTile x kTile at a time. Per tile:
+//   S = scale * Q K^T (sgemm), masked by `rule` to -inf;
+//   per row: m' = max(m, max_j S), c = exp(m - m'), l = l c + sum_j exp(S - m'),
+//   acc = acc c + exp(S - m') V (sgemm, beta 1 after the rescale).
+// q [ql, dh] (row stride ldq), k [kl, dh] (ldk), v [kl, dv] (ldv),
+// acc [ql, dv] (ldacc), m and l [ql]; s: kTile * kTile scratch.
+constexpr int64_t kTile = 128;
+void attend_tiles(const float* q, int64_t ldq, const float* k, int64_t ldk, const float* v, int64_t ldv, float* acc,
+                  int64_t ldacc, float* m, float* l, int64_t qs, int64_t ql, int64_t ks, int64_t kl, int64_t dh,
+                  int64_t dv, float scale, const MaskRule& rule, float* s) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t i0 = 0; i0 < ql; i0 += kTile) {
+    const int64_t ni = std::min(kTile, ql - i0);
+    for (int64_t j0 = 0; j0 < kl; j0 += kTile) {
+      const int64_t nj = std::min(kTile, kl - j0);
+      // Skip a tile no query of it can see.
+      if (!(ks + j0 + nj > rule.first_key(qs + i0) && ks + j0 < rule.end_key(qs + i0 + ni, ks + kl))) continue;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(ni), static_cast<blasint>(nj),
+                  static_cast<blasint>(dh), scale, q + i0 * ldq, static_cast<blasint>(ldq), k + j0 * ldk,
+                  static_cast<blasint>(ldk), 0.0f, s, static_cast<blasint>(nj));
+      for (int64_t i = 0; i < ni; ++i) {
+        float* row = s + i * nj;
+        float mx = -inf;
+        for (int64_t j = 0; j < nj; ++j) {
+          if (!rule.visible(qs + i0 + i, ks + j0 + j)) row[j] = -inf;
+          mx = std::max(mx, row[j]);
+        }
+        float* a = acc + (i0 + i) * ldacc;
+        const float mnew = std::max(m[i0 + i], mx);
+        if (mnew == -inf) {  // nothing visible yet: the row contributes nothing
+          std::fill(row, row + nj, 0.0f);
+          continue;
+        }
+        const float c = std::exp(m[i0 + i] - mnew);  // 0 when m was -inf
+        float sum = 0;
+        for (int64_t j = 0; j < nj; ++j) sum += (row[j] = std::exp(row[j] - mnew));
+        l[i0 + i] = l[i0 + i] * c + sum;
+        m[i0 + i] = mnew;
+        if (c != 1.0f)
+          for (int64_t e = 0; e < dv; ++e) a[e] *= c;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(ni), static_cast<blasint>(dv),
+                  static_cast<blasint>(nj), 1.0f, s, static_cast<blasint>(nj), v + j0 * ldv, static_cast<blasint>(ldv),
+                  1.0f, acc + i0 * ldacc, static_cast<blasint>(ldacc));
+    }
+  }
+}
+
 // One rank's ring pass; returns its output rows [B, n, out_dim].
 template <class T>
 Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
@@ -95,8 +145,10 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
   const MaskRule rule(s);
   // Every buffer up front and agreed on, so that nothing fails once blocks travel.
   std::vector<T> q, acc, m, l, cur, nxt, kbuf, vbuf;
+  std::vector<float> scores;  // float32 path: one kTile x kTile score tile
   Tensor y;
   collectively([&] {
+    if constexpr (std::is_same_v<T, float>) scores.resize(kTile * kTile);
     q.resize(B * n * H * dh);
     acc.assign(B * n * H * dv, T(0));
     m.assign(B * H * n, -std::numeric_limits<T>::infinity());
@@ -142,7 +194,15 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
         int64_t kj0 = 0;
         for (const auto& [ks, kl] : theirs) {
           // Skip a chunk pair no query of the chunk can see.
-          if (ks + kl > rule.first_key(qs) && ks < rule.end_key(qs + ql, w.L))
+          if (!(ks + kl > rule.first_key(qs) && ks < rule.end_key(qs + ql, w.L))) {
+            // no query of the chunk sees a key of theirs
+          } else if constexpr (std::is_same_v<T, float>) {
+            for (int64_t h = 0; h < H; ++h)
+              attend_tiles(q.data() + ((b * n + qi0) * H + h) * dh, H * dh, K + kj0 * kw + (h / group) * dh, kw,
+                           V + kj0 * vw + (h / group) * dv, vw, acc.data() + ((b * n + qi0) * H + h) * dv, H * dv,
+                           m.data() + (b * H + h) * n + qi0, l.data() + (b * H + h) * n + qi0, qs, ql, ks, kl, dh,
+                           dv, static_cast<float>(s.scale), rule, scores.data());
+          } else {
             for (int64_t i = 0; i < ql; ++i)
               for (int64_t h = 0; h < H; ++h) {
                 const int64_t li = qi0 + i, g = h / group;
@@ -169,6 +229,7 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
                   }
                 }
               }
+          }
           kj0 += kl;
         }
         qi0 += ql;

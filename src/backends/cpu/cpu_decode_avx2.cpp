@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_decode_kernel.h"
+#include "backends/cpu/cpu_simd.h"
 
 namespace mha::cpu {
 namespace decode_avx2 {
@@ -43,21 +44,8 @@ struct V {
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
-  // 2^x for x <= 0, as cpu_simd.h's exp2_ps (degree-6 fit, 0 below -127).
-  static F exp2(F x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-127.0f));
-    const F n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const F f = _mm256_sub_ps(x, n);
-    F p = _mm256_set1_ps(1.5337577497120947e-4f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3399861054494977e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618519805371761e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550329014658928e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022646248340607e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931471824645996e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-  }
+  // 2^x for x <= 0: the flash kernel's fit (cpu_simd.h).
+  static F exp2(F x) { return exp2_ps(x); }
 };
 
 #include "backends/cpu/cpu_decode_kernel.inc"

@@ -13,6 +13,7 @@
 #include "io/tensor_file.h"
 #include "parallel/head_parallel.h"
 #include "parallel/world.h"
+#include "mpirun_support.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -23,19 +24,7 @@ namespace {
 // under mpirun (MpiSession starts MPI only when launched by mpirun).
 const std::unique_ptr<parallel::MpiSession> g_mpi = std::make_unique<parallel::MpiSession>(nullptr, nullptr);
 
-// Timeout first: a hang fails the test instead of the suite. Root (CI
-// containers) needs OpenMPI's explicit consent. In the sanitizer build the
-// ranks run without LeakSanitizer (ASan's other checks stay): OpenMPI's
-// plugins leave allocations at exit from code dlclose()d by MPI_Finalize,
-// frames no suppression can name.
-std::string mpirun(int ranks) {
-  return "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 "
-         "mpirun -q --oversubscribe -np " +
-         std::to_string(ranks) + " ";
-}
-
-#define REQUIRE_MPI() \
-  if (!parallel::mpi_built()) GTEST_SKIP() << "built without MPI"
+using test::mpirun;
 
 std::string config(int64_t heads, int64_t kv_heads, int64_t ranks, const std::string& backend) {
   return R"({"variant": "llama_attention", "params": {"hidden_size": )" + std::to_string(heads * 8) +

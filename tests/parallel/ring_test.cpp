@@ -12,20 +12,14 @@
 #include "io/tensor_file.h"
 #include "parallel/ring.h"
 #include "parallel/world.h"
+#include "mpirun_support.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
 namespace mha {
 namespace {
 
-std::string mpirun(int ranks) {
-  return "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 "
-         "mpirun -q --oversubscribe -np " +
-         std::to_string(ranks) + " ";
-}
-
-#define REQUIRE_MPI() \
-  if (!parallel::mpi_built()) GTEST_SKIP() << "built without MPI"
+using test::mpirun;
 
 // `body` is a config without "backend" / "parallel"; runs it on one process
 // and on `ranks` ranks and checks the documented tolerance.

@@ -37,19 +37,8 @@ struct Case {
   bool positions = false;  // with it: random position ids [B, L] instead of 0..L-1
 };
 
-Tensor rand_tensor(std::mt19937& g, Shape shape, float lo, float hi) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(shape_numel(shape));
-  for (float& x : v) x = u(g);
-  return Tensor::from_f32(std::move(shape), std::move(v));
-}
-
-Projection rand_proj(std::mt19937& g, int64_t out, int64_t in, bool bias) {
-  const float bound = 1.0f / std::sqrt(static_cast<float>(in));
-  Projection p{rand_tensor(g, {out, in}, -bound, bound), std::nullopt};
-  if (bias) p.bias = rand_tensor(g, {out}, -bound, bound);
-  return p;
-}
+using test::rand_proj;
+using test::rand_tensor;
 
 struct Problem {
   AttentionSpec spec;

@@ -33,19 +33,8 @@ struct DCase {
   std::vector<int64_t> chunks;  // append sizes after the prompt (default: T ones)
 };
 
-Tensor rand_tensor(std::mt19937& g, Shape shape, float lo, float hi) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(shape_numel(shape));
-  for (float& x : v) x = u(g);
-  return Tensor::from_f32(std::move(shape), std::move(v));
-}
-
-Projection rand_proj(std::mt19937& g, int64_t out, int64_t in, bool bias) {
-  const float bound = 1.0f / std::sqrt(static_cast<float>(in));
-  Projection p{rand_tensor(g, {out, in}, -bound, bound), std::nullopt};
-  if (bias) p.bias = rand_tensor(g, {out}, -bound, bound);
-  return p;
-}
+using test::rand_proj;
+using test::rand_tensor;
 
 AttentionSpec make_spec(const DCase& c, std::mt19937& g) {
   AttentionSpec s;

@@ -3,9 +3,11 @@
 // /usr/bin/python3, temporary folders, and tensor comparison with tolerance.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
+#include "model/attention.h"
 #include "tensor/tensor.h"
 
 namespace mha::test {
@@ -43,5 +45,11 @@ std::string shell_quote(const std::string& s);
 // Expects equal shapes and |a - b| <= atol + rtol * |b| elementwise (NaN
 // matches NaN); reports the worst element on failure.
 ::testing::AssertionResult tensors_close(const Tensor& a, const Tensor& b, double atol, double rtol);
+
+// float32 tensor of uniform values in [lo, hi) from g.
+Tensor rand_tensor(std::mt19937& g, Shape shape, float lo, float hi);
+// A projection [out, in] (and bias [out]) uniform in +-1/sqrt(in), as
+// nn.Linear initialises one.
+Projection rand_proj(std::mt19937& g, int64_t out, int64_t in, bool bias);
 
 }  // namespace mha::test

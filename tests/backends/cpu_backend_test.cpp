@@ -197,7 +197,7 @@ TEST(CpuBackend, MaskRowEqualsExpandedMask) {
   cpu::ChunkPolicy saved = cpu::chunk_policy();
   for (int policy = 0; policy < 3; ++policy) {
     if (policy == 1) cpu::chunk_policy().group_rows = 1;          // one batch per group
-    if (policy == 2) cpu::chunk_policy() = {1000, 2 * 96, 768};  // chunked queries
+    if (policy == 2) cpu::chunk_policy() = {1000, 2 * 96, 1};  // chunked queries (one batch per group)
     for (bool plain : {false, true}) {
       Case c;
       c.B = 3, c.L = c.S = 200, c.mask = 2, c.mask_row = true, c.causal = policy == 2;
@@ -228,7 +228,7 @@ TEST(CpuBackend, RopeOnEveryLayout) {
   cpu::ChunkPolicy saved = cpu::chunk_policy();
   for (int policy = 0; policy < 3; ++policy) {
     if (policy == 1) cpu::chunk_policy().group_rows = 1;
-    if (policy == 2) cpu::chunk_policy() = {1000, 2 * 96, 768};
+    if (policy == 2) cpu::chunk_policy() = {1000, 2 * 96, 1};
     for (int inputs = 0; inputs < 3; ++inputs)
       for (bool positions : {false, true})
         for (bool plain : {false, true}) {
@@ -384,7 +384,7 @@ TEST(CpuBackend, ChunkedQueryProjection) {
   // Shrink the policy so these small shapes take the long-sequence layout:
   // q projected, attended and output-projected a few query blocks at a time.
   cpu::ChunkPolicy saved = cpu::chunk_policy();
-  cpu::chunk_policy() = {1000, 2 * 96};
+  cpu::chunk_policy() = {1000, 2 * 96, 1};
   for (bool self : {true, false})
     for (bool causal : {false, true})
       for (bool out : {true, false}) {

@@ -1,18 +1,21 @@
 // `mpirun -np N mha run` end to end (correctness only: on a 2-core machine
-// the ranks are oversubscribed): head-parallel output against one process
-// for 1 to 4 ranks, and failures (bad config, a bad shape on one rank, a
-// killed rank) end every rank with one line and a nonzero exit, never a hang.
+// the ranks are oversubscribed): head-parallel output against one process,
+// bit for bit, for 1 to 4 ranks, and failures (bad config, a bad shape on
+// one rank, a killed rank) end every rank with one line and a nonzero exit,
+// never a hang.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 
 #include "config/config.h"
 #include "io/tensor_file.h"
 #include "parallel/head_parallel.h"
 #include "parallel/world.h"
+#include "head_configs.h"
 #include "mpirun_support.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -35,6 +38,8 @@ std::string config(int64_t heads, int64_t kv_heads, int64_t ranks, const std::st
          R"(", "runs": {"iterations": 2}, "parallel": {"heads": )" + std::to_string(ranks) + "}}";
 }
 
+// Both backends, 1 to 4 ranks: the output file is the one-process run's,
+// byte for byte.
 TEST(Mpirun, HeadParallelMatchesOneProcess) {
   REQUIRE_MPI();
   test::TempDir dir;
@@ -47,12 +52,34 @@ TEST(Mpirun, HeadParallelMatchesOneProcess) {
       ASSERT_EQ(r1.exit_code, 0) << r1.err;
       auto rn = test::run_command(mpirun(ranks) + MHA_BINARY + " run -c " + many + " -o " + dir.file("many.npy"));
       ASSERT_EQ(rn.exit_code, 0) << backend << " " << ranks << " ranks: " << rn.err;
-      const Tensor a = io::read_tensor(dir.file("one.npy")), b = io::read_tensor(dir.file("many.npy"));
-      if (backend == "reference")
-        EXPECT_EQ(test::read_text(dir.file("one.npy")), test::read_text(dir.file("many.npy")))
-            << ranks << " ranks: not bitwise equal";
-      else
-        EXPECT_TRUE(test::tensors_close(b, a, 2e-6, 1e-5)) << ranks << " ranks";
+      EXPECT_EQ(test::read_text(dir.file("one.npy")), test::read_text(dir.file("many.npy")))
+          << backend << " " << ranks << " ranks: not bitwise equal";
+    }
+}
+
+// The cpu backend on random shapes (head_configs.h: GQA and MQA-like
+// ratios, rope, windows, torch_mha cross-attention with kdim/vdim, bias_k,
+// zero keys), 1 to 4 ranks, 1 and 2 threads per rank: the output file is
+// the one-process run's (the config without "parallel"), byte for byte.
+TEST(Mpirun, HeadParallelCpuRandomShapesBitwise) {
+  REQUIRE_MPI();
+  test::TempDir dir;
+  std::mt19937 rng(2026);
+  for (int threads : {1, 2})
+    for (int ranks = 1; ranks <= 4; ++ranks) {
+      const std::string backend = R"({"name": "cpu", "threads": )" + std::to_string(threads) + "}";
+      std::mt19937 same = rng;
+      const std::string one_json = test::random_heads_config(same, 0, ranks, backend);
+      const std::string many_json = test::random_heads_config(rng, ranks, ranks, backend);
+      const std::string one = dir.file("one.json"), many = dir.file("many.json");
+      test::write_text(one, one_json);
+      test::write_text(many, many_json);
+      auto r1 = test::run_mha("run -c " + one + " -o " + dir.file("one.npy"));
+      ASSERT_EQ(r1.exit_code, 0) << r1.err << one_json;
+      auto rn = test::run_command(mpirun(ranks) + MHA_BINARY + " run -c " + many + " -o " + dir.file("many.npy"));
+      ASSERT_EQ(rn.exit_code, 0) << rn.err << many_json;
+      EXPECT_EQ(test::read_text(dir.file("one.npy")), test::read_text(dir.file("many.npy")))
+          << ranks << " ranks, " << threads << " threads: not bitwise equal: " << many_json;
     }
 }
 

@@ -88,18 +88,18 @@ class CpuBackend : public Backend {
     return cpu::run_flash(spec, in, plan, pool_);
   }
 
-  // The same pack_linear + linear (and so the same sgemm blocking) as
-  // run_flash's output projection.
+  // The same pack_linear and row calls (project_rows), and so the same bits,
+  // as run_flash's output projection of a context [B, L, E].
   std::optional<Tensor> project_output(const Projection& out, const Tensor& context) override {
     cpu::SerialBlasScope serial_blas;
     const Tensor x = context.dtype() == DType::F32 ? context : context.cast(DType::F32);
-    const int64_t rows = x.numel() / x.dim(x.ndim() - 1);
     const cpu::PackedLinear lin = cpu::pack_linear(out);
     if (lin.in != x.dim(x.ndim() - 1)) throw std::logic_error("project_output: context width is not the weight's");
     Shape shape = x.shape();
     shape.back() = lin.out;
     Tensor y(DType::F32, shape);
-    cpu::linear(pool_, lin, x.data<float>(), lin.in, rows, y.data<float>(), lin.out);
+    const int64_t B = x.ndim() == 3 ? x.dim(0) : 1, L = x.numel() / x.dim(x.ndim() - 1) / B;
+    cpu::project_rows(pool_, lin, x.data<float>(), B, L, y.data<float>());
     return y;
   }
 

@@ -60,6 +60,16 @@ ChunkPolicy& chunk_policy() {
   return policy;
 }
 
+int64_t projection_group_batches(int64_t B, int64_t L) {
+  return std::min(B, std::max<int64_t>(1, (chunk_policy().group_rows + L - 1) / std::max<int64_t>(L, 1)));
+}
+
+void project_rows(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t B, int64_t L, float* y) {
+  const int64_t g = projection_group_batches(B, L);
+  for (int64_t b0 = 0; b0 < B; b0 += g)
+    linear(pool, lin, x + b0 * L * lin.in, lin.in, (std::min(B, b0 + g) - b0) * L, y + b0 * L * lin.out, lin.out);
+}
+
 bool plan_matches(ThreadPool& pool, const Plan& plan, const AttentionSpec& spec) {
   if (plan.spec_scalars != scalars(spec)) return false;
   if (spec.bias_k.has_value() == plan.bias_k.empty() || spec.bias_v.has_value() == plan.bias_v.empty()) return false;
@@ -114,8 +124,12 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
   const bool flash = !key.need_weights && !key.collect_stages;
   const bool same_in = spec.q_in() == spec.k_in() && spec.q_in() == spec.v_in();
   const ChunkPolicy& policy = chunk_policy();
-  p.group_batches = flash ? std::min(B, std::max<int64_t>(1, (policy.group_rows + L - 1) / std::max<int64_t>(L, 1))) : B;
-  if (flash && p.group_batches * L * eq > policy.above_floats)
+  p.group_batches = flash ? projection_group_batches(B, L) : B;
+  p.proj_group_batches = p.group_batches;
+  // Only with one batch per group: a group of short sequences holds fewer
+  // q rows than one chunk, and the layout must not depend on the q width
+  // (a head-parallel rank projects a share of it) lest the row calls differ.
+  if (flash && p.group_batches == 1 && L * eq > policy.above_floats)
     p.layout = Layout::kChunked, p.group_batches = B;
   else if (key.qkv_same && same_in)
     p.layout = Layout::kFusedQKV;
@@ -123,15 +137,18 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
     p.layout = Layout::kSeparate;
   p.kv_fused = p.layout != Layout::kFusedQKV && key.kv_same && spec.k_in() == spec.v_in();
 
+  // One sgemm per key/value group's q, k and v columns (PackedLinear::cols):
+  // the calls a head-parallel rank holding that group makes too.
+  const int64_t bq = spec.num_heads / spec.num_kv_heads * spec.head_dim, bk = spec.head_dim, bv = spec.head_dim_v;
   if (p.layout == Layout::kFusedQKV) {
-    p.lin.push_back(pack_stacked({&spec.q, &spec.k, &spec.v}));
+    p.lin.push_back(pack_stacked({&spec.q, &spec.k, &spec.v}, {bq, bk, bv}));
   } else {
-    p.lin.push_back(pack_linear(spec.q));
+    p.lin.push_back(pack_stacked({&spec.q}, {bq}));
     if (p.kv_fused) {
-      p.lin.push_back(pack_stacked({&spec.k, &spec.v}));
+      p.lin.push_back(pack_stacked({&spec.k, &spec.v}, {bk, bv}));
     } else {
-      p.lin.push_back(pack_linear(spec.k));
-      p.lin.push_back(pack_linear(spec.v));
+      p.lin.push_back(pack_stacked({&spec.k}, {bk}));
+      p.lin.push_back(pack_stacked({&spec.v}, {bv}));
     }
   }
   if (spec.out) p.out = std::make_unique<PackedLinear>(pack_linear(*spec.out));
@@ -198,11 +215,15 @@ void project_inputs(ThreadPool& pool, Plan& plan, const F32Inputs& x, int64_t b0
     linear(pool, lq, x.key + b0 * S * lq.in, lq.in, nq, plan.q, plan.ldq);
   } else {
     if (plan.layout == Layout::kSeparate) linear(pool, lq, x.query + b0 * L * lq.in, lq.in, nq, plan.q, plan.ldq);
+    // kChunked projects every batch's keys and values here, in the same
+    // groups as the other layouts (row calls as in project_rows).
     const PackedLinear& lk = plan.lin[1];
-    linear(pool, lk, x.key + b0 * S * lk.in, lk.in, nkv, plan.k, plan.ldk);
-    if (!plan.kv_fused) {
+    for (int64_t g0 = b0; g0 < b1; g0 += plan.proj_group_batches) {
+      const int64_t n = (std::min(b1, g0 + plan.proj_group_batches) - g0) * S, r = (g0 - b0) * S;
+      linear(pool, lk, x.key + g0 * S * lk.in, lk.in, n, plan.k + r * plan.ldk, plan.ldk);
+      if (plan.kv_fused) continue;
       const PackedLinear& lv = plan.lin[2];
-      linear(pool, lv, x.value + b0 * S * lv.in, lv.in, nkv, plan.v, plan.ldv);
+      linear(pool, lv, x.value + g0 * S * lv.in, lv.in, n, plan.v + r * plan.ldv, plan.ldv);
     }
   }
   if (!plan.rope) return;

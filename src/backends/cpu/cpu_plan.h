@@ -48,6 +48,20 @@ struct ChunkPolicy {
 // Process-wide; tests shrink it to exercise kChunked on small shapes.
 ChunkPolicy& chunk_policy();
 
+// Batches per projection group on the flash path: at least
+// ChunkPolicy::group_rows rows, so one batch from sequences that long on
+// (kChunked needs that). A function of B and L only, so that every spec with
+// these inputs, a head-parallel rank's share included, cuts its projections'
+// rows at the same places: OpenBLAS's bits for a row depend on where the
+// call that computes it starts and ends (cpu_gemm.h).
+int64_t projection_group_batches(int64_t B, int64_t L);
+
+// y[B*L, lin.out] = x[B*L, lin.in] . w^T + b, one linear() per projection
+// group: the row calls run_flash makes for its output projection (with
+// kChunked's query chunks, whose edges fall on 48-row multiples within a
+// batch, the same bits).
+void project_rows(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t B, int64_t L, float* y);
+
 struct Plan {
   // The spec's scalars as built: with the packed weights they let a run
   // detect a spec edited after it ran (a contract breach that would
@@ -57,6 +71,7 @@ struct Plan {
   bool kv_fused = false;
   int64_t B = 0, L = 0, S = 0;
   int64_t group_batches = 0;  // batches the workspace holds (B unless flash)
+  int64_t proj_group_batches = 0;  // batches per projection call (projection_group_batches)
   int64_t q_chunk_rows = 0;   // kChunked: query rows per chunk
   std::vector<PackedLinear> lin;  // qkv | q, kv | q, k, v
   std::unique_ptr<PackedLinear> out;

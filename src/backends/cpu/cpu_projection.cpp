@@ -10,7 +10,7 @@ namespace mha::cpu {
 
 PackedLinear pack_linear(const Projection& p) { return pack_stacked({&p}); }
 
-PackedLinear pack_stacked(const std::vector<const Projection*>& ps) {
+PackedLinear pack_stacked(const std::vector<const Projection*>& ps, const std::vector<int64_t>& block) {
   PackedLinear lin;
   lin.in = ps.front()->weight.dim(1);
   bool any_bias = false;
@@ -39,6 +39,11 @@ PackedLinear pack_stacked(const std::vector<const Projection*>& ps) {
     else
       lin.b.insert(lin.b.end(), p->weight.dim(0), 0.0f);
   }
+  if (!block.empty()) {
+    int64_t edge = 0;
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      for (int64_t r = 0; r < ps[i]->weight.dim(0); r += block[i]) lin.cols.push_back(edge += block[i]);
+  }
   return lin;
 }
 
@@ -53,7 +58,13 @@ void linear(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t l
         std::memcpy(y + r * ldy, lin.b.data(), sizeof(float) * lin.out);
     });
   }
-  sgemm(pool, true, rows, lin.out, lin.in, x, ldx, lin.w.data(), lin.in, bias ? 1.0f : 0.0f, y, ldy);
+  int64_t c0 = 0;
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, lin.cols.size()); ++i) {
+    const int64_t c1 = lin.cols.empty() ? lin.out : lin.cols[i];
+    sgemm(pool, true, rows, c1 - c0, lin.in, x, ldx, lin.w.data() + c0 * lin.in, lin.in, bias ? 1.0f : 0.0f, y + c0,
+          ldy);
+    c0 = c1;
+  }
 }
 
 }  // namespace mha::cpu

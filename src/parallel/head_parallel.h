@@ -9,12 +9,15 @@
 //   every rank runs its share on the configured backend: context columns
 //   [B, L, (H/N)*dv], which rank 0 gathers into context [B, L, H*dv] and
 //   projects with Backend::project_output, the arithmetic of one process's
-//   run. The reference backend computes each head's bits whatever heads
-//   surround it, so its output equals a one-process run's bit for bit. The
-//   cpu backend's does within float32 rounding only: OpenBLAS's sgemm rounds
-//   an element differently depending on how many columns one call computes,
-//   so a share of the q/k/v projection rows is not the bits of the stacked
-//   one-process projection (tests/parallel checks both).
+//   run. The output is bitwise equal to a one-process run's on both
+//   backends, for any N that divides the heads and any thread count. The
+//   reference backend computes each head's bits whatever heads surround it.
+//   The cpu backend does too, by construction: OpenBLAS rounds an element
+//   by the whole call's shape, so it projects q, k and v with one sgemm per
+//   key/value group's columns (a share is whole groups: the same calls) and
+//   cuts rows in batch groups that depend on the inputs' shape only, the
+//   output projection included (backends/cpu/cpu_projection.h, cpu_plan.h).
+//   tests/parallel compares the bytes on random shapes.
 #include <string>
 
 #include "run/runner.h"

@@ -87,6 +87,10 @@ TEST(Determinism, CausalLongSequenceWithWeights) {
 
 TEST(Determinism, CrossAttentionOddShapes) { check_deterministic(config(33, 129, 24, 3, false), false); }
 
+// Fewer rows than columns (50 queries x 2 batches, 200 wide): the output
+// projection is cut by columns, which must not depend on the thread count.
+TEST(Determinism, FewerRowsThanColumns) { check_deterministic(config(50, 50, 200, 4, true), false); }
+
 // Long enough for the flash path's chunked projections.
 TEST(Determinism, FlashPathLongSequence) { check_deterministic(config(700, 700, 128, 4, false), false); }
 

@@ -46,12 +46,17 @@ Tensor side_by_side(const std::vector<Tensor>& parts) {
 // (one per key/value group's q, k and v columns, rows cut in the same
 // groups: cpu_projection.h, cpu_plan.h); a share's calls are then one
 // process's calls for its groups.
-void check(const std::string& backend_name, const std::string& json, int64_t parts, int threads) {
+// `whole_threads` (0: `threads`) runs the one-process pass: the cpu
+// backend's bits do not depend on its thread count either.
+void check(const std::string& backend_name, const std::string& json, int64_t parts, int threads, int whole_threads = 0) {
   PreparedRun run = prepare_run(parse_config(ordered_json::parse(json), ".", "heads_share"));
-  ordered_json o = ordered_json::object();
-  if (backend_name == "cpu") o["threads"] = threads;
-  auto backend = make_backend(backend_name, o, "backend");
-  const Tensor whole = backend->run(run.spec, run.inputs, {}).output;
+  auto make = [&](int t) {
+    ordered_json o = ordered_json::object();
+    if (backend_name == "cpu") o["threads"] = t;
+    return make_backend(backend_name, o, "backend");
+  };
+  auto backend = make(threads);
+  const Tensor whole = make(whole_threads ? whole_threads : threads)->run(run.spec, run.inputs, {}).output;
   std::vector<Tensor> ctx;
   for (int64_t r = 0; r < parts; ++r)
     ctx.push_back(backend
@@ -89,14 +94,15 @@ TEST(HeadsShare, CpuMatchesOneProcessBitwise) {
   }
 }
 
-// Random shapes (head_configs.h), 1 to 4 shares, 1 and 2 threads.
+// Random shapes (head_configs.h), 1 to 4 shares, 1 and 2 threads for the
+// shares and for the one-process pass, in all four pairings.
 TEST(HeadsShare, CpuRandomShapesBitwise) {
   std::mt19937 rng(13);
   for (int i = 0; i < 24; ++i) {
     const int64_t parts = 1 + i % 4;
     ordered_json j = ordered_json::parse(test::random_heads_config(rng, 0, parts, "\"cpu\""));
     j.erase("backend");
-    check("cpu", j.dump(), parts, 1 + i / 4 % 2);
+    check("cpu", j.dump(), parts, 1 + i / 4 % 2, 1 + i / 8 % 2);
   }
 }
 

@@ -54,12 +54,18 @@ void sgemm(ThreadPool& pool, bool transB, int64_t m, int64_t n, int64_t k, const
   // alignment and 12-row tiles (this Xeon), 1 and 2 threads differed in the
   // last bit. 48 is a multiple of every row tile OpenBLAS uses (4, 6, 8, 12,
   // 16, 24), so the blocks of any pool size give the bits of one call.
-  constexpr int64_t kAlign = 48;
-  constexpr int64_t kMaxRows = 64 * kAlign;
+  // Columns are another matter: an element's bits depend on how the call's
+  // columns fall into OpenBLAS's blocks (cpu_projection.h), so column blocks
+  // have a fixed width, whatever the pool size (a 100-row output projection
+  // 128 wide differed between 1 and 2 threads when cut in halves).
+  constexpr int64_t kAlign = kRowAlign;
+  constexpr int64_t kMaxRows = kMaxCallRows;
+  constexpr int64_t kColBlock = 256;
   const bool by_rows = m >= n;
   const int64_t extent = by_rows ? m : n;
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(pool.size(), extent / kAlign));
-  const int64_t step = (extent / parts + kAlign - 1) / kAlign * kAlign;
+  const int64_t parts = by_rows ? std::max<int64_t>(1, std::min<int64_t>(pool.size(), extent / kAlign))
+                                : (n + kColBlock - 1) / kColBlock;
+  const int64_t step = by_rows ? (extent / parts + kAlign - 1) / kAlign * kAlign : kColBlock;
   pool.parallel_for(parts, [&](int64_t t, int) {
     const int64_t lo = std::min(extent, t * step), hi = t == parts - 1 ? extent : std::min(extent, lo + step);
     if (hi <= lo) return;

@@ -45,13 +45,20 @@ void warm_blas_buffers(ThreadPool& pool);
 void sgemm(bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb,
            float beta, float* C, int64_t ldc);
 
-// The same, split into one block of C per pool thread: row blocks, or
-// column blocks when C has fewer rows than columns (single-token queries).
-// Each thread packs its own copy of the shared operand; for the projection
-// shapes this is well under 1% of the multiply. Block edges fall on whole
-// micro-kernel tiles, so the result is bitwise that of one call, whatever
-// the pool size (tests/backends/determinism_test.cpp). Long row ranges go
-// in calls of at most 3072 rows (bounds OpenBLAS's resident buffer).
+// Where the pool variant below cuts rows (kRowAlign: why 48) and the most
+// rows one OpenBLAS call gets (kMaxCallRows: its resident buffer).
+constexpr int64_t kRowAlign = 48;
+constexpr int64_t kMaxCallRows = 64 * kRowAlign;
+
+// The same, split into one block of C per pool thread (row blocks), or,
+// when C has fewer rows than columns (single-token queries), into column
+// blocks of a fixed 256 columns. Each thread packs its own copy of the
+// shared operand; for the projection shapes this is well under 1% of the
+// multiply. Row block edges fall on whole micro-kernel tiles, so the result
+// is bitwise that of one call; column blocks do not depend on the pool: the
+// bits are the same whatever the pool size
+// (tests/backends/determinism_test.cpp). Long row ranges go in calls of at
+// most 3072 rows (bounds OpenBLAS's resident buffer).
 void sgemm(ThreadPool& pool, bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 

@@ -28,29 +28,35 @@ auto scalars(const AttentionSpec& s) {
                          s.add_zero_attn, s.dropout, s.rope.has_value(), s.rope ? s.rope->theta : 0.0);
 }
 
-// One packed buffer against the tensors it was packed from, in order.
+// A run of packed floats against the tensor elements it was packed from.
 struct Segment {
   const Tensor* t;
+  int64_t offset, n;  // elements [offset, offset + n) of t
   const float* packed;
 };
 
+// In pack_stacked's order: group by group when grouped (cpu_projection.h).
 void add_linear_segments(const PackedLinear& lin, const std::vector<const Projection*>& ps, std::vector<Segment>& out,
                          bool& shapes_ok) {
-  int64_t w_off = 0, b_off = 0, rows = 0;
   bool any_bias = false;
-  for (const Projection* p : ps) {
-    rows += p->weight.dim(0);
-    any_bias |= p->bias.has_value();
-  }
-  shapes_ok &= rows == lin.out && ps.front()->weight.dim(1) == lin.in && any_bias == !lin.b.empty();
+  shapes_ok &= ps.size() == lin.rows.size() && (lin.block.empty() || lin.block.size() == ps.size());
   if (!shapes_ok) return;
-  for (const Projection* p : ps) {
-    shapes_ok &= p->weight.dim(1) == lin.in;
-    out.push_back({&p->weight, lin.w.data() + w_off});
-    w_off += p->weight.numel();
-    if (p->bias) out.push_back({&*p->bias, lin.b.data() + b_off});
-    b_off += p->weight.dim(0);
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    shapes_ok &= ps[i]->weight.dim(0) == lin.rows[i] && ps[i]->weight.dim(1) == lin.in;
+    any_bias |= ps[i]->bias.has_value();
   }
+  shapes_ok &= any_bias == !lin.b.empty();
+  if (!shapes_ok) return;
+  int64_t w_off = 0, b_off = 0;
+  for (int64_t g = 0; g < lin.groups(); ++g)
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      const Projection* p = ps[i];
+      const int64_t n = lin.block.empty() ? lin.rows[i] : lin.block[i];
+      out.push_back({&p->weight, g * n * lin.in, n * lin.in, lin.w.data() + w_off});
+      w_off += n * lin.in;
+      if (p->bias) out.push_back({&*p->bias, g * n, n, lin.b.data() + b_off});
+      b_off += n;
+    }
 }
 
 }  // namespace
@@ -90,11 +96,11 @@ bool plan_matches(ThreadPool& pool, const Plan& plan, const AttentionSpec& spec)
   if (spec.out) add_linear_segments(*plan.out, {&*spec.out}, segs, shapes_ok);
   if (spec.bias_k) {
     shapes_ok &= spec.bias_k->numel() == static_cast<int64_t>(plan.bias_k.size());
-    segs.push_back({&*spec.bias_k, plan.bias_k.data()});
+    segs.push_back({&*spec.bias_k, 0, spec.bias_k->numel(), plan.bias_k.data()});
   }
   if (spec.bias_v) {
     shapes_ok &= spec.bias_v->numel() == static_cast<int64_t>(plan.bias_v.size());
-    segs.push_back({&*spec.bias_v, plan.bias_v.data()});
+    segs.push_back({&*spec.bias_v, 0, spec.bias_v->numel(), plan.bias_v.data()});
   }
   if (!shapes_ok) return false;
   for (const Segment& s : segs)
@@ -103,12 +109,12 @@ bool plan_matches(ThreadPool& pool, const Plan& plan, const AttentionSpec& spec)
   constexpr int64_t kChunk = 1 << 18;
   std::vector<std::pair<size_t, int64_t>> chunks;  // (segment, first element)
   for (size_t i = 0; i < segs.size(); ++i)
-    for (int64_t e = 0; e < segs[i].t->numel(); e += kChunk) chunks.emplace_back(i, e);
+    for (int64_t e = 0; e < segs[i].n; e += kChunk) chunks.emplace_back(i, e);
   std::atomic<bool> same{true};
   pool.parallel_for(static_cast<int64_t>(chunks.size()), [&](int64_t c, int) {
     const Segment& s = segs[chunks[c].first];
-    const int64_t e = chunks[c].second, n = std::min(kChunk, s.t->numel() - e);
-    if (std::memcmp(s.t->data<float>() + e, s.packed + e, sizeof(float) * n) != 0) same = false;
+    const int64_t e = chunks[c].second, n = std::min(kChunk, s.n - e);
+    if (std::memcmp(s.t->data<float>() + s.offset + e, s.packed + e, sizeof(float) * n) != 0) same = false;
   });
   return same;
 }
@@ -137,7 +143,7 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
     p.layout = Layout::kSeparate;
   p.kv_fused = p.layout != Layout::kFusedQKV && key.kv_same && spec.k_in() == spec.v_in();
 
-  // One sgemm per key/value group's q, k and v columns (PackedLinear::cols):
+  // One sgemm per key/value group's q, k and v columns (cpu_projection.h):
   // the calls a head-parallel rank holding that group makes too.
   const int64_t bq = spec.num_heads / spec.num_kv_heads * spec.head_dim, bk = spec.head_dim, bv = spec.head_dim_v;
   if (p.layout == Layout::kFusedQKV) {

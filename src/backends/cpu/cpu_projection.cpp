@@ -8,6 +8,12 @@
 
 namespace mha::cpu {
 
+int64_t PackedLinear::group_width() const {
+  int64_t w = 0;
+  for (int64_t b : block) w += b;
+  return block.empty() ? out : w;
+}
+
 PackedLinear pack_linear(const Projection& p) { return pack_stacked({&p}); }
 
 PackedLinear pack_stacked(const std::vector<const Projection*>& ps, const std::vector<int64_t>& block) {
@@ -15,41 +21,91 @@ PackedLinear pack_stacked(const std::vector<const Projection*>& ps, const std::v
   lin.in = ps.front()->weight.dim(1);
   bool any_bias = false;
   for (const Projection* p : ps) {
+    lin.rows.push_back(p->weight.dim(0));
     lin.out += p->weight.dim(0);
     any_bias |= p->bias.has_value();
   }
+  lin.block = block;
   // Fresh memory costs a page fault per 4 KiB on first touch: reserve, ask
   // for huge pages, then copy straight from the tensors (no float32
   // temporaries, whose pages would each be faulted in and thrown away).
   lin.w.reserve(lin.out * lin.in);
   advise_huge_pages(lin.w.data(), sizeof(float) * lin.out * lin.in);
-  auto append = [](std::vector<float>& dst, const Tensor& t) {
+  // Rows [r0, r0 + n) of t (an [rows, width] matrix or a [rows] vector);
+  // other dtypes converted once per tensor.
+  std::vector<std::pair<const Tensor*, std::vector<float>>> converted;
+  auto append = [&](std::vector<float>& dst, const Tensor& t, int64_t r0, int64_t n) {
+    const int64_t width = t.numel() / t.dim(0);
+    const float* f = nullptr;
     if (t.dtype() == DType::F32) {
-      dst.insert(dst.end(), t.data<float>(), t.data<float>() + t.numel());
+      f = t.data<float>();
     } else {
-      std::vector<float> v = t.to_f32();
-      dst.insert(dst.end(), v.begin(), v.end());
+      auto it = std::find_if(converted.begin(), converted.end(), [&](const auto& c) { return c.first == &t; });
+      if (it == converted.end()) it = converted.insert(converted.end(), {&t, t.to_f32()});
+      f = it->second.data();
     }
+    dst.insert(dst.end(), f + r0 * width, f + (r0 + n) * width);
   };
-  for (const Projection* p : ps) {
-    append(lin.w, p->weight);
-    if (!any_bias) continue;
-    if (p->bias)
-      append(lin.b, *p->bias);
-    else
-      lin.b.insert(lin.b.end(), p->weight.dim(0), 0.0f);
-  }
-  if (!block.empty()) {
-    int64_t edge = 0;
-    for (std::size_t i = 0; i < ps.size(); ++i)
-      for (int64_t r = 0; r < ps[i]->weight.dim(0); r += block[i]) lin.cols.push_back(edge += block[i]);
-  }
+  const int64_t groups = lin.groups();
+  for (int64_t g = 0; g < groups; ++g)
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      const Projection* p = ps[i];
+      const int64_t n = block.empty() ? lin.rows[i] : block[i], r0 = g * n;
+      append(lin.w, p->weight, r0, n);
+      if (!any_bias) continue;
+      if (p->bias)
+        append(lin.b, *p->bias, r0, n);
+      else
+        lin.b.insert(lin.b.end(), n, 0.0f);
+    }
   return lin;
 }
+
+namespace {
+
+// Grouped: per group g, x . [Wq_g; Wk_g; Wv_g]^T into a per-thread buffer,
+// then each projection's columns to their place in y. The row blocks are
+// the pool sgemm's (kRowAlign edges, at most kMaxCallRows per call), so the
+// bits do not depend on the pool's size.
+void linear_grouped(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t ldx, int64_t rows, float* y,
+                    int64_t ldy) {
+  const int64_t G = lin.groups(), gw = lin.group_width(), np = static_cast<int64_t>(lin.rows.size());
+  const bool bias = !lin.b.empty();
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(pool.size(), rows / kRowAlign));
+  const int64_t step = (rows / parts + kRowAlign - 1) / kRowAlign * kRowAlign;
+  pool.parallel_for(parts, [&](int64_t t, int) {
+    const int64_t lo = std::min(rows, t * step), hi = t == parts - 1 ? rows : std::min(rows, lo + step);
+    thread_local std::vector<float> buf;
+    for (int64_t r = lo; r < hi; r += kMaxCallRows) {
+      const int64_t m = std::min(kMaxCallRows, hi - r);
+      if (np > 1 && static_cast<int64_t>(buf.size()) < m * gw) buf.resize(m * gw);
+      for (int64_t g = 0; g < G; ++g) {
+        const float* w = lin.w.data() + g * gw * lin.in;
+        // One projection: the group's columns are contiguous in y too.
+        float* c = np == 1 ? y + r * ldy + g * gw : buf.data();
+        const int64_t ldc = np == 1 ? ldy : gw;
+        if (bias)
+          for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, lin.b.data() + g * gw, sizeof(float) * gw);
+        sgemm(true, m, gw, lin.in, x + r * ldx, ldx, w, lin.in, bias ? 1.0f : 0.0f, c, ldc);
+        if (np == 1) continue;
+        int64_t src = 0, dst = 0;  // column of projection p's group g: in buf, in y
+        for (int64_t p = 0; p < np; ++p) {
+          const int64_t n = lin.block[p];
+          for (int64_t i = 0; i < m; ++i)
+            std::memcpy(y + (r + i) * ldy + dst + g * n, buf.data() + i * gw + src, sizeof(float) * n);
+          src += n, dst += lin.rows[p];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
 
 void linear(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t ldx, int64_t rows, float* y,
             int64_t ldy) {
   if (rows == 0 || lin.out == 0) return;
+  if (!lin.block.empty()) return linear_grouped(pool, lin, x, ldx, rows, y, ldy);
   const bool bias = !lin.b.empty();
   if (bias) {
     const int64_t chunk = 256;
@@ -58,13 +114,7 @@ void linear(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t l
         std::memcpy(y + r * ldy, lin.b.data(), sizeof(float) * lin.out);
     });
   }
-  int64_t c0 = 0;
-  for (std::size_t i = 0; i < std::max<std::size_t>(1, lin.cols.size()); ++i) {
-    const int64_t c1 = lin.cols.empty() ? lin.out : lin.cols[i];
-    sgemm(pool, true, rows, c1 - c0, lin.in, x, ldx, lin.w.data() + c0 * lin.in, lin.in, bias ? 1.0f : 0.0f, y + c0,
-          ldy);
-    c0 = c1;
-  }
+  sgemm(pool, true, rows, lin.out, lin.in, x, ldx, lin.w.data(), lin.in, bias ? 1.0f : 0.0f, y, ldy);
 }
 
 }  // namespace mha::cpu

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 packages=(cmake g++ make libcli11-dev nlohmann-json3-dev libopenblas-dev libspdlog-dev
           libgtest-dev zlib1g-dev python3-torch python3-numpy python3-matplotlib
           clang libclang-rt-14-dev  # clang + libFuzzer for scripts/fuzz.sh
-          openmpi-bin libopenmpi-dev)  # mpirun -np N mha run (src/parallel/)
+          openmpi-bin libopenmpi-dev  # mpirun -np N mha run (src/parallel/)
+          iproute2)  # ip netns: tests/parallel's two-hosts-over-TCP test
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

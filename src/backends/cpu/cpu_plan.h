@@ -32,7 +32,8 @@ struct PlanKey {
 //   kChunked:  as kSeparate for k and v, but q is projected, attended and
 //              output-projected ChunkPolicy::rows query rows at a time, so
 //              long sequences never hold all of q (1x32768x1024: 8 MiB of q
-//              instead of 128): used when q would exceed above_floats.
+//              instead of 128): used when a group is one batch (sequences of
+//              group_rows rows or more) and its q would exceed above_floats.
 // The flash path of kFusedQKV and kSeparate projects, attends and
 // output-projects group_batches batches at a time, so `rows` is a group's
 // rows (seed 002's 8x384x1024: 2 batches, a 9.4 MiB workspace instead of

@@ -43,7 +43,7 @@ Tensor side_by_side(const std::vector<Tensor>& parts) {
 
 // Bitwise on both backends. The cpu backend's holds because it makes the
 // same OpenBLAS calls for a group of heads whatever other heads the spec has
-// (one per key/value group's q, k and v columns, rows cut in the same
+// (one per key/value group's [Wq_g; Wk_g; Wv_g], rows cut in the same batch
 // groups: cpu_projection.h, cpu_plan.h); a share's calls are then one
 // process's calls for its groups.
 // `whole_threads` (0: `threads`) runs the one-process pass: the cpu

@@ -143,7 +143,7 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
     p.layout = Layout::kSeparate;
   p.kv_fused = p.layout != Layout::kFusedQKV && key.kv_same && spec.k_in() == spec.v_in();
 
-  // One sgemm per key/value group's q, k and v columns (cpu_projection.h):
+  // One sgemm per key/value group, [Wq_g; Wk_g; Wv_g] (cpu_projection.h):
   // the calls a head-parallel rank holding that group makes too.
   const int64_t bq = spec.num_heads / spec.num_kv_heads * spec.head_dim, bk = spec.head_dim, bv = spec.head_dim_v;
   if (p.layout == Layout::kFusedQKV) {

@@ -112,6 +112,13 @@ struct AttentionInputs {
 struct RunOptions {
   bool need_weights = false;      // return attention weights [B, H, L, S_total]
   bool collect_stages = false;    // fill AttentionResult::stages
+  // One projection call per key/value group instead of one over all heads.
+  // Head-parallel runs ask for it on every rank: a rank holds whole groups,
+  // so it then makes exactly the calls a one-process run of the same config
+  // makes for them, and the float32 backend's bits do not depend on how the
+  // heads are split (parallel/head_parallel.h). Off by default, because the
+  // extra calls cost the cpu backend about 12 % (docs/BENCHMARKS.md).
+  bool group_projections = false;
 };
 
 struct AttentionResult {

@@ -74,7 +74,9 @@ Work decode(const std::string& bytes) {
 // [B, L, H*dv] (columns in head order), the others an empty tensor.
 Tensor pass(Backend& backend, const Work& w) {
   AttentionResult local;
-  collectively([&] { local = backend.run(w.spec, w.inputs, RunOptions{}); });
+  RunOptions opt;
+  opt.group_projections = true;  // one process's calls for these groups, whatever the split
+  collectively([&] { local = backend.run(w.spec, w.inputs, opt); });
   const Tensor& c = local.output;  // [B, L, E_r]
   const std::string all = gather_bytes(std::string(reinterpret_cast<const char*>(c.raw()), c.nbytes()));
   if (rank() != 0) return Tensor();

@@ -9,14 +9,17 @@
 //   every rank runs its share on the configured backend: context columns
 //   [B, L, (H/N)*dv], which rank 0 gathers into context [B, L, H*dv] and
 //   projects with Backend::project_output, the arithmetic of one process's
-//   run. The output is bitwise equal to a one-process run's on both
-//   backends, for any N that divides the heads and any thread count. The
-//   reference backend computes each head's bits whatever heads surround it.
-//   The cpu backend does too, by construction: OpenBLAS rounds an element
-//   by the whole call's shape, so it projects q, k and v with one sgemm per
+//   run. The output is bitwise equal to a one-process run's with "heads": 1
+//   on both backends, for any N that divides the heads and any thread count.
+//   The reference backend computes each head's bits whatever heads surround
+//   it. The cpu backend does too when asked (RunOptions::group_projections,
+//   which every rank's pass sets): OpenBLAS rounds an element by the whole
+//   call's shape, so it then projects q, k and v with one sgemm per
 //   key/value group's columns (a share is whole groups: the same calls) and
 //   cuts rows in batch groups that depend on the inputs' shape only, the
 //   output projection included (backends/cpu/cpu_projection.h, cpu_plan.h).
+//   Without it (a config without "parallel") one call covers all heads:
+//   faster, and within float32 rounding of the grouped run.
 //   tests/parallel compares the bytes on random shapes.
 #include <string>
 

@@ -4,6 +4,7 @@
 // give the one-process output bit for bit.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -41,11 +42,12 @@ Tensor side_by_side(const std::vector<Tensor>& parts) {
 }
 
 
-// Bitwise on both backends. The cpu backend's holds because it makes the
-// same OpenBLAS calls for a group of heads whatever other heads the spec has
-// (one per key/value group's [Wq_g; Wk_g; Wv_g], rows cut in the same batch
-// groups: cpu_projection.h, cpu_plan.h); a share's calls are then one
-// process's calls for its groups.
+// Bitwise on both backends. The cpu backend's holds because, asked for
+// grouped projections (RunOptions::group_projections, as every head-parallel
+// rank asks), it makes the same OpenBLAS calls for a group of heads whatever
+// other heads the spec has (one per key/value group's [Wq_g; Wk_g; Wv_g],
+// rows cut in the same batch groups: cpu_projection.h, cpu_plan.h); a share's
+// calls are then one process's calls for its groups.
 // `whole_threads` (0: `threads`) runs the one-process pass: the cpu
 // backend's bits do not depend on its thread count either.
 void check(const std::string& backend_name, const std::string& json, int64_t parts, int threads, int whole_threads = 0) {
@@ -56,12 +58,14 @@ void check(const std::string& backend_name, const std::string& json, int64_t par
     return make_backend(backend_name, o, "backend");
   };
   auto backend = make(threads);
-  const Tensor whole = make(whole_threads ? whole_threads : threads)->run(run.spec, run.inputs, {}).output;
+  RunOptions grouped;  // as run_heads asks on every rank, and so a one-rank run
+  grouped.group_projections = true;
+  const Tensor whole = make(whole_threads ? whole_threads : threads)->run(run.spec, run.inputs, grouped).output;
   std::vector<Tensor> ctx;
   for (int64_t r = 0; r < parts; ++r)
     ctx.push_back(backend
                       ->run(parallel::heads_share(run.spec, r, parts),
-                            parallel::inputs_share(run.spec, run.inputs, r, parts), {})
+                            parallel::inputs_share(run.spec, run.inputs, r, parts), grouped)
                       .output);
   const Tensor out = *backend->project_output(*run.spec.out, side_by_side(ctx));
   EXPECT_TRUE(bitwise_equal(out, whole)) << backend_name << " " << parts << " shares, " << threads << " threads: " << json;
@@ -128,6 +132,19 @@ TEST(HeadsShare, CpuChunkedOnOneSideOnly) {
   check("cpu", json, 2, 1);
   check("cpu", json, 2, 2);
   cpu::chunk_policy() = saved;
+}
+
+// Without the option the cpu backend makes one call over all heads: other
+// bits (OpenBLAS rounds by the call's shape), within float32 rounding.
+TEST(HeadsShare, CpuUngroupedIsWithinFloat32Rounding) {
+  PreparedRun run = prepare_run(parse_config(ordered_json::parse(llama(128, 8, 2, 16, 70, true)), ".", "x"));
+  auto backend = make_backend("cpu", ordered_json::object(), "backend");
+  RunOptions grouped;
+  grouped.group_projections = true;
+  const Tensor a = backend->run(run.spec, run.inputs, {}).output, b = backend->run(run.spec, run.inputs, grouped).output;
+  ASSERT_EQ(a.shape(), b.shape());
+  for (int64_t i = 0; i < a.numel(); ++i)
+    ASSERT_NEAR(a.get_f64(i), b.get_f64(i), 2e-6 + 1e-5 * std::abs(b.get_f64(i))) << "element " << i;
 }
 
 TEST(HeadsShare, ReferenceMatchesOneProcessBitwise) {

@@ -57,11 +57,13 @@ class TwoHosts {
   bool ok_ = false;
 };
 
-std::string config(bool parallel) {
-  return R"({"variant": "llama_attention", "params": {"hidden_size": 256, "num_attention_heads": 16,
+// `ranks` 1: the one-process run (head-parallel on one rank, the same
+// grouped projection calls).
+std::string config(int ranks) {
+  return std::string(R"({"variant": "llama_attention", "params": {"hidden_size": 256, "num_attention_heads": 16,
     "num_key_value_heads": 4, "head_dim": 16, "attention_bias": true}, "weights": {"init": "torch", "seed": 5},
-    "inputs": {"seed": 6, "x": {"randn": [3, 300, 256]}}, "backend": {"name": "cpu", "threads": 1})" +
-         std::string(parallel ? R"(, "parallel": {"heads": 2}})" : "}");
+    "inputs": {"seed": 6, "x": {"randn": [3, 300, 256]}}, "backend": {"name": "cpu", "threads": 1})") +
+         R"(, "parallel": {"heads": )" + std::to_string(ranks) + "}}";
 }
 
 TEST(TwoHostsOverTcp, HeadParallelMatchesOneProcess) {
@@ -73,8 +75,8 @@ TEST(TwoHostsOverTcp, HeadParallelMatchesOneProcess) {
 
   test::TempDir dir;
   const std::string one = dir.file("one.json"), two = dir.file("two.json"), agent = dir.file("agent.sh");
-  test::write_text(one, config(false));
-  test::write_text(two, config(true));
+  test::write_text(one, config(1));
+  test::write_text(two, config(2));
   // OpenMPI calls its rsh agent as `agent HOST COMMAND...`; the only other
   // host is namespace B.
   test::write_text(agent, "#!/bin/sh\nshift\nexec ip netns exec " + hosts.b() + " sh -c \"$*\"\n");

@@ -71,7 +71,7 @@ class CpuBackend : public Backend {
     const bool kv_same = same_data(in.key, in.value);
     const bool qkv_same = kv_same && same_data(in.query, in.key);
     PlanKey key{spec.uid, in.query.shape(), in.key.shape(), in.value.shape(), in.mask ? in.mask->shape() : Shape{},
-                opt.need_weights, opt.collect_stages, qkv_same, kv_same};
+                opt.need_weights, opt.collect_stages, opt.group_projections, qkv_same, kv_same};
     auto it = plans_.find(key);
     if (it != plans_.end() && cpu::plan_matches(pool_, *it->second, spec)) {
       ++stats_.hits;

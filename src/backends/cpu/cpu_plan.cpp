@@ -143,18 +143,21 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
     p.layout = Layout::kSeparate;
   p.kv_fused = p.layout != Layout::kFusedQKV && key.kv_same && spec.k_in() == spec.v_in();
 
-  // One sgemm per key/value group, [Wq_g; Wk_g; Wv_g] (cpu_projection.h):
-  // the calls a head-parallel rank holding that group makes too.
+  // Asked for (RunOptions::group_projections): one sgemm per key/value
+  // group, [Wq_g; Wk_g; Wv_g] (cpu_projection.h), the calls a head-parallel
+  // rank holding that group makes too. Otherwise one call over all heads.
+  const bool grouped = key.group_projections;
+  auto blocks = [&](std::vector<int64_t> b) { return grouped ? b : std::vector<int64_t>{}; };
   const int64_t bq = spec.num_heads / spec.num_kv_heads * spec.head_dim, bk = spec.head_dim, bv = spec.head_dim_v;
   if (p.layout == Layout::kFusedQKV) {
-    p.lin.push_back(pack_stacked({&spec.q, &spec.k, &spec.v}, {bq, bk, bv}));
+    p.lin.push_back(pack_stacked({&spec.q, &spec.k, &spec.v}, blocks({bq, bk, bv})));
   } else {
-    p.lin.push_back(pack_stacked({&spec.q}, {bq}));
+    p.lin.push_back(pack_stacked({&spec.q}, blocks({bq})));
     if (p.kv_fused) {
-      p.lin.push_back(pack_stacked({&spec.k, &spec.v}, {bk, bv}));
+      p.lin.push_back(pack_stacked({&spec.k, &spec.v}, blocks({bk, bv})));
     } else {
-      p.lin.push_back(pack_stacked({&spec.k}, {bk}));
-      p.lin.push_back(pack_stacked({&spec.v}, {bv}));
+      p.lin.push_back(pack_stacked({&spec.k}, blocks({bk})));
+      p.lin.push_back(pack_stacked({&spec.v}, blocks({bv})));
     }
   }
   if (spec.out) p.out = std::make_unique<PackedLinear>(pack_linear(*spec.out));

@@ -17,11 +17,13 @@ struct PlanKey {
   uint64_t spec = 0;  // AttentionSpec::uid
   Shape query, key, value, mask;  // mask empty: none
   bool need_weights = false, collect_stages = false;
+  bool group_projections = false;  // RunOptions::group_projections
   bool qkv_same = false;  // query, key and value held the same data
   bool kv_same = false;   // key and value did
   bool operator<(const PlanKey& o) const {
-    return std::tie(spec, query, key, value, mask, need_weights, collect_stages, qkv_same, kv_same) <
-           std::tie(o.spec, o.query, o.key, o.value, o.mask, o.need_weights, o.collect_stages, o.qkv_same, o.kv_same);
+    return std::tie(spec, query, key, value, mask, need_weights, collect_stages, group_projections, qkv_same, kv_same) <
+           std::tie(o.spec, o.query, o.key, o.value, o.mask, o.need_weights, o.collect_stages, o.group_projections, o.qkv_same,
+                    o.kv_same);
   }
 };
 

@@ -43,12 +43,12 @@ inline void transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd)
 
 namespace flash_detail {
 
-void pack_qt(const float* q, int64_t ldq, int64_t nq, int64_t nql, int64_t dh, float* qt) {
-  const int64_t full_rows = nq / 8 * 8, full_cols = dh / 8 * 8;
+void transpose_rows(const float* src, int64_t lds, int64_t n, int64_t np, int64_t d, float* dst, int64_t ldd) {
+  const int64_t full_rows = n / 8 * 8, full_cols = d / 8 * 8;
   for (int64_t r = 0; r < full_rows; r += 8)
-    for (int64_t d = 0; d < full_cols; d += 8) transpose8x8(q + r * ldq + d, ldq, qt + d * kBr + r, kBr);
-  for (int64_t ii = 0; ii < nql; ++ii)
-    for (int64_t d = ii < full_rows ? full_cols : 0; d < dh; ++d) qt[d * kBr + ii] = ii < nq ? q[ii * ldq + d] : 0.0f;
+    for (int64_t c = 0; c < full_cols; c += 8) transpose8x8(src + r * lds + c, lds, dst + c * ldd + r, ldd);
+  for (int64_t r = 0; r < np; ++r)
+    for (int64_t c = r < full_rows ? full_cols : 0; c < d; ++c) dst[c * ldd + r] = r < n ? src[r * lds + c] : 0.0f;
 }
 
 // src holds flattened rows from row0 on; rows past S: the bias row, or
@@ -129,6 +129,7 @@ void FlashScratch::resize(int64_t dh, int64_t dv) {
   st.assign(kBc * kBr, 0.0f);
   mt.assign(kBc * kBr, 0.0f);
   kl.assign(kBc * dh, 0.0f);
+  kt.assign(dh * kBc, 0.0f);
   vl.assign(kBc * dvp, 0.0f);
   o.assign(n * kBr * dvp, 0.0f);
   m.assign(n * kBr, 0.0f);

@@ -53,7 +53,8 @@ struct FlashScratch {
   std::vector<float> qt;   // [dh, kBr]   Q block transposed: score lanes are queries
   std::vector<float> st;   // [kBc, kBr]  scores, then probabilities, transposed
   std::vector<float> mt;   // [kBc, kBr]  additive mask block, transposed
-  std::vector<float> kl;   // [kBc, dh]   key block (edge blocks padded with extras / zeros)
+  std::vector<float> kl;   // [kBc, dh]   key block past S (padded with extras / zeros)
+  std::vector<float> kt;   // [dh, kBc]   key block transposed: the score tile broadcasts a column
   std::vector<float> vl;   // [kBc, dvp]  value block, dv padded to the kernel's tile width
   std::vector<float> o;    // [kBr, dvp]  unnormalised context accumulator
   std::vector<float> m, l, alpha;  // [kBr] running max (log2 units), row sum, rescale

@@ -26,8 +26,10 @@ namespace flash_detail {
 
 constexpr int64_t kMaxTileWidth = 32;  // the widest kernel's tile: dv is padded to a multiple of its width
 
-// qt[d * kBr + ii] = q row ii, column d, for ii < nq; zero for ii in [nq, nql).
-void pack_qt(const float* q, int64_t ldq, int64_t nq, int64_t nql, int64_t dh, float* qt);
+// dst[c * ldd + r] = src[r * lds + c] for rows r < n and columns c < d;
+// zero for rows r in [n, np). Q and K blocks become [d, rows] so that the
+// score tile's lanes are queries and its broadcasts one key column.
+void transpose_rows(const float* src, int64_t lds, int64_t n, int64_t np, int64_t d, float* dst, int64_t ldd);
 // Rows [j0, j0 + n) of kv head g of batch b into a dense [n, ldl] block:
 // rows past S take the bias row (index S) or zeros, columns past d are zero.
 void load_rows(const float* src, int64_t ld, int64_t row0, const float* bias, int64_t b, int64_t S, int64_t g,

@@ -1,3 +1,6 @@
+// What both flash kernel instances share (cpu_flash_kernel.h): packing, mask
+// geometry, dropout, the final normalisation, the scratch, and the run-time
+// choice of instance. Built with the baseline AVX2+FMA flags only.
 #include "backends/cpu/cpu_flash.h"
 
 #include <immintrin.h>

@@ -34,7 +34,18 @@ the additive causal mask, softmax, matmul, o_proj); mha runs
 projections alone on both sides: PyTorch's as F.linear calls, mha's as
 the same layer with sliding_window 1 (one key per query: the attention
 costs next to nothing, so the time is the projections plus the rope), and
-reports that rate against the sgemm probe of the same run.
+reports that rate against the sgemm probe of the same run, and the
+attention alone: (torch layer - torch projections) / (mha layer - mha
+projections-only pass).
+
+    /usr/bin/python3 scripts/bench_vs_torch.py --gqa-core 4096x4096/32:8 [--threads 2] [-r 3] [--rounds 5]
+
+The attention core alone, measured directly rather than as a difference of
+two whole-layer timings (which a loaded machine swamps): Hugging Face's
+eager GQA attention (repeat_kv, Q.K^T, the additive causal mask, softmax,
+P.V) on random Q/K/V against the cpu flash kernel on the same shape
+(build/mha_flash_bench), alternating which goes first, --rounds rounds;
+each row gives wall and CPU-time medians, then the median speed-up.
 """
 import argparse
 import json
@@ -261,8 +272,8 @@ def gqa_prefill(args):
     rows = []
     print(f"torch {torch.__version__}, {args.threads} threads, GQA prefill (causal, llama_attention, cpu)")
     print("| shape | torch eager ms | mha ms | speed-up | torch proj ms | mha proj ms | proj GFLOP/s | "
-          "% sgemm | sgemm GFLOP/s | mha attention share |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "% sgemm | sgemm GFLOP/s | mha attention share | attention alone speed-up |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for s in args.gqa_prefill.split(","):
         n, e, h, kv = gqa_shape(s)
         d = e // h
@@ -273,11 +284,80 @@ def gqa_prefill(args):
         proj_flops = 2.0 * n * e * (2 * h * d + 2 * kv * d)
         proj_gflops = proj_flops / (m_proj * 1e6)
         share = 1.0 - m_proj / m_full
+        # Attention alone: each side's layer minus its projections-only pass.
+        attn = (t_full - t_proj) / (m_full - m_proj) if m_full > m_proj else float("nan")
         print(f"| {n}x{e}/{h}:{kv} | {t_full:.0f} | {m_full:.0f} | {t_full / m_full:.2f}x | {t_proj:.0f} | {m_proj:.0f} | "
-              f"{proj_gflops:.1f} | {100 * proj_gflops / sgemm:.1f} | {sgemm:.1f} | {100 * share:.0f}% |")
+              f"{proj_gflops:.1f} | {100 * proj_gflops / sgemm:.1f} | {sgemm:.1f} | {100 * share:.0f}% | {attn:.2f}x |")
         sys.stdout.flush()
         rows.append({"shape": s, "torch_ms": t_full, "torch_proj_ms": t_proj, "mha_ms": m_full, "mha_proj_ms": m_proj,
-                     "proj_gflops": proj_gflops, "sgemm_gflops": sgemm, "speedup": t_full / m_full})
+                     "proj_gflops": proj_gflops, "sgemm_gflops": sgemm, "speedup": t_full / m_full,
+                     "attention_speedup": attn})
+    return rows
+
+
+def torch_gqa_core_ms(n, h, kv, d, reps):
+    """(wall ms, CPU ms) medians of Hugging Face's eager GQA attention core:
+    repeat_kv, Q.K^T * scale, + the additive causal mask (built once,
+    outside the timing), float32 softmax, P.V."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_oracle import llama_repeat_kv
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, h, n, d), torch.randn(1, kv, n, d), torch.randn(1, kv, n, d)
+    mask = torch.zeros(1, 1, n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1),
+                                               torch.finfo(torch.float32).min)
+
+    def core():
+        kk, vv = llama_repeat_kv(k, h // kv), llama_repeat_kv(v, h // kv)
+        w = torch.matmul(q, kk.transpose(2, 3)) * d ** -0.5 + mask
+        return torch.matmul(torch.softmax(w, dim=-1, dtype=torch.float32), vv)
+
+    with torch.inference_mode():
+        core()  # warm-up
+        wall, cpu = [], []
+        for _ in range(reps):
+            t0, c0 = time.perf_counter(), time.process_time()
+            core()
+            wall.append((time.perf_counter() - t0) * 1e3)
+            cpu.append((time.process_time() - c0) * 1e3)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def mha_flash_core_ms(binary, n, h, kv, d, reps, threads):
+    """(wall ms, CPU ms, ISA) of mha_flash_bench: the cpu flash kernel alone."""
+    out = subprocess.run([binary, str(n), str(h), str(kv), str(d), str(threads), str(reps)], check=True,
+                         capture_output=True, text=True).stdout
+    m = re.search(r"flash (\w+) .*wall median ([0-9.]+) ms .*cpu median ([0-9.]+) ms", out)
+    if not m:
+        raise SystemExit(f"mha_flash_bench: unexpected output:\n{out}")
+    return float(m.group(2)), float(m.group(3)), m.group(1)
+
+
+def gqa_core(args):
+    """The attention core alone, PyTorch eager vs mha's flash kernel, in
+    alternating order for --rounds rounds; ratios of wall and CPU time."""
+    rows = []
+    print(f"torch {torch.__version__}, {args.threads} threads, GQA attention core (causal), {args.rounds} rounds")
+    print("| shape | round | load | torch ms | mha ms | speed-up | torch CPU ms | mha CPU ms | CPU-time ratio | mha ISA |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for s in args.gqa_core.split(","):
+        n, e, h, kv = gqa_shape(s)
+        d = e // h
+        ratios = []
+        for r in range(args.rounds):
+            load = os.getloadavg()[0]
+            if r % 2 == 0:
+                tw, tc = torch_gqa_core_ms(n, h, kv, d, args.repetitions)
+                mw, mc, isa = mha_flash_core_ms(args.flash_bench, n, h, kv, d, args.repetitions, args.threads)
+            else:
+                mw, mc, isa = mha_flash_core_ms(args.flash_bench, n, h, kv, d, args.repetitions, args.threads)
+                tw, tc = torch_gqa_core_ms(n, h, kv, d, args.repetitions)
+            ratios.append(tw / mw)
+            print(f"| {n}x{e}/{h}:{kv} | {r} | {load:.1f} | {tw:.0f} | {mw:.0f} | {tw / mw:.2f}x | {tc:.0f} | {mc:.0f} | "
+                  f"{tc / mc:.2f}x | {isa} |")
+            sys.stdout.flush()
+            rows.append({"shape": s, "round": r, "load": load, "torch_ms": tw, "mha_ms": mw, "torch_cpu_ms": tc,
+                         "mha_cpu_ms": mc, "speedup": tw / mw, "isa": isa})
+        print(f"median speed-up {statistics.median(ratios):.2f}x (range {min(ratios):.2f}-{max(ratios):.2f}x)")
     return rows
 
 
@@ -292,12 +372,17 @@ def main():
                     help="decode rows HIDDEN/HEADS/KV_HEADS/HEAD_DIM@DEPTH, comma list ('' for none)")
     ap.add_argument("--decode-steps", type=int, default=16)
     ap.add_argument("--cache-dtypes", default="float32,bfloat16")
+    ap.add_argument("--gqa-core", metavar="SHAPES",
+                    help="attention core alone (SxE/H:KV, causal): PyTorch's eager GQA attention against "
+                         "mha's flash kernel (mha_flash_bench), --rounds times in alternating order")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--flash-bench", default=os.path.join(os.path.dirname(__file__), "..", "build", "mha_flash_bench"))
     ap.add_argument("--gqa-prefill", metavar="SHAPES",
                     help="GQA prefill rows (SxE/H:KV, comma list) instead of the nn.MultiheadAttention rows")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    if args.gqa_prefill:
-        rows = gqa_prefill(args)
+    if args.gqa_prefill or args.gqa_core:
+        rows = (gqa_prefill(args) if args.gqa_prefill else []) + (gqa_core(args) if args.gqa_core else [])
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(rows, f, indent=2)

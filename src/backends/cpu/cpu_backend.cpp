@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_decode.h"
 #include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/cpu_flash.h"
+#include "backends/cpu/cpu_flash_kernel.h"
 #include "backends/cpu/cpu_flash_run.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_plain.h"
@@ -37,15 +38,16 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   CacheStats cache_stats() const override { return stats_; }
   nlohmann::json describe() const override {
-    // simd (what `mha bench` rows report): the flash kernel is built for
-    // AVX2+FMA (no run-time choice); the decode kernel and OpenBLAS's GEMM
-    // kernel are chosen for this CPU at run time.
+    // simd (what `mha bench` rows report): the flash and decode kernels and
+    // OpenBLAS's GEMM kernel are each chosen for this CPU at run time.
     return {{"threads", threads_},
             {"blas", "OpenBLAS"},
             {"block_queries", cpu::kBr},
             {"block_keys", cpu::kBc},
+            {"heads_per_task", cpu::kHeadsPerTask},
+            {"flash_simd", cpu::flash_kernel_isa()},
             {"decode_simd", cpu::decode_kernel_isa()},
-            {"simd", std::string("flash avx2+fma, decode ") + cpu::decode_kernel_isa() + ", OpenBLAS " +
+            {"simd", std::string("flash ") + cpu::flash_kernel_isa() + ", decode " + cpu::decode_kernel_isa() + ", OpenBLAS " +
                          openblas_get_corename()}};
   }
 

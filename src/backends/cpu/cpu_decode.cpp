@@ -194,9 +194,10 @@ class CpuDecode : public DecodeSession {
       for (FlashScratch& s : flash_) s.resize(a.dh, dv);
     }
     const int64_t nqb = flash_query_blocks(n);
-    pool_.parallel_for(a.B * H * nqb, [&](int64_t t, int thread) {
-      const int64_t qb = nqb - 1 - t % nqb, bh = t / nqb;  // longest (causal) blocks first
-      flash_block(a, bh / H, bh % H, qb, flash_[thread]);
+    const int64_t sets = flash_head_sets(H, a.Hkv);
+    pool_.parallel_for(a.B * sets * nqb, [&](int64_t t, int thread) {
+      const int64_t qb = nqb - 1 - t % nqb, bs = t / nqb;  // longest (causal) blocks first
+      flash_block(a, bs / sets, bs % sets, qb, flash_[thread]);
     });
   }
 

@@ -1,7 +1,9 @@
 #pragma once
-// Blockwise (flash) attention: one task = one (batch, head, block of kBr
-// queries); it streams key/value blocks of kBc rows with an online softmax,
-// so memory stays O(s*d) and no [L, S] matrix is ever formed.
+// Blockwise (flash) attention: one task = one (batch, head set, block of
+// kBr queries), a head set being up to kHeadsPerTask query heads of one KV
+// group; it streams key/value blocks of kBc rows, packed once for the set's
+// heads, with an online softmax, so memory stays O(s*d) and no [L, S]
+// matrix is ever formed.
 #include <cstdint>
 #include <vector>
 
@@ -9,8 +11,13 @@
 
 namespace mha::cpu {
 
-constexpr int64_t kBr = 96;  // queries per task: a multiple of 16 (score lanes) and 6 (P·V tile rows)
-constexpr int64_t kBc = 96;  // keys per block: a multiple of 6 (score tile rows)
+// Multiples of both kernels' tiles (cpu_flash_kernel.h): AVX2 6x16, AVX-512 12x32.
+constexpr int64_t kBr = 96;  // queries per task: whole score-tile lane groups and P·V tile rows
+constexpr int64_t kBc = 96;  // keys per block: whole score-tile rows
+// Query heads per task at most: with grouped-query attention the heads of
+// one KV group share each packed key/value block; four keep a task's
+// scratch (Q blocks and accumulators) within L2 at head_dim 128.
+constexpr int64_t kHeadsPerTask = 4;
 
 // Projected tensors as the projection GEMMs leave them, addressed by row
 // stride so the fused [B*L, Eq+Ek+Ev] buffer needs no repacking:
@@ -42,18 +49,25 @@ struct FlashArgs {
 
 // Per-thread scratch, sized once per plan.
 struct FlashScratch {
+  // Per head of the set: qt, o, m, l, alpha (kHeadsPerTask copies).
   std::vector<float> qt;   // [dh, kBr]   Q block transposed: score lanes are queries
   std::vector<float> st;   // [kBc, kBr]  scores, then probabilities, transposed
   std::vector<float> mt;   // [kBc, kBr]  additive mask block, transposed
-  std::vector<float> kl;   // [kBc, dh]   key block (edge blocks padded with extras / zeros)
-  std::vector<float> vl;   // [kBc, dvp]  value block, dv padded to a multiple of 16
+  std::vector<float> kl;   // [kBc, dh]   key block past S (padded with extras / zeros)
+  std::vector<float> kt;   // [dh, kBc]   key block transposed: the score tile broadcasts a column
+  std::vector<float> vl;   // [kBc, dvp]  value block, dv padded to the kernel's tile width
   std::vector<float> o;    // [kBr, dvp]  unnormalised context accumulator
   std::vector<float> m, l, alpha;  // [kBr] running max (log2 units), row sum, rescale
   void resize(int64_t dh, int64_t dv);
 };
 
 int64_t flash_query_blocks(int64_t L);
-// Queries [qb*kBr, min(L, (qb+1)*kBr)) of batch b, head h.
-void flash_block(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScratch& s);
+// Head sets per batch: each KV group's H / Hkv query heads in sets of at
+// most kHeadsPerTask.
+int64_t flash_head_sets(int64_t H, int64_t Hkv);
+// Queries [qb*kBr, min(L, (qb+1)*kBr)) of batch b, for the heads of head
+// set hs (< flash_head_sets), by the widest kernel this CPU runs
+// (cpu_flash_kernel.h).
+void flash_block(const FlashArgs& a, int64_t b, int64_t hs, int64_t qb, FlashScratch& s);
 
 }  // namespace mha::cpu

@@ -6,14 +6,14 @@ namespace mha::cpu {
 
 namespace {
 
-// Runs query blocks [qb0, qb1) of batches [b0, b1) for every head. Under a
+// Runs query blocks [qb0, qb1) of batches [b0, b1) for every head set. Under a
 // causal mask the last query blocks carry the most keys: they are handed out
 // first so the dynamic schedule ends on small tasks.
 void run_blocks(ThreadPool& pool, const FlashArgs& a, Plan& plan, int64_t b0, int64_t b1, int64_t qb0, int64_t qb1) {
-  const int64_t nq = qb1 - qb0;
-  pool.parallel_for((b1 - b0) * a.H * nq, [&](int64_t t, int thread) {
-    const int64_t qb = qb1 - 1 - t % nq, bh = t / nq;
-    flash_block(a, b0 + bh / a.H, bh % a.H, qb, plan.scratch[thread]);
+  const int64_t nq = qb1 - qb0, sets = flash_head_sets(a.H, a.Hkv);
+  pool.parallel_for((b1 - b0) * sets * nq, [&](int64_t t, int thread) {
+    const int64_t qb = qb1 - 1 - t % nq, bs = t / nq;
+    flash_block(a, b0 + bs / sets, bs % sets, qb, plan.scratch[thread]);
   });
 }
 

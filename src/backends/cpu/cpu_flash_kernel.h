@@ -1,0 +1,53 @@
+#pragma once
+// The flash block kernel per ISA. The algorithm (cpu_flash_kernel.inc) is
+// compiled twice: cpu_flash_avx2.cpp (8-float vectors, 6x16 tiles) and
+// cpu_flash_avx512.cpp (16-float vectors, 12x32 tiles; only that file gets
+// the AVX-512 flags, CMakeLists.txt). flash_kernel() picks one from the CPU
+// at run time, so the binary runs on any x86-64 with AVX2 and FMA.
+//
+// The helpers below hold the scalar and layout work both kernels share
+// (packing, mask geometry, dropout, the final normalisation). They are
+// compiled once, in cpu_flash.cpp with the baseline flags, so that no inline
+// function is ever compiled with two different instruction sets.
+#include <cstdint>
+
+#include "backends/cpu/cpu_flash.h"
+
+namespace mha::cpu {
+
+using FlashKernel = void (*)(const FlashArgs&, int64_t b, int64_t h, int64_t qb, FlashScratch&);
+void flash_block_avx2(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScratch& s);
+void flash_block_avx512(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScratch& s);
+// The widest kernel this CPU runs, and its name ("avx512" or "avx2").
+FlashKernel flash_kernel();
+const char* flash_kernel_isa();
+
+namespace flash_detail {
+
+constexpr int64_t kMaxTileWidth = 32;  // the widest kernel's tile: dv is padded to a multiple of its width
+
+// dst[c * ldd + r] = src[r * lds + c] for rows r < n and columns c < d;
+// zero for rows r in [n, np). Q and K blocks become [d, rows] so that the
+// score tile's lanes are queries and its broadcasts one key column.
+void transpose_rows(const float* src, int64_t lds, int64_t n, int64_t np, int64_t d, float* dst, int64_t ldd);
+// Rows [j0, j0 + n) of kv head g of batch b into a dense [n, ldl] block:
+// rows past S take the bias row (index S) or zeros, columns past d are zero.
+void load_rows(const float* src, int64_t ld, int64_t row0, const float* bias, int64_t b, int64_t S, int64_t g,
+               int64_t d, int64_t j0, int64_t n, float* dst, int64_t ldl);
+// Query lanes [lo[j], hi[j]) of key row j0 + j (j < nkp) survive the causal /
+// window rule and the padding (rows j >= nk see nothing); returns whether
+// any row is cut at all.
+bool visible_lanes(const MaskRule& rule, int64_t i0, int64_t j0, int64_t nk, int64_t nkp, int64_t nql, int32_t* lo,
+                   int32_t* hi);
+// mt[j * kBr + ii] = the additive mask of (query i0 + ii, key j0 + j) in
+// log2 units, zero outside [0, nq) x [0, nk).
+void pack_mask(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t j0, int64_t nq, int64_t nql, int64_t nk,
+               int64_t nkp, float* mt);
+// Zeroes the dropped probabilities st[j * kBr + ii].
+void apply_dropout(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t j0, int64_t nq, int64_t nk, float* st);
+// ctx rows of queries i0 .. i0 + nq of head h = o [nq, ldo] / l.
+void write_context(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t nq, const float* o, int64_t ldo,
+                   const float* l);
+
+}  // namespace flash_detail
+}  // namespace mha::cpu

@@ -133,7 +133,39 @@ int backend_threads(const nlohmann::json& info, const Row& row) {
   return row.threads > 0 ? row.threads : hardware_threads();
 }
 
-// tokens/s of each timed run: mean and sample standard deviation.
+
+ShapeRecipe recipe_for_row(const Row& row) {
+  const bool phased = row.phase != Phase::Forward;
+  ShapeRequest shape;
+  shape.hidden = row.hidden, shape.heads = row.heads, shape.causal = row.causal || phased;
+  shape.seq = phased ? row.depth + row.seq : row.seq;  // positions the row reaches (rope tables)
+  shape.kv_heads = row.kv_heads;
+  try {
+    return recipe_for_shape(row.variant, shape);
+  } catch (const InputError&) {
+    throw InputError("--variant: unknown variant '" + printable(row.variant) + "'");
+  }
+}
+
+void build_run(const Row& row, const ShapeRecipe& recipe, PreparedRun& run) {
+  run.config.variant = row.variant;
+  run.config.params = recipe.params;
+  run.variant = make_variant(row.variant, recipe.params);
+  run.options = run.variant->parse_options(recipe.options);
+  run.weights = load_weights(*run.variant, WeightsConfig{});
+  run.spec = run.variant->build_spec(run.weights, run.options);
+}
+
+// Self-attention inputs: one torch.rand x [batch, seq, hidden] for every input the variant takes.
+void forward_inputs(const Row& row, const ShapeRecipe& recipe, TorchGenerator& gen, PreparedRun& run) {
+  Tensor x = gen.rand({row.batch, row.seq, row.hidden});
+  TensorMap inputs;
+  for (const std::string& name : recipe.x_inputs) inputs[name] = x;
+  run.inputs = run.variant->build_inputs(inputs, run.options);
+}
+
+}  // namespace
+
 void tokens_per_second(Result& res, double tokens_per_run) {
   const std::vector<double>& ms = res.timing.cached_ms;
   if (ms.empty()) return;
@@ -144,23 +176,21 @@ void tokens_per_second(Result& res, double tokens_per_run) {
   res.tokens_per_s_sd = ms.size() > 1 ? std::sqrt(sq / (ms.size() - 1)) : 0.0;
 }
 
-}  // namespace
+std::string prepare_forward(const Row& row, PreparedRun& run) {
+  const ShapeRecipe recipe = recipe_for_row(row);
+  if (!recipe.why_not.empty()) return recipe.why_not;
+  build_run(row, recipe, run);
+  TorchGenerator gen(0);
+  forward_inputs(row, recipe, gen, run);
+  return "";
+}
 
 Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& rates, const BackendFactory& make) {
   Result res;
   res.row = row;
   res.timestamp = utc_timestamp();
   const bool phased = row.phase != Phase::Forward;
-  ShapeRequest shape;
-  shape.hidden = row.hidden, shape.heads = row.heads, shape.causal = row.causal || phased;
-  shape.seq = phased ? row.depth + row.seq : row.seq;  // positions the row reaches (rope tables)
-  shape.kv_heads = row.kv_heads;
-  ShapeRecipe recipe;
-  try {
-    recipe = recipe_for_shape(row.variant, shape);
-  } catch (const InputError&) {
-    throw InputError("--variant: unknown variant '" + printable(row.variant) + "'");
-  }
+  const ShapeRecipe recipe = recipe_for_row(row);
   const nlohmann::ordered_json options = row.effective_backend_options();
   std::unique_ptr<Backend> backend;
   try {
@@ -182,12 +212,7 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
     return res;
   }
   PreparedRun run;
-  run.config.variant = row.variant;
-  run.config.params = recipe.params;
-  run.variant = make_variant(row.variant, recipe.params);
-  run.options = run.variant->parse_options(recipe.options);
-  run.weights = load_weights(*run.variant, WeightsConfig{});
-  run.spec = run.variant->build_spec(run.weights, run.options);
+  build_run(row, recipe, run);
   TorchGenerator gen(0);
   const int64_t w = row.max_warmup >= 0 ? std::min(warmup, row.max_warmup) : warmup;
   const int64_t n = row.max_repetitions > 0 ? std::min(repetitions, row.max_repetitions) : repetitions;
@@ -195,10 +220,7 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
   // A prefill at depth 0 is one causal forward pass over the prompt: it
   // runs on every backend, decode or not.
   if (!phased || (row.phase == Phase::Prefill && row.depth == 0)) {
-    Tensor x = gen.rand({row.batch, row.seq, row.hidden});
-    TensorMap inputs;
-    for (const std::string& name : recipe.x_inputs) inputs[name] = x;
-    run.inputs = run.variant->build_inputs(inputs, run.options);
+    forward_inputs(row, recipe, gen, run);
     if (auto why = backend->supports(run.spec, run.inputs)) {
       res.skipped = *why;
       return res;

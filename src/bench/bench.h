@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,23 @@ struct Row {
   nlohmann::ordered_json effective_backend_options() const;
 };
 
+// What a row of `mha bench --parallel heads|sequence` adds (bench_parallel.h):
+// a one-process baseline row (mode empty, ranks 1, the sweep's threads x
+// ranks threads) or a row across every MPI rank.
+struct ParallelStats {
+  std::optional<ParallelConfig::Mode> mode;  // nullopt: the one-process baseline
+  int ranks = 1;
+  int threads_per_rank = 0;
+  // Parallel rows: 100 x the baseline's median / this row's median, the
+  // baseline being one process with ranks x threads_per_rank threads.
+  double efficiency_percent = 0;
+  double baseline_median_ms = 0;
+  int baseline_threads = 0;
+  int64_t passes = 0;                        // first + warmup + timed passes the bytes cover
+  std::vector<int64_t> bytes_sent_per_rank;  // bytes each rank sent during the row
+  double peak_mib_max = 0;                   // the largest rank's peak (Result::peak_mib is rank 0's)
+};
+
 struct Result {
   Row row;
   Timing timing;            // per timed run: the whole pass / prompt / N steps
@@ -67,6 +85,7 @@ struct Result {
   bool peak_per_row = true;      // false: the reset was refused; peak_mib is the process's high-water mark
   std::string timestamp;         // UTC ISO 8601, when the row started
   std::string skipped;           // why the row could not run, else empty
+  std::optional<ParallelStats> parallel;  // rows of a --parallel sweep
 };
 
 // The default suite: the seed 002 shape (8x384x1024, 16 heads) on cpu and on
@@ -89,6 +108,13 @@ BackendFactory default_backend_factory();
 // and the inputs (torch.rand, self-attention), then times it.
 Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& rates,
                const BackendFactory& make_backend = default_backend_factory());
+
+// The variant, init-torch weights and torch.rand inputs of a forward row, as
+// run_row times them; "" or why the variant cannot take the row's shape.
+std::string prepare_forward(const Row& row, PreparedRun& run);
+
+// res.tokens_per_s(_sd): mean and sample standard deviation over the timed runs.
+void tokens_per_second(Result& res, double tokens_per_run);
 
 // md, csv, json or jsonl. `sgemm_gflops`: the probe at the default thread
 // count, for the md header and the json document.

@@ -2,6 +2,7 @@
 // machine-readable row carries where and how it ran (build, CPU, SIMD path,
 // threads, time, backend options) so rows collected from many runs stay
 // comparable.
+#include <algorithm>
 #include <cstdio>
 
 #include "bench/bench.h"
@@ -40,6 +41,31 @@ std::string num(double v, const char* fmt) {
   return buf;
 }
 
+const char* mode_name(const ParallelStats& p) {
+  if (!p.mode) return "one-process";
+  return *p.mode == ParallelConfig::Mode::Sequence ? "sequence" : "heads";
+}
+
+int64_t max_bytes(const ParallelStats& p) {
+  int64_t m = 0;
+  for (int64_t b : p.bytes_sent_per_rank) m = std::max(m, b);
+  return m;
+}
+
+// The --parallel columns, as text for the csv and md tables.
+std::string bytes_list(const ParallelStats& p) {
+  std::string s;
+  for (std::size_t i = 0; i < p.bytes_sent_per_rank.size(); ++i)
+    s += (i ? ";" : "") + std::to_string(p.bytes_sent_per_rank[i]);
+  return s;
+}
+
+bool any_parallel(const std::vector<Result>& results) {
+  for (const Result& r : results)
+    if (r.parallel) return true;
+  return false;
+}
+
 }  // namespace
 
 nlohmann::json result_json(const Result& r) {
@@ -56,6 +82,12 @@ nlohmann::json result_json(const Result& r) {
   j["threads"] = r.threads;
   j["timestamp"] = r.timestamp;
   j["backend_options"] = w.effective_backend_options();
+  if (r.parallel) {
+    const ParallelStats& p = *r.parallel;
+    j["mode"] = mode_name(p);
+    j["ranks"] = p.ranks;
+    j["threads_per_rank"] = p.threads_per_rank;
+  }
   if (!r.skipped.empty()) {
     j["skipped"] = r.skipped;
     return j;
@@ -73,8 +105,51 @@ nlohmann::json result_json(const Result& r) {
   }
   j["peak_mib"] = r.peak_mib;
   j["peak_scope"] = r.peak_per_row ? "row" : "process";
+  if (r.parallel) {
+    const ParallelStats& p = *r.parallel;
+    j["passes"] = p.passes;
+    j["bytes_sent_per_rank"] = p.bytes_sent_per_rank;
+    j["bytes_sent_max"] = max_bytes(p);
+    j["peak_mib_rank0"] = r.peak_mib;
+    j["peak_mib_max"] = p.peak_mib_max;
+    if (p.mode) {
+      j["baseline_threads"] = p.baseline_threads;
+      j["baseline_median_ms"] = p.baseline_median_ms;
+      j["efficiency_percent"] = p.efficiency_percent;
+    }
+  }
   return j;
 }
+
+namespace {
+
+// The md table of a --parallel sweep: each row's one-process baseline, then
+// the row across the ranks.
+std::string parallel_md(const std::vector<Result>& results) {
+  std::string out =
+      "| variant | backend | shape BxSxE/H[:Hkv] | causal | mode | ranks | threads/rank | median ± sd ms | "
+      "GFLOP/s | efficiency % | MiB sent (max rank) | peak MiB rank 0 / max |\n"
+      "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const Result& r : results) {
+    const Row& w = r.row;
+    const ParallelStats p = r.parallel.value_or(ParallelStats{});
+    std::string head = "| " + w.variant + " | " + w.backend + " | " + shape_text(w) + " | " + (w.causal ? "yes" : "no") +
+                       " | " + mode_name(p) + " | " + std::to_string(p.ranks) + " | " +
+                       std::to_string(p.threads_per_rank) + " | ";
+    if (!r.skipped.empty()) {
+      out += head + "skipped: " + r.skipped + " |||||\n";
+      continue;
+    }
+    const Timing& t = r.timing;
+    out += head + num(t.median_ms, "%.3f") + " ± " + num(t.stddev_ms, "%.3f") + " | " + num(t.gflops_cached(), "%.1f") +
+           " | " + (p.mode ? num(p.efficiency_percent, "%.1f") : std::string("")) + " | " +
+           num(static_cast<double>(max_bytes(p)) / (1 << 20), "%.1f") + " | " + num(r.peak_mib, "%.1f") + " / " +
+           num(p.peak_mib_max, "%.1f") + " |\n";
+  }
+  return out + "\nefficiency: 100 x the one-process row's median / the row's median (same total threads)\n";
+}
+
+}  // namespace
 
 std::string format_table(const std::vector<Result>& results, const std::string& format, double sgemm_gflops) {
   std::string out;
@@ -91,7 +166,11 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
   if (format == "csv") {
     out += "variant,backend,test,batch,seq,depth,hidden,heads,kv_heads,causal,threads,first_ms,mean_ms,stddev_ms,"
            "median_ms,tokens_per_s,tokens_per_s_sd,gflops,sgemm_percent,bandwidth_percent,bytes_per_token,"
-           "sgemm_gflops,read_gbs,peak_mib,peak_scope,cache_dtype,build,cpu,simd,timestamp,backend_options,skipped\n";
+           "sgemm_gflops,read_gbs,peak_mib,peak_scope,cache_dtype,build,cpu,simd,timestamp,backend_options,skipped";
+    const bool par = any_parallel(results);
+    out += par ? ",mode,ranks,threads_per_rank,efficiency_percent,baseline_threads,baseline_median_ms,passes,"
+                 "bytes_sent_max,bytes_sent_per_rank,peak_mib_rank0,peak_mib_max\n"
+               : "\n";
     for (const Result& r : results) {
       const Row& w = r.row;
       const bool ok = r.skipped.empty(), gen = w.phase == Phase::Generate;
@@ -110,6 +189,17 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
           w.phase != Phase::Forward ? cache_dtype_name(w.cache_dtype) : "", csv_field(build_commit()),
           csv_field(cpu_model()), csv_field(r.simd), r.timestamp, csv_field(w.effective_backend_options().dump()),
           csv_field(r.skipped)};
+      if (par) {
+        const ParallelStats p = r.parallel.value_or(ParallelStats{});
+        const bool eff = ok && p.mode.has_value();
+        for (const std::string& x :
+             {std::string(mode_name(p)), std::to_string(p.ranks), std::to_string(p.threads_per_rank),
+              eff ? num(p.efficiency_percent, "%.2f") : "", p.mode ? std::to_string(p.baseline_threads) : "",
+              eff ? num(p.baseline_median_ms, "%.4f") : "", ok ? std::to_string(p.passes) : "",
+              ok ? std::to_string(max_bytes(p)) : "", ok ? bytes_list(p) : "", ok ? num(r.peak_mib, "%.1f") : "",
+              ok ? num(p.peak_mib_max, "%.1f") : ""})
+          f.push_back(x);
+      }
       for (std::size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + f[i];
       out += "\n";
     }
@@ -118,6 +208,7 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
   if (format != "md") throw InputError("-o: expected md, csv, json or jsonl, found '" + format + "'");
   out += "build " + std::string(build_commit()) + ", CPU " + cpu_model() + "\n";
   out += "sgemm: " + num(sgemm_gflops, "%.1f") + " GFLOP/s (OpenBLAS, probed at start)\n\n";
+  if (any_parallel(results)) return out + parallel_md(results);
   out += "| variant | backend | test | shape BxSxE/H[:Hkv] | depth | causal | threads | first ms | mean ± sd ms | "
          "tokens/s ± sd | GFLOP/s | % peak | peak MiB |\n";
   out += "|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n";

@@ -8,9 +8,11 @@
 #include <sstream>
 
 #include "bench/bench.h"
+#include "bench/bench_parallel.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "io/output_set.h"
+#include "parallel/world.h"
 #include "util/error.h"
 #include "util/json_depth.h"
 #include "util/text.h"
@@ -23,6 +25,7 @@ struct BenchFlags {
   std::string variant, backend, batch, seq, hidden, heads, kv_heads, causal, suite, format = "md", output;
   // llama-bench's flags: prompt sizes, generated tokens, depths, threads.
   std::string n_prompt, n_gen, n_depth, threads, kv_cache;
+  std::string parallel;  // heads or sequence: each row across the MPI ranks, after a one-process baseline
   int64_t repetitions = 5, warmup = 1;
   int64_t probe_mib = 0;  // read-bandwidth probe buffer; 0: max(256 MiB, 8x the last-level cache)
   bool no_progress = false;
@@ -153,12 +156,41 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
   return rows;
 }
 
+// --parallel: which split, or none. Every rank reaches the same answer from
+// the same flags, so a refusal here needs no agreement between ranks.
+std::optional<ParallelConfig::Mode> parallel_mode(const BenchFlags& f) {
+  const int n = parallel::size();
+  if (f.parallel.empty()) {
+    if (n > 1)
+      throw InputError("mha bench runs on " + std::to_string(n) +
+                       " MPI ranks: give --parallel heads or --parallel sequence to split each row across them");
+    return std::nullopt;
+  }
+  ParallelConfig::Mode mode;
+  if (f.parallel == "heads") mode = ParallelConfig::Mode::Heads;
+  else if (f.parallel == "sequence") mode = ParallelConfig::Mode::Sequence;
+  else throw InputError("--parallel: expected heads or sequence, found '" + printable(f.parallel) + "'");
+  if (!(f.n_prompt + f.n_gen + f.n_depth + f.kv_cache).empty())
+    throw InputError("--parallel: only forward rows (--seq, --causal) run across ranks; drop -p/-n/-d/--kv-cache");
+  if (!f.suite.empty()) throw InputError("--parallel: takes the sweep flags (--seq, --heads, -t ...), not --suite");
+  return mode;
+}
+
 int bench_command(const BenchFlags& f) {
+  const std::optional<ParallelConfig::Mode> mode = parallel_mode(f);
+  if (mode && parallel::rank() != 0) return bench::serve_bench();
+  bench::RankCommands ranks;  // from here a failure on rank 0 stops the others
   if (f.probe_mib > 65536) throw InputError("--probe-mib: expected at most 65536, found " + std::to_string(f.probe_mib));
   bool swept = !(f.variant + f.backend + f.batch + f.seq + f.hidden + f.heads + f.kv_heads + f.causal + f.n_prompt +
                   f.n_gen + f.n_depth + f.threads + f.kv_cache)
                     .empty();
-  std::vector<bench::Row> rows = !f.suite.empty() ? bench::load_suite(f.suite) : swept ? sweep(f) : bench::default_suite();
+  // --parallel sweeps one thread per rank unless -t says otherwise, and its
+  // default row is the sweep's (the default suite's small shapes split badly).
+  BenchFlags g = f;
+  if (mode && g.threads.empty()) g.threads = "1";
+  std::vector<bench::Row> rows = !f.suite.empty() ? bench::load_suite(f.suite)
+                                 : swept || mode  ? sweep(g)
+                                                  : bench::default_suite();
   if (!f.suite.empty() && swept) throw InputError("--suite: give either a suite file or sweep flags, not both");
   if (f.format != "md" && f.format != "csv" && f.format != "json" && f.format != "jsonl")
     throw InputError("-o: expected md, csv, json or jsonl, found '" + f.format + "'");
@@ -183,9 +215,12 @@ int bench_command(const BenchFlags& f) {
                    std::string(20 - done, '.').c_str(), i + 1, rows.size(), rows[i].label().c_str(), tty ? "" : "\n");
       std::fflush(stderr);
     }
-    results.push_back(bench::run_row(rows[i], f.warmup, f.repetitions, rates));
+    std::vector<bench::Result> done;
+    if (mode) done = bench::run_parallel_row(rows[i], *mode, f.warmup, f.repetitions, rates, ranks);
+    else done.push_back(bench::run_row(rows[i], f.warmup, f.repetitions, rates));
+    results.insert(results.end(), done.begin(), done.end());
     if (sink) {
-      const std::string line = bench::format_table({results.back()}, "jsonl", sgemm);
+      const std::string line = bench::format_table(done, "jsonl", sgemm);
       std::fwrite(line.data(), 1, line.size(), sink);
       if (std::fflush(sink) != 0 || std::ferror(sink))
         throw InputError("--output " + (f.output.empty() ? std::string("-") : f.output) + ": cannot write: " +
@@ -193,7 +228,10 @@ int bench_command(const BenchFlags& f) {
     }
   }
   if (progress && tty) std::fprintf(stderr, "\r\033[K");
-  if (stream) return 0;
+  if (stream) {
+    ranks.finish();
+    return 0;
+  }
   std::string text = bench::format_table(results, f.format, sgemm);
   if (f.output.empty()) {
     std::fputs(text.c_str(), stdout);
@@ -201,6 +239,7 @@ int bench_command(const BenchFlags& f) {
     outs.stage_bytes(f.output, text);
     outs.commit();
   }
+  ranks.finish();
   return 0;
 }
 
@@ -235,6 +274,9 @@ void add_bench(CLI::App& app, int& exit_code) {
   sub->add_option("--probe-mib", f->probe_mib,
                   "buffer of the read-bandwidth probe in MiB, 1 to 65536 (default: 256 or 4x the last-level cache, the larger)")
       ->check(integer_at_least(1));
+  sub->add_option("--parallel", f->parallel,
+                  "under mpirun: heads or sequence; each row runs on rank 0 alone with ranks x threads threads, "
+                  "then split across the ranks with -t threads each (default -t 1)");
   sub->add_flag("--no-progress", f->no_progress, "no progress bar on stderr");
   sub->callback([f, &exit_code]() { exit_code = bench_command(*f); });
 }

@@ -26,11 +26,12 @@ static void setup_logging() {
 int main(int argc, char** argv) {
   mha::parallel::MpiSession mpi(&argc, &argv);  // MPI only when launched by mpirun
   setup_logging();
-  // Only `mha run` splits its work across ranks; any other command would
-  // run N times over and print N reports.
-  if (mha::parallel::size() > 1 && (argc < 2 || std::string(argv[1]) != "run")) {
+  // Only `mha run` and `mha bench` split their work across ranks; any other
+  // command would run N times over and print N reports.
+  if (mha::parallel::size() > 1 && (argc < 2 || (std::string(argv[1]) != "run" && std::string(argv[1]) != "bench"))) {
     if (mha::parallel::rank() == 0)
-      std::fprintf(stderr, "mha: error: only `mha run` runs across MPI ranks (launched on %d)\n", mha::parallel::size());
+      std::fprintf(stderr, "mha: error: only `mha run` and `mha bench` run across MPI ranks (launched on %d)\n",
+                   mha::parallel::size());
     return 2;
   }
   CLI::App app{"mha: run, benchmark and compare multi-head attention"};

@@ -1,14 +1,17 @@
 #include "parallel/ring.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <type_traits>
 
+#include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_simd.h"
+#include "backends/cpu/cpu_thread_pool.h"
 #include "model/mask.h"
 #include "model/rope.h"
 #include "parallel/collective.h"
@@ -27,6 +30,7 @@ using Chunks = std::vector<std::pair<int64_t, int64_t>>;
 struct RingWork {
   int64_t wide = 0;    // 1: float64 arithmetic (reference backend), 0: float32
   int64_t passes = 1;  // first + warmup + iterations
+  int64_t threads = 1; // float32 path: threads per rank (the cpu backend's "threads")
   int64_t L = 0;       // the whole sequence
   AttentionSpec spec;  // q, k, v projections and scalars
   std::optional<Tensor> out_w, out_b;
@@ -38,6 +42,7 @@ std::string encode(const RingWork& w) {
   Writer out;
   out.i64(w.wide);
   out.i64(w.passes);
+  out.i64(w.threads);
   out.i64(w.L);
   write_spec(out, w.spec);
   out.opt_tensor(w.out_w);
@@ -52,6 +57,7 @@ RingWork decode(const std::string& bytes) {
   RingWork w;
   w.wide = in.i64();
   w.passes = in.i64();
+  w.threads = in.i64();
   w.L = in.i64();
   w.spec = read_spec(in);
   w.out_w = in.opt_tensor();
@@ -61,15 +67,15 @@ RingWork decode(const std::string& bytes) {
   return w;
 }
 
-// x [rows, in] -> y [rows, out] = x W^T + b, accumulated in T: OpenBLAS's
-// sgemm in float32 (the cpu backend's), plain loops in float64 (reference).
+// x [rows, in] -> y [rows, out] = x W^T + b, accumulated in T: the cpu
+// backend's sgemm split over `pool` in float32, plain loops in float64
+// (reference).
 template <class T>
-void project(const T* x, int64_t rows, int64_t in, const Tensor& w, const std::optional<Tensor>& b, T* y) {
+void project(ThreadPool* pool, const T* x, int64_t rows, int64_t in, const Tensor& w, const std::optional<Tensor>& b,
+             T* y) {
   const int64_t out = w.dim(0);
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), static_cast<blasint>(out),
-                static_cast<blasint>(in), 1.0f, x, static_cast<blasint>(in), w.data<float>(), static_cast<blasint>(in),
-                0.0f, y, static_cast<blasint>(out));
+    cpu::sgemm(*pool, true, rows, out, in, x, in, w.data<float>(), in, 0.0f, y, out);
     if (b)
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t o = 0; o < out; ++o) y[r * out + o] += b->data<float>()[o];
@@ -85,32 +91,53 @@ void project(const T* x, int64_t rows, int64_t in, const Tensor& w, const std::o
 }
 
 // The float32 block update: queries [qs, qs+ql) of one head against keys
-// [ks, ks+kl) of its kv head, kTile x kTile at a time. Per tile:
-//   S = scale * Q K^T (sgemm), masked by `rule` to -inf;
-//   per row: m' = max(m, max_j S), c = exp(m - m'), l = l c + sum_j exp(S - m'),
-//   acc = acc c + exp(S - m') V (sgemm, beta 1 after the rescale).
+// [ks, ks+kl) of its kv head, kTile x kTile at a time, on the calling
+// thread. Per tile, in log2 units (scale * log2 e folded into the sgemm):
+//   S = c1 Q K^T (sgemm), masked by `rule` to -inf unless every pair of the
+//   tile is visible;
+//   per row: m' = max(m, max_j S), c = 2^(m - m'), l = l c + sum_j 2^(S - m'),
+//   acc = acc c + 2^(S - m') V (sgemm, beta 1 after the rescale).
 // q [ql, dh] (row stride ldq), k [kl, dh] (ldk), v [kl, dv] (ldv),
-// acc [ql, dv] (ldacc), m and l [ql]; s: kTile * kTile scratch.
+// acc [ql, dv] (ldacc), m (log2 units) and l [ql]; s: kTile * kTile scratch.
 constexpr int64_t kTile = 128;
+constexpr float kLog2e = 1.4426950408889634f;
 void attend_tiles(const float* q, int64_t ldq, const float* k, int64_t ldk, const float* v, int64_t ldv, float* acc,
                   int64_t ldacc, float* m, float* l, int64_t qs, int64_t ql, int64_t ks, int64_t kl, int64_t dh,
                   int64_t dv, float scale, const MaskRule& rule, float* s) {
   const float inf = std::numeric_limits<float>::infinity();
+  const __m256 vninf = _mm256_set1_ps(-inf);
   for (int64_t i0 = 0; i0 < ql; i0 += kTile) {
     const int64_t ni = std::min(kTile, ql - i0);
     for (int64_t j0 = 0; j0 < kl; j0 += kTile) {
       const int64_t nj = std::min(kTile, kl - j0);
       // Skip a tile no query of it can see.
       if (!(ks + j0 + nj > rule.first_key(qs + i0) && ks + j0 < rule.end_key(qs + i0 + ni, ks + kl))) continue;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(ni), static_cast<blasint>(nj),
-                  static_cast<blasint>(dh), scale, q + i0 * ldq, static_cast<blasint>(ldq), k + j0 * ldk,
-                  static_cast<blasint>(ldk), 0.0f, s, static_cast<blasint>(nj));
+      // Causal needs j <= i, the window j > i - w: the two corners decide.
+      const bool whole = rule.visible(qs + i0, ks + j0 + nj - 1) && rule.visible(qs + i0 + ni - 1, ks + j0);
+      cpu::sgemm(true, ni, nj, dh, q + i0 * ldq, ldq, k + j0 * ldk, ldk, 0.0f, s, nj);
+      const __m256 vc1 = _mm256_set1_ps(scale * kLog2e);
+      const int64_t nj8 = nj / 8 * 8;
       for (int64_t i = 0; i < ni; ++i) {
         float* row = s + i * nj;
+        __m256 vmx = vninf;
+        int64_t j = 0;
+        for (; j < nj8; j += 8) {
+          const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(row + j), vc1);
+          _mm256_storeu_ps(row + j, x);
+          vmx = _mm256_max_ps(vmx, x);
+        }
+        for (; j < nj; ++j) row[j] *= scale * kLog2e;
+        if (!whole)
+          for (j = 0; j < nj; ++j)
+            if (!rule.visible(qs + i0 + i, ks + j0 + j)) row[j] = -inf;
         float mx = -inf;
-        for (int64_t j = 0; j < nj; ++j) {
-          if (!rule.visible(qs + i0 + i, ks + j0 + j)) row[j] = -inf;
-          mx = std::max(mx, row[j]);
+        if (whole) {
+          alignas(32) float lanes[8];
+          _mm256_store_ps(lanes, vmx);
+          for (float x : lanes) mx = std::max(mx, x);
+          for (j = nj8; j < nj; ++j) mx = std::max(mx, row[j]);
+        } else {
+          for (j = 0; j < nj; ++j) mx = std::max(mx, row[j]);
         }
         float* a = acc + (i0 + i) * ldacc;
         const float mnew = std::max(m[i0 + i], mx);
@@ -118,17 +145,25 @@ void attend_tiles(const float* q, int64_t ldq, const float* k, int64_t ldk, cons
           std::fill(row, row + nj, 0.0f);
           continue;
         }
-        const float c = std::exp(m[i0 + i] - mnew);  // 0 when m was -inf
+        const float c = std::exp2(m[i0 + i] - mnew);  // 0 when m was -inf
+        const __m256 vm = _mm256_set1_ps(mnew);
+        __m256 vsum = _mm256_setzero_ps();
+        for (j = 0; j < nj8; j += 8) {
+          const __m256 e = cpu::exp2_ps(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+          _mm256_storeu_ps(row + j, e);
+          vsum = _mm256_add_ps(vsum, e);
+        }
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, vsum);
         float sum = 0;
-        for (int64_t j = 0; j < nj; ++j) sum += (row[j] = std::exp(row[j] - mnew));
+        for (float x : lanes) sum += x;
+        for (; j < nj; ++j) sum += (row[j] = std::exp2(row[j] - mnew));
         l[i0 + i] = l[i0 + i] * c + sum;
         m[i0 + i] = mnew;
         if (c != 1.0f)
           for (int64_t e = 0; e < dv; ++e) a[e] *= c;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(ni), static_cast<blasint>(dv),
-                  static_cast<blasint>(nj), 1.0f, s, static_cast<blasint>(nj), v + j0 * ldv, static_cast<blasint>(ldv),
-                  1.0f, acc + i0 * ldacc, static_cast<blasint>(ldacc));
+      cpu::sgemm(false, ni, dv, nj, s, nj, v + j0 * ldv, ldv, 1.0f, acc + i0 * ldacc, ldacc);
     }
   }
 }
@@ -145,10 +180,14 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
   const MaskRule rule(s);
   // Every buffer up front and agreed on, so that nothing fails once blocks travel.
   std::vector<T> q, acc, m, l, cur, nxt, kbuf, vbuf;
-  std::vector<float> scores;  // float32 path: one kTile x kTile score tile
+  std::vector<float> scores;  // float32 path: one kTile x kTile score tile per thread
+  std::unique_ptr<ThreadPool> pool;
   Tensor y;
   collectively([&] {
-    if constexpr (std::is_same_v<T, float>) scores.resize(kTile * kTile);
+    if constexpr (std::is_same_v<T, float>) {
+      pool = std::make_unique<ThreadPool>(static_cast<int>(w.threads));
+      scores.resize(w.threads * kTile * kTile);
+    }
     q.resize(B * n * H * dh);
     acc.assign(B * n * H * dv, T(0));
     m.assign(B * H * n, -std::numeric_limits<T>::infinity());
@@ -169,12 +208,16 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
     at.positions = w.positions;
     rope = rope_table(s, at);
   }
-  project<T>(x, B * n, E, s.q.weight, s.q.bias, q.data());
+  // The cpu backend's threads, not OpenBLAS's: its own would spin beside
+  // the pool's (cpu_gemm.h) and ignore the rank's thread count.
+  std::optional<cpu::SerialBlasScope> serial;
+  if constexpr (std::is_same_v<T, float>) serial.emplace();
+  project<T>(pool.get(), x, B * n, E, s.q.weight, s.q.bias, q.data());
   if (rope) apply_rope_rows<T>(*rope, q.data(), H * dh, 0, B * n, H);
   for (int64_t b = 0; b < B; ++b) {
-    project<T>(x + b * n * E, n, E, s.k.weight, s.k.bias, kbuf.data());
+    project<T>(pool.get(), x + b * n * E, n, E, s.k.weight, s.k.bias, kbuf.data());
     if (rope) apply_rope_rows<T>(*rope, kbuf.data(), kw, b * n, n, G);
-    project<T>(x + b * n * E, n, E, s.v.weight, s.v.bias, vbuf.data());
+    project<T>(pool.get(), x + b * n * E, n, E, s.v.weight, s.v.bias, vbuf.data());
     std::memcpy(cur.data() + b * blk, kbuf.data(), kbuf.size() * sizeof(T));
     std::memcpy(cur.data() + b * blk + n * kw, vbuf.data(), vbuf.size() * sizeof(T));
   }
@@ -186,53 +229,70 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
       ex.start(cur.data(), nxt.data(), static_cast<int64_t>(cur.size() * sizeof(T)), static_cast<int>((me + 1) % N),
                static_cast<int>((me + N - 1) % N));
     const Chunks theirs = ring_chunks(w.L, (me + N - step) % N, N, causal);
-    for (int64_t b = 0; b < B; ++b) {
-      const T* K = cur.data() + b * blk;
-      const T* V = K + n * kw;
-      int64_t qi0 = 0;
-      for (const auto& [qs, ql] : mine) {
+    if constexpr (std::is_same_v<T, float>) {
+      // One task per (batch, query chunk, head), its key chunks in order: no
+      // two tasks touch the same rows of acc, m and l, and the result does
+      // not depend on the thread count.
+      const int64_t nq = static_cast<int64_t>(mine.size());
+      pool->parallel_for(B * nq * H, [&](int64_t t, int thread) {
+        const int64_t h = t % H, c = (t / H) % nq, b = t / (H * nq);
+        const auto [qs, ql] = mine[c];
+        const int64_t qi0 = c == 0 ? 0 : mine[0].second;  // at most two chunks
+        const float* K = cur.data() + b * blk;
+        const float* V = K + n * kw;
         int64_t kj0 = 0;
         for (const auto& [ks, kl] : theirs) {
-          // Skip a chunk pair no query of the chunk can see.
-          if (!(ks + kl > rule.first_key(qs) && ks < rule.end_key(qs + ql, w.L))) {
-            // no query of the chunk sees a key of theirs
-          } else if constexpr (std::is_same_v<T, float>) {
-            for (int64_t h = 0; h < H; ++h)
-              attend_tiles(q.data() + ((b * n + qi0) * H + h) * dh, H * dh, K + kj0 * kw + (h / group) * dh, kw,
-                           V + kj0 * vw + (h / group) * dv, vw, acc.data() + ((b * n + qi0) * H + h) * dv, H * dv,
-                           m.data() + (b * H + h) * n + qi0, l.data() + (b * H + h) * n + qi0, qs, ql, ks, kl, dh,
-                           dv, static_cast<float>(s.scale), rule, scores.data());
-          } else {
-            for (int64_t i = 0; i < ql; ++i)
-              for (int64_t h = 0; h < H; ++h) {
-                const int64_t li = qi0 + i, g = h / group;
-                const T* qv = q.data() + ((b * n + li) * H + h) * dh;
-                T* a = acc.data() + ((b * n + li) * H + h) * dv;
-                T& mx = m[(b * H + h) * n + li];
-                T& sum = l[(b * H + h) * n + li];
-                for (int64_t j = 0; j < kl; ++j) {
-                  if (!rule.visible(qs + i, ks + j)) continue;
-                  const T* kv = K + (kj0 + j) * kw + g * dh;
-                  T d = 0;
-                  for (int64_t e = 0; e < dh; ++e) d += qv[e] * kv[e];
-                  d *= static_cast<T>(s.scale);
-                  const T* vv = V + (kj0 + j) * vw + g * dv;
-                  if (d > mx) {  // new running max: rescale what was summed so far
-                    const T c = std::exp(mx - d);
-                    sum = sum * c + T(1);
-                    for (int64_t e = 0; e < dv; ++e) a[e] = a[e] * c + vv[e];
-                    mx = d;
-                  } else {
-                    const T p = std::exp(d - mx);
-                    sum += p;
-                    for (int64_t e = 0; e < dv; ++e) a[e] += p * vv[e];
-                  }
-                }
-              }
-          }
+          if (ks + kl > rule.first_key(qs) && ks < rule.end_key(qs + ql, w.L))
+            attend_tiles(q.data() + ((b * n + qi0) * H + h) * dh, H * dh, K + kj0 * kw + (h / group) * dh, kw,
+                         V + kj0 * vw + (h / group) * dv, vw, acc.data() + ((b * n + qi0) * H + h) * dv, H * dv,
+                         m.data() + (b * H + h) * n + qi0, l.data() + (b * H + h) * n + qi0, qs, ql, ks, kl, dh, dv,
+                         static_cast<float>(s.scale), rule, scores.data() + thread * kTile * kTile);
           kj0 += kl;
         }
-        qi0 += ql;
+      });
+    } else {
+      for (int64_t b = 0; b < B; ++b) {
+        const T* K = cur.data() + b * blk;
+        const T* V = K + n * kw;
+        int64_t qi0 = 0;
+        for (const auto& [qs, ql] : mine) {
+          int64_t kj0 = 0;
+          for (const auto& [ks, kl] : theirs) {
+            // Skip a chunk pair no query of the chunk can see.
+            if (!(ks + kl > rule.first_key(qs) && ks < rule.end_key(qs + ql, w.L))) {
+              // no query of the chunk sees a key of theirs
+            } else {
+              for (int64_t i = 0; i < ql; ++i)
+                for (int64_t h = 0; h < H; ++h) {
+                  const int64_t li = qi0 + i, g = h / group;
+                  const T* qv = q.data() + ((b * n + li) * H + h) * dh;
+                  T* a = acc.data() + ((b * n + li) * H + h) * dv;
+                  T& mx = m[(b * H + h) * n + li];
+                  T& sum = l[(b * H + h) * n + li];
+                  for (int64_t j = 0; j < kl; ++j) {
+                    if (!rule.visible(qs + i, ks + j)) continue;
+                    const T* kv = K + (kj0 + j) * kw + g * dh;
+                    T d = 0;
+                    for (int64_t e = 0; e < dh; ++e) d += qv[e] * kv[e];
+                    d *= static_cast<T>(s.scale);
+                    const T* vv = V + (kj0 + j) * vw + g * dv;
+                    if (d > mx) {  // new running max: rescale what was summed so far
+                      const T c = std::exp(mx - d);
+                      sum = sum * c + T(1);
+                      for (int64_t e = 0; e < dv; ++e) a[e] = a[e] * c + vv[e];
+                      mx = d;
+                    } else {
+                      const T p = std::exp(d - mx);
+                      sum += p;
+                      for (int64_t e = 0; e < dv; ++e) a[e] += p * vv[e];
+                    }
+                  }
+                }
+            }
+            kj0 += kl;
+          }
+          qi0 += ql;
+        }
       }
     }
     ex.wait();
@@ -247,7 +307,7 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
         T* a = acc.data() + ((b * n + i) * H + h) * dv;
         for (int64_t e = 0; e < dv; ++e) a[e] *= inv;
       }
-  if (w.out_w) project<T>(acc.data(), B * n, H * dv, *w.out_w, w.out_b, y.data<T>());
+  if (w.out_w) project<T>(pool.get(), acc.data(), B * n, H * dv, *w.out_w, w.out_b, y.data<T>());
   else std::memcpy(y.raw(), acc.data(), acc.size() * sizeof(T));
   return y;
 }
@@ -347,12 +407,18 @@ RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& re
   Tensor pos(DType::I64, {inputs.positions ? inputs.positions->dim(0) : 1, L});
   for (int64_t i = 0; i < pos.numel(); ++i)
     pos.data<int64_t>()[i] = inputs.positions ? inputs.positions->data<int64_t>()[i] : i % L;
+  // Every rank runs as many threads as the cpu backend here was given.
+  const nlohmann::json info = backend.describe();
+  const int64_t threads = info.contains("threads") && info["threads"].is_number_integer()
+                              ? std::max<int64_t>(1, info["threads"].get<int64_t>())
+                              : 1;
   std::vector<std::string> messages;
   for (int64_t r = 0; r < N; ++r) {
     const Chunks chunks = ring_chunks(L, r, N, spec.causal);
     RingWork w;
     w.wide = dt == DType::F64;
     w.passes = 1 + warmup + iterations;
+    w.threads = threads;
     w.L = L;
     w.spec = spec;
     for (Projection* p : {&w.spec.q, &w.spec.k, &w.spec.v}) {

@@ -13,9 +13,12 @@
 //   blocks. Keys are masked by MaskRule on their true positions; a chunk
 //   pair no query can see is skipped. Each rank projects its own context
 //   rows; rank 0 gathers the output rows in token order.
-// Arithmetic: float32 on the cpu backend (projections by sgemm), float64 on
-// reference; the per-block attention is plain loops. The merge order differs from a one-process softmax, so the output
-// equals a one-process run within a tolerance only (docs/CONFIG.md).
+// Arithmetic: float32 on the cpu backend, on as many threads per rank as
+// its "threads" option says (projections by the backend's pooled sgemm; the
+// attention one task per batch, query chunk and head, in 128 x 128 tiles:
+// sgemm scores, AVX2 exp2 softmax, sgemm P.V); float64 plain loops on
+// reference. The merge order differs from a one-process softmax, so the
+// output equals a one-process run within a tolerance only (docs/CONFIG.md).
 #include <cstdint>
 #include <utility>
 #include <vector>

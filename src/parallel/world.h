@@ -60,6 +60,14 @@ class RingExchange {
   std::vector<void*> reqs_;  // MPI_Request*, kept opaque so this header needs no mpi.h
 };
 
+// Rank 0 -> rank `dest`: one integer (a command between bench rows).
+void send_int(int64_t v, int dest);
+// Receives send_int's integer from `source` without spinning: it polls every
+// millisecond and sleeps in between, so a rank waiting while rank 0 runs a
+// one-process baseline leaves its core to that run (a blocking MPI receive
+// busy-waits in OpenMPI).
+int64_t recv_int_idle(int source);
+
 // Total bytes this rank has sent through the functions above.
 int64_t bytes_sent();
 

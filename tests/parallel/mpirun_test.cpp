@@ -134,7 +134,7 @@ TEST(Mpirun, ConfigErrorsAreOneLine) {
   EXPECT_FALSE(std::ifstream(dir.file("o.npy")).good()) << "an output was written";
   r = test::run_command(mpirun(2) + MHA_BINARY + " inspect " + f);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "mha: error: only `mha run` runs across MPI ranks (launched on 2)\n");
+  EXPECT_EQ(r.err, "mha: error: only `mha run` and `mha bench` run across MPI ranks (launched on 2)\n");
 }
 
 // Runs in this binary under mpirun (Mpirun.BadShapeOnOneRank): rank 1's

@@ -156,15 +156,13 @@ Tensor ring_pass(RingWork& w, int64_t me, int64_t N, bool last) {
   const MaskRule rule(s);
   // Every buffer the ring steps use is agreed on before the first block
   // travels, so that nothing fails once blocks travel: the projection's
-  // first, then (x and the projection scratch freed) the steps'.
-  std::vector<T> q, acc, m, l, cur, nxt, kbuf, vbuf;
+  // first, then (x and the rope table freed) the steps'.
+  std::vector<T> q, acc, m, l, cur, nxt;
   std::vector<float> scores;  // float32 path: one kTile x kTile score tile
   Tensor y;
   collectively([&] {
     q.resize(B * n * H * dh);
     cur.resize(B * blk);
-    kbuf.resize(n * kw);
-    vbuf.resize(n * vw);
   });
 
   // Project (and rotate) this rank's rows; K|V packed per batch for the ring.
@@ -179,14 +177,12 @@ Tensor ring_pass(RingWork& w, int64_t me, int64_t N, bool last) {
   project<T>(x, B * n, E, s.q.weight, s.q.bias, q.data());
   if (rope) apply_rope_rows<T>(*rope, q.data(), H * dh, 0, B * n, H);
   for (int64_t b = 0; b < B; ++b) {
-    project<T>(x + b * n * E, n, E, s.k.weight, s.k.bias, kbuf.data());
-    if (rope) apply_rope_rows<T>(*rope, kbuf.data(), kw, b * n, n, G);
-    project<T>(x + b * n * E, n, E, s.v.weight, s.v.bias, vbuf.data());
-    std::memcpy(cur.data() + b * blk, kbuf.data(), kbuf.size() * sizeof(T));
-    std::memcpy(cur.data() + b * blk + n * kw, vbuf.data(), vbuf.size() * sizeof(T));
+    T* K = cur.data() + b * blk;  // K [n, kw] then V [n, vw], projected in place
+    project<T>(x + b * n * E, n, E, s.k.weight, s.k.bias, K);
+    if (rope) apply_rope_rows<T>(*rope, K, kw, b * n, n, G);
+    project<T>(x + b * n * E, n, E, s.v.weight, s.v.bias, K + n * kw);
   }
-  std::vector<T>().swap(kbuf);
-  std::vector<T>().swap(vbuf);
+  rope.reset();
   if (last) w.x = Tensor();  // no later pass projects it again
   collectively([&] {
     if constexpr (std::is_same_v<T, float>) scores.resize(kTile * kTile);
@@ -363,7 +359,8 @@ Chunks ring_chunks(int64_t L, int64_t part, int64_t parts, bool causal) {
   return {{part * c, c}, {(2 * parts - 1 - part) * c, c}};
 }
 
-RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& request, WorkerRelease& release) {
+RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& request, WorkerRelease& release,
+                   const Fault& fault) {
   const int64_t N = size();
   const ParallelConfig& pc = *prepared.config.parallel;
   if (pc.ranks != N)
@@ -433,7 +430,7 @@ RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& re
   std::string err;
   for (int64_t r = 1; r < N; ++r) {
     std::string msg;
-    if (err.empty()) try {
+    if (err.empty() && r != fault.bad_shape_rank) try {
         msg = encode(work_for(r));
       } catch (...) {
         err = error_of(std::current_exception());

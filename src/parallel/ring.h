@@ -20,11 +20,11 @@
 #include <utility>
 #include <vector>
 
+#include "parallel/head_parallel.h"
 #include "run/runner.h"
 
 namespace mha::parallel {
 
-class WorkerRelease;
 
 // Token chunks [start, start + length) of rank `part` of `parts` over L
 // tokens (see above); InputError when L does not split evenly.
@@ -32,7 +32,10 @@ std::vector<std::pair<int64_t, int64_t>> ring_chunks(int64_t L, int64_t part, in
 
 // Rank 0: checks, distributes, runs its block, gathers. backend_info.parallel
 // reports mode, ranks and bytes_sent_per_rank.
-RunReport run_ring(PreparedRun& run, Backend& backend, const RunRequest& request, WorkerRelease& release);
+// `fault.bad_shape_rank` (tests): that rank is sent an empty message, which
+// it fails to decode (a failure on one rank).
+RunReport run_ring(PreparedRun& run, Backend& backend, const RunRequest& request, WorkerRelease& release,
+                   const Fault& fault = {});
 
 // Every other rank, after rank 0 released it in sequence mode: 0, or 2 when
 // the run failed on any rank (rank 0 prints it).

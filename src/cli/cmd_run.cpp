@@ -175,15 +175,9 @@ int run_command(const RunFlags& f) {
   if (f.warmup >= 0) req.warmup = f.warmup;
   if (f.iterations >= 0) req.iterations = f.iterations;
   if (ring && !f.output.empty()) req.output_file = outs.temporary(f.output);
-  RunReport rep;
-  try {
-    rep = !config.parallel ? execute_run(run, *backend, req)
-          : ring           ? parallel::run_ring(run, *backend, req, release)
-                           : parallel::run_heads(run, *backend, req, release);
-  } catch (const InputError& e) {
-    if (ring && run.inputs.query.ndim() == 0) throw InputError(f.config + ": " + e.what());  // inputs read by the ring
-    throw;
-  }
+  RunReport rep = !config.parallel ? execute_run(run, *backend, req)
+                  : ring           ? parallel::run_ring(run, *backend, req, release)
+                                   : parallel::run_heads(run, *backend, req, release);
 
   std::string text = text_report(config, rep);
   nlohmann::json stages_json;

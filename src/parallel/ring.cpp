@@ -377,11 +377,13 @@ RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& re
   // The inputs: by rows per rank when the run allows it (ring_io.h), else
   // whole on rank 0. A PreparedRun that already holds them keeps them.
   std::optional<StreamPlan> plan;
-  if (prepared.inputs.query.ndim() == 0) {
-    plan = plan_stream(prepared);
-    if (plan) prepared.inputs = plan->probe;
-    else prepare_inputs(prepared);
-  }
+  if (prepared.inputs.query.ndim() == 0) try {
+      plan = plan_stream(prepared);
+      if (plan) prepared.inputs = plan->probe;
+      else prepare_inputs(prepared);
+    } catch (const InputError& e) {
+      throw InputError(prepared.config.file + ": " + e.what());  // which config the input belongs to
+    }
   auto f32 = backend_view(prepared, backend);
   const AttentionSpec& spec = f32 ? f32->first : prepared.spec;
   const AttentionInputs& inputs = f32 ? f32->second : prepared.inputs;

@@ -90,7 +90,7 @@ Tensor source_rows(const RowSource& source, const Chunks& chunks, DType dt) {
 
 OutputSink::OutputSink(const Shape& shape, DType dtype, bool keep_whole, const std::string& file)
     : shape_(shape), keep_whole_(keep_whole) {
-  const int64_t B = shape.at(0), L = shape.at(1);
+  const int64_t L = shape.at(1);
   if (keep_whole) whole_ = Tensor(dtype, shape);
   edges_.shape = shape;
   edges_.dtype = dtype;
@@ -99,7 +99,6 @@ OutputSink::OutputSink(const Shape& shape, DType dtype, bool keep_whole, const s
   Shape es = shape;
   es[1] = static_cast<int64_t>(edges_.index.size());
   edges_.rows = Tensor(dtype, es);
-  (void)B;
   if (!file.empty()) file_.emplace(file, dtype, shape);
 }
 

@@ -83,8 +83,12 @@ nlohmann::json report_json(const PreparedRun& run, const RunReport& rep, const n
   j["backend"] = rep.backend_name;
   j["backend_info"] = rep.backend_info;
   const Tensor& out = rep.result.output;
-  j["output"] = {{"shape", out.shape()}, {"dtype", dtype_name(out.dtype())}};
-  if (out.numel() <= 100000) j["output"]["values"] = out.to_f64();
+  if (rep.output_rows) {  // not held whole: more than 100000 values, which the report leaves out anyway
+    j["output"] = {{"shape", rep.output_rows->shape}, {"dtype", dtype_name(rep.output_rows->dtype)}};
+  } else {
+    j["output"] = {{"shape", out.shape()}, {"dtype", dtype_name(out.dtype())}};
+    if (out.numel() <= 100000) j["output"]["values"] = out.to_f64();
+  }
   if (rep.result.weights) j["attn_weights"] = {{"shape", rep.result.weights->shape()}};
   j["timing"] = timing_json(rep.timing);
   j["cache"] = {{"hits", rep.cache.hits}, {"misses", rep.cache.misses}};
@@ -99,8 +103,14 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
   char buf[512];
   const Tensor& out = rep.result.output;
   s += config.name + ": variant " + config.variant + " on backend " + rep.backend_name + "\n";
-  s += "output:\n" + format_torch(out) + "\n";
-  s += "shape " + shape_str(out.shape()) + ", dtype " + dtype_name(out.dtype()) + "\n";
+  if (rep.output_rows) {  // a ring run's output too large to hold: the rows the summary shows
+    const OutputRows& rows = *rep.output_rows;
+    s += "output:\n" + format_torch_rows(rows.rows, rows.index, rows.shape) + "\n";
+    s += "shape " + shape_str(rows.shape) + ", dtype " + dtype_name(rows.dtype) + "\n";
+  } else {
+    s += "output:\n" + format_torch(out) + "\n";
+    s += "shape " + shape_str(out.shape()) + ", dtype " + dtype_name(out.dtype()) + "\n";
+  }
   if (rep.result.weights) {
     s += "attention weights:\n" + format_torch(*rep.result.weights) + "\n";
     s += "shape " + shape_str(rep.result.weights->shape()) + "\n";
@@ -149,9 +159,11 @@ int run_command(const RunFlags& f) {
   if (!f.backend.empty()) config.backend = f.backend;
   io::OutputSet outs;
   plan_outputs(f, config, outs);
+  // A ring run reads its inputs itself, by rows per rank where it can.
+  const bool ring = config.parallel && config.parallel->mode == ParallelConfig::Mode::Sequence;
   PreparedRun run;
   try {
-    run = prepare_run(config);
+    run = ring ? prepare_model(config) : prepare_run(config);
   } catch (const InputError& e) {
     throw InputError(f.config + ": " + e.what());  // which config the path inside it belongs to
   }
@@ -162,10 +174,10 @@ int run_command(const RunFlags& f) {
   req.collect_stages = !f.dump_stages.empty() || f.compare_stages;
   if (f.warmup >= 0) req.warmup = f.warmup;
   if (f.iterations >= 0) req.iterations = f.iterations;
+  if (ring && !f.output.empty()) req.output_file = outs.temporary(f.output);
   RunReport rep = !config.parallel ? execute_run(run, *backend, req)
-                   : config.parallel->mode == ParallelConfig::Mode::Sequence
-                       ? parallel::run_ring(run, *backend, req, release)
-                       : parallel::run_heads(run, *backend, req, release);
+                  : ring           ? parallel::run_ring(run, *backend, req, release)
+                                   : parallel::run_heads(run, *backend, req, release);
 
   std::string text = text_report(config, rep);
   nlohmann::json stages_json;
@@ -183,7 +195,8 @@ int run_command(const RunFlags& f) {
   // All outputs are staged, then put in place together: a failure anywhere
   // above leaves every output file as it was.
   const Tensor& out = rep.result.output;
-  if (!f.output.empty()) outs.stage(f.output, [&](const std::string& tmp) { io::write_npy(tmp, out); });
+  if (rep.output_written) outs.mark_staged(f.output);  // the ring wrote it row by row
+  else if (!f.output.empty()) outs.stage(f.output, [&](const std::string& tmp) { io::write_npy(tmp, out); });
   if (!f.save_weights.empty())
     outs.stage(f.save_weights,
                [&](const std::string& tmp) { save_weights(tmp, f.save_weights, *run.variant, run.weights); });

@@ -1,6 +1,8 @@
 #include "init/torch_generator.h"
 
 #include <cmath>
+#include <cstring>
+#include <algorithm>
 #include <stdexcept>
 
 #include "init/box_muller16.h"
@@ -87,6 +89,58 @@ Tensor TorchGenerator::randn(const Shape& shape) {
   Tensor t(DType::F32, shape);
   normal_(t.data<float>(), t.numel(), 0.0, 1.0);
   return t;
+}
+
+Tensor TorchGenerator::rows(const Shape& shape, const std::vector<std::pair<int64_t, int64_t>>& ranges, bool normal) {
+  const int64_t B = shape.at(0), L = shape.at(1), numel = shape_numel(shape);
+  const int64_t row = B * L > 0 ? numel / (B * L) : 0;
+  int64_t n = 0, prev_end = 0;
+  for (const auto& [start, len] : ranges) {
+    if (start < prev_end || len < 0 || start + len > L) throw std::logic_error("TorchGenerator::rows: bad range");
+    prev_end = start + len;
+    n += len;
+  }
+  Shape out_shape = shape;
+  out_shape[1] = n;
+  Tensor out(DType::F32, out_shape);
+  float* dst = out.data<float>();
+  // Wanted spans of the flat tensor, in increasing order: {first value, count, where in out}.
+  struct Span {
+    int64_t first, count, to;
+  };
+  std::vector<Span> spans;
+  int64_t to = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (const auto& [start, len] : ranges) {
+      if (len > 0) spans.push_back({(b * L + start) * row, len * row, to});
+      to += len * row;
+    }
+  if (normal && (numel < 16 || numel % 16 != 0)) {
+    const Tensor whole = randn(shape);
+    for (const Span& s : spans) std::memcpy(dst + s.to, whole.data<float>() + s.first, s.count * sizeof(float));
+    return out;
+  }
+  constexpr int64_t kPiece = int64_t{1} << 20;  // a multiple of 16: Box-Muller blocks stay aligned
+  std::vector<float> piece;
+  int64_t lo = 0, pos = 0;  // piece holds values [lo, pos); pos values drawn so far
+  for (const Span& s : spans)
+    for (int64_t done = 0; done < s.count;) {
+      const int64_t at = s.first + done;
+      if (piece.empty() || at < lo || at >= pos) {
+        const int64_t p0 = at / kPiece * kPiece;  // >= pos: spans increase and pieces are aligned
+        if (p0 > pos) engine_.discard(static_cast<unsigned long long>(p0 - pos));  // one draw per value skipped
+        const int64_t len = std::min(kPiece, numel - p0);
+        piece.resize(len);
+        for (int64_t i = 0; i < len; ++i) piece[i] = uniform_float(random(), 0.0f, 1.0f);
+        if (normal)
+          for (int64_t i = 0; i + 16 <= len; i += 16) detail::box_muller16(piece.data() + i, 0.0f, 1.0f);
+        lo = p0, pos = p0 + len;
+      }
+      const int64_t take = std::min(s.count - done, pos - at);
+      std::memcpy(dst + s.to + done, piece.data() + (at - lo), take * sizeof(float));
+      done += take;
+    }
+  return out;
 }
 
 }  // namespace mha

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -41,6 +43,16 @@ class TorchGenerator {
 
   Tensor rand(const Shape& shape);   // torch.rand(shape)
   Tensor randn(const Shape& shape);  // torch.randn(shape)
+
+  // Rows of torch.rand(shape) (or torch.randn when `normal`) for shape
+  // [B, L, ...]: for every batch b, the dim-1 ranges [start, start + len) in
+  // the order given, as [B, sum of len, ...], the same numbers the whole
+  // tensor holds there, without holding it: values are drawn in 1M-value
+  // pieces and draws before a wanted row are skipped. The generator is left
+  // after the last wanted value, not after the whole tensor. Ranges must be
+  // in increasing order without overlap. A randn tensor whose size is not a
+  // multiple of 16 (torch redraws its last 16 values) is drawn whole.
+  Tensor rows(const Shape& shape, const std::vector<std::pair<int64_t, int64_t>>& ranges, bool normal);
 
  private:
   double normal_double(double mean, double std);

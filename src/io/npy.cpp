@@ -171,16 +171,10 @@ Tensor decode_npy(std::string_view bytes, const std::string& where) {
   return t;
 }
 
-std::string encode_npy(const Tensor& tensor) {
-  Tensor widened;
-  const Tensor* tp = &tensor;
-  if (tensor.dtype() == DType::BF16) {
-    widened = tensor.cast(DType::F32);
-    tp = &widened;
-  }
-  const Tensor& t = *tp;
-  std::string dict = std::string("{'descr': '") + descr_of(t.dtype()) +
-                     "', 'fortran_order': False, 'shape': " + shape_str(t.shape()) + ", }";
+std::string encode_npy_header(DType dtype, const Shape& shape) {
+  if (dtype == DType::BF16) dtype = DType::F32;
+  std::string dict = std::string("{'descr': '") + descr_of(dtype) +
+                     "', 'fortran_order': False, 'shape': " + shape_str(shape) + ", }";
   // numpy pads so the data starts on a 64-byte boundary and ends the header
   // with a newline.
   std::size_t prefix = 10;
@@ -197,6 +191,18 @@ std::string encode_npy(const Tensor& tensor) {
   if (prefix == 10) put16(out, static_cast<uint16_t>(dict.size()));
   else put32(out, static_cast<uint32_t>(dict.size()));
   out += dict;
+  return out;
+}
+
+std::string encode_npy(const Tensor& tensor) {
+  Tensor widened;
+  const Tensor* tp = &tensor;
+  if (tensor.dtype() == DType::BF16) {
+    widened = tensor.cast(DType::F32);
+    tp = &widened;
+  }
+  const Tensor& t = *tp;
+  std::string out = encode_npy_header(t.dtype(), t.shape());
   out.append(reinterpret_cast<const char*>(t.raw()), t.nbytes());
   return out;
 }

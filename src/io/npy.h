@@ -37,5 +37,8 @@ Tensor decode_npy(std::string_view bytes, const std::string& where);
 // bfloat16 has no numpy dtype, so it is widened to float32, which holds every
 // bfloat16 value exactly; the file then reads back as float32.
 std::string encode_npy(const Tensor& t);
+// The preamble and header encode_npy writes before the data of a tensor of
+// this dtype and shape (bfloat16 as float32).
+std::string encode_npy_header(DType dtype, const Shape& shape);
 
 }  // namespace mha::io::detail

@@ -158,6 +158,10 @@ void OutputSet::stage(const std::string& path, const std::function<void(const st
   o.staged = true;
 }
 
+std::string OutputSet::temporary(const std::string& path) { return find(path, false).tmp; }
+
+void OutputSet::mark_staged(const std::string& path) { find(path, false).staged = true; }
+
 void OutputSet::stage_bytes(const std::string& path, const std::string& bytes) {
   stage(path, [&](const std::string& tmp) { write_file_atomic(tmp, bytes); });
 }

@@ -60,6 +60,13 @@ class OutputSet {
   void stage_in_folder(const std::string& folder, const std::string& name,
                        const std::function<void(const std::string&)>& write);
 
+  // For a writer that fills a file added with add_file over time (a ring
+  // run's output rows as they arrive): the temporary's path, and
+  // mark_staged() once the whole content is in it. Unless marked, the
+  // temporary is removed like any other.
+  std::string temporary(const std::string& path);
+  void mark_staged(const std::string& path);
+
   // Renames every staged temporary into place. Outputs that were added but
   // never staged are left untouched.
   void commit();

@@ -56,6 +56,48 @@ Tensor read_tensor(const std::string& spec);
 // The file part of such a spec, as read_tensor splits it.
 std::string tensor_spec_file(const std::string& spec);
 
+// Row ranges of a .npy file, for a tensor too large to hold whole.
+//
+// NpyRows reads the header only (validated as read_npy does, and the file's
+// size checked against it); read() then reads, for every batch b of a C-order
+// array [B, L, ...] and every range [start, start + len) of dim 1, just those
+// rows, in range order: [B, sum of len, ...], byte-swapped to this host.
+// Fortran-order files and arrays of fewer than 2 dims are refused.
+class NpyRows {
+ public:
+  explicit NpyRows(const std::string& path);
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  Tensor read(const std::vector<std::pair<int64_t, int64_t>>& ranges) const;
+
+ private:
+  std::string path_;
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  bool swap_ = false;
+  uint64_t data_offset_ = 0;
+};
+
+// A .npy file written by row ranges: the header for [B, L, ...] of `dtype`
+// now, then rows at their place as they arrive, in any order. Meant for a
+// temporary that is renamed into place (io::OutputSet) once every row is in.
+class NpyRowWriter {
+ public:
+  NpyRowWriter(const std::string& path, DType dtype, const Shape& shape);
+  ~NpyRowWriter();
+  NpyRowWriter(const NpyRowWriter&) = delete;
+  NpyRowWriter& operator=(const NpyRowWriter&) = delete;
+  // Rows [start, start + count) of batch b, `count` rows of bytes laid out as the file's.
+  void write(int64_t b, int64_t start, int64_t count, const void* rows);
+  void close();  // flushes; InputError when the disk refused a write
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  Shape shape_;
+  uint64_t data_offset_ = 0, row_bytes_ = 0;
+};
+
 // Writes `bytes` to `path` through a temporary file renamed into place.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 

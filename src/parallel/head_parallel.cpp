@@ -192,7 +192,11 @@ RunReport run_heads(PreparedRun& prepared, Backend& backend, const RunRequest& r
   summarize_timing(rep.timing);
   rep.cache = backend.cache_stats();
   rep.backend_info = backend.describe();
-  rep.backend_info["parallel"] = {{"mode", "heads"}, {"ranks", n}, {"bytes_sent_rank0", bytes_sent()}};
+  const std::vector<int64_t> stats = gather_rank_stats();
+  std::vector<int64_t> peak(n);
+  for (int64_t r = 0; r < n; ++r) peak[r] = stats[2 * r + 1];
+  rep.backend_info["parallel"] = {
+      {"mode", "heads"}, {"ranks", n}, {"bytes_sent_rank0", bytes_sent()}, {"peak_rss_bytes_per_rank", peak}};
   AttentionResult result;
   result.output = output;
   rep.result = prepared.variant->finish(std::move(result), prepared.options, inputs);
@@ -215,6 +219,7 @@ int serve_heads() {
       pass(*backend, w);
       collectively([] {});  // rank 0's output projection
     }
+    gather_rank_stats();
   } catch (const InputError&) {
     return 2;  // rank 0 reports it
   }

@@ -16,6 +16,7 @@
 #include "model/rope.h"
 #include "parallel/collective.h"
 #include "parallel/head_parallel.h"
+#include "parallel/ring_io.h"
 #include "parallel/wire.h"
 #include "parallel/world.h"
 #include "util/error.h"
@@ -23,8 +24,6 @@
 namespace mha::parallel {
 
 namespace {
-
-using Chunks = std::vector<std::pair<int64_t, int64_t>>;
 
 // What rank 0 sends each rank.
 struct RingWork {
@@ -34,8 +33,9 @@ struct RingWork {
   int64_t L = 0;       // the whole sequence
   AttentionSpec spec;  // q, k, v projections and scalars
   std::optional<Tensor> out_w, out_b;
-  Tensor x;          // [B, n, E] this rank's token rows, in chunk order
+  Tensor x;          // [B, n, E] this rank's token rows, in chunk order (empty when `source` draws them)
   Tensor positions;  // int64 [Bp, n] their rope positions
+  RowSource source;  // Rand / Randn: the rank draws x itself (ring_io.h)
 };
 
 std::string encode(const RingWork& w) {
@@ -47,8 +47,12 @@ std::string encode(const RingWork& w) {
   write_spec(out, w.spec);
   out.opt_tensor(w.out_w);
   out.opt_tensor(w.out_b);
-  out.tensor(w.x);
+  out.opt_tensor(w.x.ndim() ? std::optional<Tensor>(w.x) : std::nullopt);  // none: the rank draws it
   out.tensor(w.positions);
+  out.i64(static_cast<int64_t>(w.source.kind));
+  out.i64(static_cast<int64_t>(w.source.seed));
+  out.i64(static_cast<int64_t>(w.source.shape.size()));
+  for (int64_t d : w.source.shape) out.i64(d);
   return out.bytes();
 }
 
@@ -62,8 +66,12 @@ RingWork decode(const std::string& bytes) {
   w.spec = read_spec(in);
   w.out_w = in.opt_tensor();
   w.out_b = in.opt_tensor();
-  w.x = in.tensor();
+  if (auto x = in.opt_tensor()) w.x = std::move(*x);
   w.positions = in.tensor();
+  w.source.kind = static_cast<RowSourceKind>(in.i64());
+  w.source.seed = static_cast<uint64_t>(in.i64());
+  w.source.shape.resize(static_cast<std::size_t>(in.i64()));
+  for (int64_t& d : w.source.shape) d = in.i64();
   return w;
 }
 
@@ -168,9 +176,12 @@ void attend_tiles(const float* q, int64_t ldq, const float* k, int64_t ldk, cons
   }
 }
 
-// One rank's ring pass; returns its output rows [B, n, out_dim].
+// One rank's ring pass; returns its output rows [B, n, out_dim]. Buffers
+// live only while needed, so that a rank's peak is about q + acc + two K|V
+// blocks (x [B, n, E] too unless this is the last pass, which frees it
+// after the projection): 1/N of a one-process run's.
 template <class T>
-Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
+Tensor ring_pass(RingWork& w, int64_t me, int64_t N, bool last) {
   const AttentionSpec& s = w.spec;
   const DType dt = w.wide ? DType::F64 : DType::F32;
   const int64_t B = w.x.dim(0), n = w.x.dim(1), E = w.x.dim(2);
@@ -178,25 +189,17 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
   const int64_t kw = G * dh, vw = G * dv, blk = n * (kw + vw);  // one batch's K|V block width
   const bool causal = s.causal;
   const MaskRule rule(s);
-  // Every buffer up front and agreed on, so that nothing fails once blocks travel.
-  std::vector<T> q, acc, m, l, cur, nxt, kbuf, vbuf;
+  // Every buffer the ring steps use is agreed on before the first block
+  // travels, so that nothing fails once blocks travel: the projection's
+  // first, then (x and the rope table freed) the steps'.
+  std::vector<T> q, acc, m, l, cur, nxt;
   std::vector<float> scores;  // float32 path: one kTile x kTile score tile per thread
   std::unique_ptr<ThreadPool> pool;
   Tensor y;
   collectively([&] {
-    if constexpr (std::is_same_v<T, float>) {
-      pool = std::make_unique<ThreadPool>(static_cast<int>(w.threads));
-      scores.resize(w.threads * kTile * kTile);
-    }
+    if constexpr (std::is_same_v<T, float>) pool = std::make_unique<ThreadPool>(static_cast<int>(w.threads));
     q.resize(B * n * H * dh);
-    acc.assign(B * n * H * dv, T(0));
-    m.assign(B * H * n, -std::numeric_limits<T>::infinity());
-    l.assign(B * H * n, T(0));
     cur.resize(B * blk);
-    nxt.resize(B * blk);
-    kbuf.resize(n * kw);
-    vbuf.resize(n * vw);
-    y = Tensor(dt, {B, n, w.out_w ? w.out_w->dim(0) : H * dv});
   });
 
   // Project (and rotate) this rank's rows; K|V packed per batch for the ring.
@@ -215,12 +218,20 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
   project<T>(pool.get(), x, B * n, E, s.q.weight, s.q.bias, q.data());
   if (rope) apply_rope_rows<T>(*rope, q.data(), H * dh, 0, B * n, H);
   for (int64_t b = 0; b < B; ++b) {
-    project<T>(pool.get(), x + b * n * E, n, E, s.k.weight, s.k.bias, kbuf.data());
-    if (rope) apply_rope_rows<T>(*rope, kbuf.data(), kw, b * n, n, G);
-    project<T>(pool.get(), x + b * n * E, n, E, s.v.weight, s.v.bias, vbuf.data());
-    std::memcpy(cur.data() + b * blk, kbuf.data(), kbuf.size() * sizeof(T));
-    std::memcpy(cur.data() + b * blk + n * kw, vbuf.data(), vbuf.size() * sizeof(T));
+    T* K = cur.data() + b * blk;  // K [n, kw] then V [n, vw], projected in place
+    project<T>(pool.get(), x + b * n * E, n, E, s.k.weight, s.k.bias, K);
+    if (rope) apply_rope_rows<T>(*rope, K, kw, b * n, n, G);
+    project<T>(pool.get(), x + b * n * E, n, E, s.v.weight, s.v.bias, K + n * kw);
   }
+  rope.reset();
+  if (last) w.x = Tensor();  // no later pass projects it again
+  collectively([&] {
+    if constexpr (std::is_same_v<T, float>) scores.resize(w.threads * kTile * kTile);
+    acc.assign(B * n * H * dv, T(0));
+    m.assign(B * H * n, -std::numeric_limits<T>::infinity());
+    l.assign(B * H * n, T(0));
+    nxt.resize(B * blk);
+  });
 
   const Chunks mine = ring_chunks(w.L, me, N, causal);
   for (int64_t step = 0; step < N; ++step) {
@@ -300,6 +311,10 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
   }
 
   // context = acc / sum, then this rank's rows of the output projection.
+  std::vector<T>().swap(q);
+  std::vector<T>().swap(cur);
+  std::vector<T>().swap(nxt);
+  collectively([&] { y = Tensor(dt, {B, n, w.out_w ? w.out_w->dim(0) : H * dv}); });
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < n; ++i)
       for (int64_t h = 0; h < H; ++h) {
@@ -312,23 +327,50 @@ Tensor ring_pass(const RingWork& w, int64_t me, int64_t N) {
   return y;
 }
 
-// One pass on every rank; rank 0 gets the output [B, L, out] in token order.
-Tensor pass(const RingWork& w) {
+// One pass on every rank. Rank 0 hands its rows and then each other
+// rank's, as they arrive, to `sink` (nullptr: received and dropped, for the
+// timed passes before the last), so it never holds more than two ranks'
+// rows; a failure there (a full disk) is agreed on after every rank's rows
+// are in, so no rank is left waiting to send.
+void pass(RingWork& w, bool last, OutputSink* sink) {
   const int64_t me = rank(), N = size();
-  const Tensor y = w.wide ? ring_pass<double>(w, me, N) : ring_pass<float>(w, me, N);
-  const std::string all = gather_bytes(std::string(reinterpret_cast<const char*>(y.raw()), y.nbytes()));
-  if (me != 0) return Tensor();
-  const int64_t B = y.dim(0), n = y.dim(1);
-  const std::size_t row = y.dim(2) * dtype_size(y.dtype());
-  Tensor out(y.dtype(), {B, w.L, y.dim(2)});
-  for (int64_t r = 0; r < N; ++r) {
-    int64_t li = 0;
-    for (const auto& [start, len] : ring_chunks(w.L, r, N, w.spec.causal))
-      for (int64_t i = 0; i < len; ++i, ++li)
-        for (int64_t b = 0; b < B; ++b)
-          std::memcpy(out.raw() + (b * w.L + start + i) * row, all.data() + ((r * B + b) * n + li) * row, row);
+  Tensor y = w.wide ? ring_pass<double>(w, me, N, last) : ring_pass<float>(w, me, N, last);
+  if (me != 0) {
+    send_bytes(std::string(reinterpret_cast<const char*>(y.raw()), y.nbytes()), 0);
+    collectively([] {});
+    return;
   }
-  return out;
+  std::string err;
+  auto deliver = [&](const uint8_t* rows, int64_t r) {
+    if (!sink || !err.empty()) return;
+    try {
+      sink->put(rows, ring_chunks(w.L, r, N, w.spec.causal));
+    } catch (...) {
+      err = error_of(std::current_exception());
+    }
+  };
+  deliver(y.raw(), 0);
+  const std::size_t nbytes = y.nbytes();
+  y = Tensor();
+  for (int64_t r = 1; r < N; ++r) {
+    const std::string rows = recv_bytes(static_cast<int>(r));
+    if (rows.size() != nbytes && err.empty()) err = "rank " + std::to_string(r) + " sent a wrong-sized block";
+    else deliver(reinterpret_cast<const uint8_t*>(rows.data()), r);
+  }
+  collectively([&] {
+    if (!err.empty()) throw InputError(err);
+  });
+}
+
+// Rope positions of rows `chunks` when the input gives none: [1, n].
+Tensor chunk_positions(const Chunks& chunks) {
+  int64_t n = 0;
+  for (const auto& c : chunks) n += c.second;
+  Tensor p(DType::I64, {1, n});
+  int64_t i = 0;
+  for (const auto& [start, len] : chunks)
+    for (int64_t j = 0; j < len; ++j) p.data<int64_t>()[i++] = start + j;
+  return p;
 }
 
 // Token rows `chunks` of t [B, L, ...] -> [B, n, ...].
@@ -375,7 +417,8 @@ Chunks ring_chunks(int64_t L, int64_t part, int64_t parts, bool causal) {
   return {{part * c, c}, {(2 * parts - 1 - part) * c, c}};
 }
 
-RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& request, WorkerRelease& release) {
+RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& request, WorkerRelease& release,
+                   const Fault& fault) {
   const int64_t N = size();
   const ParallelConfig& pc = *prepared.config.parallel;
   if (pc.ranks != N)
@@ -389,6 +432,16 @@ RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& re
   const std::string bname = backend.name();
   if (bname != "cpu" && bname != "reference")
     refuse("backend " + bname + " cannot run ring attention (cpu and reference only)");
+  // The inputs: by rows per rank when the run allows it (ring_io.h), else
+  // whole on rank 0. A PreparedRun that already holds them keeps them.
+  std::optional<StreamPlan> plan;
+  if (prepared.inputs.query.ndim() == 0) try {
+      plan = plan_stream(prepared);
+      if (plan) prepared.inputs = plan->probe;
+      else prepare_inputs(prepared);
+    } catch (const InputError& e) {
+      throw InputError(prepared.config.file + ": " + e.what());  // which config the input belongs to
+    }
   auto f32 = backend_view(prepared, backend);
   const AttentionSpec& spec = f32 ? f32->first : prepared.spec;
   const AttentionInputs& inputs = f32 ? f32->second : prepared.inputs;
@@ -398,81 +451,121 @@ RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& re
   if (!same_data(inputs.query, inputs.key) || !same_data(inputs.query, inputs.value))
     refuse("ring attention is self-attention: query, key and value must be the same tensor");
   require_supported(backend, spec, inputs);
-  const int64_t L = inputs.query.dim(1);
+  const Shape x_shape = plan ? plan->source.shape : inputs.query.shape();
+  const int64_t B = x_shape[0], L = x_shape[1];
+  ring_chunks(L, 0, N, spec.causal);  // refuses an uneven split before the workers start
 
   const int64_t warmup = request.warmup.value_or(prepared.config.warmup);
   const int64_t iterations = request.iterations.value_or(prepared.config.iterations);
   const DType dt = bname == "reference" ? DType::F64 : DType::F32;
-  const Tensor x = inputs.query.cast(dt);
-  Tensor pos(DType::I64, {inputs.positions ? inputs.positions->dim(0) : 1, L});
-  for (int64_t i = 0; i < pos.numel(); ++i)
-    pos.data<int64_t>()[i] = inputs.positions ? inputs.positions->data<int64_t>()[i] : i % L;
   // Every rank runs as many threads as the cpu backend here was given.
   const nlohmann::json info = backend.describe();
   const int64_t threads = info.contains("threads") && info["threads"].is_number_integer()
                               ? std::max<int64_t>(1, info["threads"].get<int64_t>())
                               : 1;
-  std::vector<std::string> messages;
-  for (int64_t r = 0; r < N; ++r) {
-    const Chunks chunks = ring_chunks(L, r, N, spec.causal);
-    RingWork w;
-    w.wide = dt == DType::F64;
-    w.passes = 1 + warmup + iterations;
-    w.threads = threads;
-    w.L = L;
-    w.spec = spec;
-    for (Projection* p : {&w.spec.q, &w.spec.k, &w.spec.v}) {
-      p->weight = p->weight.cast(dt);
-      p->bias = cast_opt(p->bias, dt);
-    }
-    if (spec.out) {
-      w.out_w = spec.out->weight.cast(dt);
-      w.out_b = cast_opt(spec.out->bias, dt);
-    }
-    w.x = take_rows(x, chunks);
-    w.positions = take_rows(pos, chunks);
-    messages.push_back(encode(w));
+  RingWork base;
+  base.wide = dt == DType::F64;
+  base.passes = 1 + warmup + iterations;
+  base.threads = threads;
+  base.L = L;
+  base.spec = spec;
+  for (Projection* p : {&base.spec.q, &base.spec.k, &base.spec.v}) {
+    p->weight = p->weight.cast(dt);
+    p->bias = cast_opt(p->bias, dt);
   }
+  if (spec.out) {
+    base.out_w = spec.out->weight.cast(dt);
+    base.out_b = cast_opt(spec.out->bias, dt);
+  }
+  const int64_t out_dim = base.out_w ? base.out_w->dim(0) : spec.num_heads * spec.head_dim_v;
+  // Rank r's work: its rows read here (a .npy source, or the whole input),
+  // or drawn by the rank itself (rand / randn).
+  auto work_for = [&](int64_t r) {
+    const Chunks chunks = ring_chunks(L, r, N, spec.causal);
+    RingWork w = base;
+    if (!plan) w.x = take_rows(inputs.query.cast(dt), chunks);
+    else if (plan->source.kind == RowSourceKind::Sent) w.x = source_rows(plan->source, chunks, dt);
+    else w.source = plan->source;
+    w.positions = inputs.positions && !plan ? take_rows(*inputs.positions, chunks) : chunk_positions(chunks);
+    return w;
+  };
   release.go(2);
-  for (int64_t r = 1; r < N; ++r) send_bytes(messages[r], static_cast<int>(r));
+  // One rank's message at a time, so rank 0 holds its rows and one other
+  // rank's; a failure still sends (an empty message, which that rank fails
+  // to decode) so that nobody waits, and all ranks agree on it below.
+  std::string err;
+  for (int64_t r = 1; r < N; ++r) {
+    std::string msg;
+    if (err.empty() && r != fault.bad_shape_rank) try {
+        msg = encode(work_for(r));
+      } catch (...) {
+        err = error_of(std::current_exception());
+      }
+    send_bytes(msg, static_cast<int>(r));
+  }
   RingWork mine;
-  collectively([&] { mine = decode(messages[0]); });
-  messages.clear();
+  collectively([&] {
+    if (!err.empty()) throw InputError(err);
+    mine = work_for(0);
+    if (mine.source.kind != RowSourceKind::Sent) mine.x = source_rows(mine.source, ring_chunks(L, 0, N, spec.causal), dt);
+  });
 
+  // The output: whole on rank 0 only when something needs it (ring_io.h).
+  const bool need_whole = !plan || prepared.config.reference || B * L * out_dim <= kWholeOutputElements;
+  OutputSink sink({B, L, out_dim}, dt, need_whole, plan ? request.output_file : "");
   RunReport rep;
   rep.backend_name = backend.name();
-  rep.timing.flops = attention_flops(spec, inputs);
-  Tensor output;
+  {
+    AttentionInputs dims = inputs;  // attention_flops reads [B, L] only
+    if (plan) dims.query = dims.key = dims.value = Tensor(dt, {B, L, 0});
+    rep.timing.flops = attention_flops(spec, dims);
+  }
   using clock = std::chrono::steady_clock;
   for (int64_t p = 0; p < mine.passes; ++p) {
+    const bool last = p + 1 == mine.passes;
     const auto t0 = clock::now();
-    output = pass(mine);
+    pass(mine, last, last ? &sink : nullptr);
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     if (p == 0) rep.timing.first_ms = ms;
     else if (p > warmup) rep.timing.cached_ms.push_back(ms);
   }
+  sink.close();
   summarize_timing(rep.timing);
-  const int64_t sent = bytes_sent();
-  const std::string all = gather_bytes(std::string(reinterpret_cast<const char*>(&sent), sizeof sent));
-  std::vector<int64_t> per_rank(N);
-  std::memcpy(per_rank.data(), all.data(), N * sizeof(int64_t));
+  const std::vector<int64_t> stats = gather_rank_stats();
+  std::vector<int64_t> sent(N), peak(N);
+  for (int64_t r = 0; r < N; ++r) sent[r] = stats[2 * r], peak[r] = stats[2 * r + 1];
   rep.cache = backend.cache_stats();
   rep.backend_info = backend.describe();
-  rep.backend_info["parallel"] = {{"mode", "sequence"}, {"ranks", N}, {"bytes_sent_per_rank", per_rank}};
-  AttentionResult result;
-  result.output = output;
-  rep.result = prepared.variant->finish(std::move(result), prepared.options, inputs);
-  rep.comparison = compare_with_reference(prepared.config, rep.result.output);
+  rep.backend_info["parallel"] = {{"mode", "sequence"},
+                                  {"ranks", N},
+                                  {"bytes_sent_per_rank", sent},
+                                  {"peak_rss_bytes_per_rank", peak},
+                                  {"input", !plan ? "whole on rank 0"
+                                            : plan->source.kind == RowSourceKind::Sent ? "rows read by rank 0 per rank"
+                                                                                        : "rows drawn by each rank"},
+                                  {"output", need_whole ? "whole on rank 0" : "rows written as they arrive"}};
+  rep.output_written = plan && !request.output_file.empty();
+  if (need_whole) {
+    AttentionResult result;
+    result.output = sink.whole();
+    rep.result = prepared.variant->finish(std::move(result), prepared.options, inputs);
+    rep.comparison = compare_with_reference(prepared.config, rep.result.output);
+  } else {
+    rep.output_rows = sink.edges();
+  }
   return rep;
 }
 
 int serve_ring() {
   try {
     RingWork w;
-    collectively([&] { w = decode(recv_bytes(0)); });
-    for (int64_t p = 0; p < w.passes; ++p) pass(w);
-    const int64_t sent = bytes_sent();
-    gather_bytes(std::string(reinterpret_cast<const char*>(&sent), sizeof sent));
+    collectively([&] {
+      w = decode(recv_bytes(0));
+      if (w.source.kind != RowSourceKind::Sent)
+        w.x = source_rows(w.source, ring_chunks(w.L, rank(), size(), w.spec.causal), w.wide ? DType::F64 : DType::F32);
+    });
+    for (int64_t p = 0; p < w.passes; ++p) pass(w, p + 1 == w.passes, nullptr);
+    gather_rank_stats();
   } catch (const InputError&) {
     return 2;  // rank 0 reports it
   }

@@ -1,8 +1,10 @@
 #pragma once
 // Sequence-parallel ring attention over MPI ("parallel": {"sequence": N}).
 //
-//   rank 0 reads config, weights and inputs and sends rank r its token rows
-//   x [B, n, E] (n = L/N), their rope positions and the q/k/v/out weights.
+//   rank 0 reads config and weights and sends rank r the q/k/v/out weights,
+//   its rows' rope positions and its token rows x [B, n, E] (n = L/N), or,
+//   for a rand/randn input, the seed to draw them itself (ring_io.h: a .npy
+//   input is read by row ranges, one rank at a time; others whole).
 //   Non-causal runs give rank r the contiguous block [r*n, (r+1)*n); causal
 //   runs split L into 2N chunks and give rank r chunks r and 2N-1-r
 //   (zigzag), so every rank has the same number of visible keys to attend.
@@ -12,7 +14,14 @@
 //   an online softmax (running max, running sum, accumulator) merges the
 //   blocks. Keys are masked by MaskRule on their true positions; a chunk
 //   pair no query can see is skipped. Each rank projects its own context
-//   rows; rank 0 gathers the output rows in token order.
+//   rows; rank 0 takes the output rows rank by rank.
+// What a rank holds at its peak (the ring steps): q and the accumulator for
+// its n rows, two K|V blocks (attended, arriving), softmax max/sum: about
+// n * (H*dh + H*dv + 2*G*(dh+dv)) values, 1/N of a one-process run's
+// activations. x is freed after the last pass's projection; the output rows
+// [B, n, O] are sent to rank 0, which writes them into the output file as
+// they arrive and keeps the whole output only when the report needs it
+// (ring_io.h). Nothing is gathered whole.
 // Arithmetic: float32 on the cpu backend, on as many threads per rank as
 // its "threads" option says (projections by the backend's pooled sgemm; the
 // attention one task per batch, query chunk and head, in 128 x 128 tiles:
@@ -23,11 +32,11 @@
 #include <utility>
 #include <vector>
 
+#include "parallel/head_parallel.h"
 #include "run/runner.h"
 
 namespace mha::parallel {
 
-class WorkerRelease;
 
 // Token chunks [start, start + length) of rank `part` of `parts` over L
 // tokens (see above); InputError when L does not split evenly.
@@ -35,7 +44,10 @@ std::vector<std::pair<int64_t, int64_t>> ring_chunks(int64_t L, int64_t part, in
 
 // Rank 0: checks, distributes, runs its block, gathers. backend_info.parallel
 // reports mode, ranks and bytes_sent_per_rank.
-RunReport run_ring(PreparedRun& run, Backend& backend, const RunRequest& request, WorkerRelease& release);
+// `fault.bad_shape_rank` (tests): that rank is sent an empty message, which
+// it fails to decode (a failure on one rank).
+RunReport run_ring(PreparedRun& run, Backend& backend, const RunRequest& request, WorkerRelease& release,
+                   const Fault& fault = {});
 
 // Every other rank, after rank 0 released it in sequence mode: 0, or 2 when
 // the run failed on any rank (rank 0 prints it).

@@ -4,12 +4,15 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 
 #ifdef MHA_HAVE_MPI
 #include <mpi.h>
 #endif
+
+#include "util/memory.h"
 
 namespace mha::parallel {
 
@@ -169,5 +172,13 @@ void RingExchange::wait() {}
 int rank() { return g_rank; }
 int size() { return g_size; }
 int64_t bytes_sent() { return g_sent; }
+
+std::vector<int64_t> gather_rank_stats() {
+  const int64_t mine[2] = {bytes_sent(), peak_rss_bytes()};
+  const std::string all = gather_bytes(std::string(reinterpret_cast<const char*>(mine), sizeof mine));
+  std::vector<int64_t> v(all.size() / sizeof(int64_t));
+  if (!v.empty()) std::memcpy(v.data(), all.data(), v.size() * sizeof(int64_t));
+  return v;
+}
 
 }  // namespace mha::parallel

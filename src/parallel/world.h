@@ -71,4 +71,8 @@ int64_t recv_int_idle(int source);
 // Total bytes this rank has sent through the functions above.
 int64_t bytes_sent();
 
+// Collective: every rank's {bytes_sent(), peak resident bytes (VmHWM,
+// util/memory.h)}, on rank 0 as 2N values in rank order; {} elsewhere.
+std::vector<int64_t> gather_rank_stats();
+
 }  // namespace mha::parallel

@@ -71,13 +71,23 @@ Tensor rows_of(const Tensor& x, int64_t r0, int64_t n) {
 }  // namespace
 
 PreparedRun prepare_run(const RunConfig& config) {
+  PreparedRun r = prepare_model(config);
+  prepare_inputs(r);
+  return r;
+}
+
+PreparedRun prepare_model(const RunConfig& config) {
   PreparedRun r;
   r.config = config;
   r.variant = make_variant(config.variant, config.params);
   r.options = r.variant->parse_options(config.options);
   r.weights = load_weights(*r.variant, config.weights);
   r.spec = r.variant->build_spec(r.weights, r.options);
+  return r;
+}
 
+void prepare_inputs(PreparedRun& r) {
+  const RunConfig& config = r.config;
   TensorMap inputs;
   TorchGenerator gen(config.inputs_seed);
   for (const InputConfig& ic : config.inputs) {
@@ -93,7 +103,6 @@ PreparedRun prepare_run(const RunConfig& config) {
   if (config.decode) check_decode_inputs(*config.decode, r.spec, r.inputs, r.options);
   spdlog::debug("{}: variant {} -> {} heads of {} (value {}), causal {}, out_dim {}", config.file, config.variant,
                 r.spec.num_heads, r.spec.head_dim, r.spec.head_dim_v, r.spec.causal, r.spec.out_dim());
-  return r;
 }
 
 void summarize_timing(Timing& t) {

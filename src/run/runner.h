@@ -30,6 +30,10 @@ struct PreparedRun {
 // Resolves weights (init, file or folder) and inputs (files or rand/randn
 // from one generator seeded by inputs.seed, in config order).
 PreparedRun prepare_run(const RunConfig& config);
+// prepare_run in two steps: the variant, options, weights and spec; then
+// the inputs (a ring run reads them by rows instead when it can).
+PreparedRun prepare_model(const RunConfig& config);
+void prepare_inputs(PreparedRun& run);
 
 // Loads every weight of `v` from a .safetensors / .npz file, a Hugging Face
 // checkpoint index or a folder of NAME.npy files (optionally the tensors under
@@ -62,6 +66,19 @@ struct RunRequest {
   bool need_weights = false;   // on top of the variant's need_weights option
   bool collect_stages = false;
   std::optional<int64_t> warmup, iterations;  // override the config's runs
+  // A ring run may write the output .npy here (a temporary the caller
+  // renames into place) row by row as ranks finish, instead of returning it
+  // whole; RunReport::output_written says whether it did.
+  std::string output_file;
+};
+
+// The rows of an output that was not held whole (RunReport::output_rows):
+// its shape and dtype, and the rows of dim 1 a printed summary shows.
+struct OutputRows {
+  Shape shape;
+  DType dtype = DType::F32;
+  Tensor rows;                  // [B, index.size(), ...]
+  std::vector<int64_t> index;   // which rows of dim 1, increasing
 };
 
 struct RunReport {
@@ -72,6 +89,10 @@ struct RunReport {
   std::string backend_name;
   std::optional<compare::Report> comparison;
   std::optional<DecodeTiming> decode;  // set for a decode run
+  // Set when the output was too large to hold on one rank: result.output is
+  // then empty and these are the rows a summary prints.
+  std::optional<OutputRows> output_rows;
+  bool output_written = false;  // RunRequest::output_file holds the output
 };
 
 RunReport execute_run(PreparedRun& run, Backend& backend, const RunRequest& request);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <stdexcept>
 #include <vector>
 
 namespace mha {
@@ -79,8 +81,9 @@ class Formatter {
 // Elements are read one by one from the tensor: a summarised print shows a
 // few hundred of them, and a float64 copy of the whole tensor would double
 // a large output's memory (1 GB more for a 131072x1024 float32 output).
+using Getter = std::function<double(int64_t)>;  // flat index -> element
 struct View {
-  const Tensor* t;
+  const Getter* t;
   const Shape* shape;
   int64_t offset;  // flat index of this sub-tensor's first element
   int dim;         // which dim of `shape` this view starts at
@@ -90,7 +93,7 @@ struct View {
     return s;
   }
   View sub(int64_t i) const { return {t, shape, offset + i * stride(), dim + 1}; }
-  double at(int64_t i) const { return t->get_f64(offset + i); }
+  double at(int64_t i) const { return (*t)(offset + i); }
   int64_t size() const { return (*shape)[dim]; }
   int rank() const { return static_cast<int>(shape->size()) - dim; }
 };
@@ -145,24 +148,41 @@ std::string tensor_str(const View& v, int indent, bool summarize, const Formatte
   return s + "]";
 }
 
+// The print of elements `get` gives of a tensor of `shape` and `dtype`.
+std::string format_elements(const Getter& get, const Shape& shape, DType dtype, int64_t numel) {
+  std::string suffix;
+  if (dtype != DType::F32 && dtype != DType::I64 && dtype != DType::Bool)
+    suffix = std::string(", dtype=torch.") + dtype_name(dtype);
+  if (numel == 0) {
+    std::string s = "tensor([]";
+    if (shape.size() != 1) s += ", size=" + shape_str(shape);
+    return s + suffix + ")";
+  }
+  bool summarize = numel > kThreshold;
+  View root{&get, &shape, 0, 0};
+  std::vector<double> shown;
+  summarized(root, summarize, shown);
+  Formatter f(shown, dtype_is_float(dtype), dtype == DType::Bool);
+  return "tensor(" + tensor_str(root, 7, summarize, f) + suffix + ")";
+}
+
 }  // namespace
 
 std::string format_torch(const Tensor& t) {
-  const Shape& shape = t.shape();
-  std::string suffix;
-  if (t.dtype() != DType::F32 && t.dtype() != DType::I64 && t.dtype() != DType::Bool)
-    suffix = std::string(", dtype=torch.") + dtype_name(t.dtype());
-  if (t.numel() == 0) {
-    std::string s = "tensor([]";
-    if (t.ndim() != 1) s += ", size=" + shape_str(shape);
-    return s + suffix + ")";
-  }
-  bool summarize = t.numel() > kThreshold;
-  View root{&t, &shape, 0, 0};
-  std::vector<double> shown;
-  summarized(root, summarize, shown);
-  Formatter f(shown, dtype_is_float(t.dtype()), t.dtype() == DType::Bool);
-  return "tensor(" + tensor_str(root, 7, summarize, f) + suffix + ")";
+  const Getter get = [&t](int64_t i) { return t.get_f64(i); };
+  return format_elements(get, t.shape(), t.dtype(), t.numel());
+}
+
+std::string format_torch_rows(const Tensor& rows, const std::vector<int64_t>& rows_index, const Shape& shape) {
+  const int64_t numel = shape_numel(shape), L = shape.at(1), inner = numel / std::max<int64_t>(shape.at(0) * L, 1);
+  const int64_t K = static_cast<int64_t>(rows_index.size());
+  const Getter get = [&](int64_t i) {
+    const int64_t b = i / (L * inner), l = i / inner % L, e = i % inner;
+    const auto it = std::lower_bound(rows_index.begin(), rows_index.end(), l);
+    if (it == rows_index.end() || *it != l) throw std::logic_error("format_torch_rows: row " + std::to_string(l) + " not held");
+    return rows.get_f64((b * K + (it - rows_index.begin())) * inner + e);
+  };
+  return format_elements(get, shape, rows.dtype(), numel);
 }
 
 }  // namespace mha

@@ -176,8 +176,16 @@ void attend_tiles(const float* q, int64_t ldq, const float* k, int64_t ldk, cons
   }
 }
 
+// Sub-block i of S of a rank's chunks (ring_chunks): chunk i when there
+// are S chunks, else rows [i * len, (i + 1) * len) of its one chunk.
+Chunks sub_chunk(const Chunks& chunks, int64_t i, int64_t S) {
+  if (static_cast<int64_t>(chunks.size()) == S) return {chunks[i]};
+  const int64_t len = chunks[0].second / S;
+  return {{chunks[0].first + i * len, len}};
+}
+
 // One rank's ring pass; returns its output rows [B, n, out_dim]. Buffers
-// live only while needed, so that a rank's peak is about q + acc + two K|V
+// live only while needed, so that a rank's peak is about q + acc + 1.5 K|V
 // blocks (x [B, n, E] too unless this is the last pass, which frees it
 // after the projection): 1/N of a one-process run's.
 template <class T>
@@ -186,20 +194,27 @@ Tensor ring_pass(RingWork& w, int64_t me, int64_t N, bool last) {
   const DType dt = w.wide ? DType::F64 : DType::F32;
   const int64_t B = w.x.dim(0), n = w.x.dim(1), E = w.x.dim(2);
   const int64_t H = s.num_heads, G = s.num_kv_heads, dh = s.head_dim, dv = s.head_dim_v, group = H / G;
-  const int64_t kw = G * dh, vw = G * dv, blk = n * (kw + vw);  // one batch's K|V block width
+  const int64_t kw = G * dh, vw = G * dv;
   const bool causal = s.causal;
   const MaskRule rule(s);
+  // K|V travels in S sub-blocks of len rows (a causal rank's two chunks, or
+  // the two halves of a contiguous block; one when n is odd), so a rank
+  // holds S + 1 of them (attended and sent, next, arriving) instead of two
+  // whole blocks: at 131072 tokens on 2 ranks, 64 MiB less at the peak.
+  // Sub-block layout, per batch: K [len, kw] then V [len, vw].
+  const int64_t S = n % 2 == 0 ? 2 : 1, len = n / S, sblk = len * (kw + vw);
   // Every buffer the ring steps use is agreed on before the first block
   // travels, so that nothing fails once blocks travel: the projection's
   // first, then (x and the rope table freed) the steps'.
-  std::vector<T> q, acc, m, l, cur, nxt;
+  std::vector<T> q, acc, m, l;
+  std::vector<std::vector<T>> buf(S + 1);
   std::vector<float> scores;  // float32 path: one kTile x kTile score tile per thread
   std::unique_ptr<ThreadPool> pool;
   Tensor y;
   collectively([&] {
     if constexpr (std::is_same_v<T, float>) pool = std::make_unique<ThreadPool>(static_cast<int>(w.threads));
     q.resize(B * n * H * dh);
-    cur.resize(B * blk);
+    for (int64_t i = 0; i < S; ++i) buf[i].resize(B * sblk);
   });
 
   // Project (and rotate) this rank's rows; K|V packed per batch for the ring.
@@ -217,12 +232,14 @@ Tensor ring_pass(RingWork& w, int64_t me, int64_t N, bool last) {
   if constexpr (std::is_same_v<T, float>) serial.emplace();
   project<T>(pool.get(), x, B * n, E, s.q.weight, s.q.bias, q.data());
   if (rope) apply_rope_rows<T>(*rope, q.data(), H * dh, 0, B * n, H);
-  for (int64_t b = 0; b < B; ++b) {
-    T* K = cur.data() + b * blk;  // K [n, kw] then V [n, vw], projected in place
-    project<T>(pool.get(), x + b * n * E, n, E, s.k.weight, s.k.bias, K);
-    if (rope) apply_rope_rows<T>(*rope, K, kw, b * n, n, G);
-    project<T>(pool.get(), x + b * n * E, n, E, s.v.weight, s.v.bias, K + n * kw);
-  }
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < S; ++i) {
+      T* K = buf[i].data() + b * sblk;  // projected in place
+      const int64_t r0 = b * n + i * len;
+      project<T>(pool.get(), x + r0 * E, len, E, s.k.weight, s.k.bias, K);
+      if (rope) apply_rope_rows<T>(*rope, K, kw, r0, len, G);
+      project<T>(pool.get(), x + r0 * E, len, E, s.v.weight, s.v.bias, K + len * kw);
+    }
   rope.reset();
   if (last) w.x = Tensor();  // no later pass projects it again
   collectively([&] {
@@ -230,16 +247,21 @@ Tensor ring_pass(RingWork& w, int64_t me, int64_t N, bool last) {
     acc.assign(B * n * H * dv, T(0));
     m.assign(B * H * n, -std::numeric_limits<T>::infinity());
     l.assign(B * H * n, T(0));
-    nxt.resize(B * blk);
+    buf[S].resize(B * sblk);
   });
 
   const Chunks mine = ring_chunks(w.L, me, N, causal);
-  for (int64_t step = 0; step < N; ++step) {
+  // Sub-step t attends sub-block t % S of rank (me - t / S)'s keys, from
+  // buf[t % (S + 1)], while sending it on to rank me + 1 (which attends it
+  // at t + S) and receiving into the buffer attended at t - 1 the
+  // sub-block this rank attends at t + S.
+  for (int64_t t = 0; t < N * S; ++t) {
+    const T* cur = buf[t % (S + 1)].data();
     RingExchange ex;
-    if (step + 1 < N)
-      ex.start(cur.data(), nxt.data(), static_cast<int64_t>(cur.size() * sizeof(T)), static_cast<int>((me + 1) % N),
-               static_cast<int>((me + N - 1) % N));
-    const Chunks theirs = ring_chunks(w.L, (me + N - step) % N, N, causal);
+    if (t + S < N * S)
+      ex.start(cur, buf[(t + S) % (S + 1)].data(), static_cast<int64_t>(B * sblk * sizeof(T)),
+               static_cast<int>((me + 1) % N), static_cast<int>((me + N - 1) % N));
+    const Chunks theirs = sub_chunk(ring_chunks(w.L, (me + N - t / S) % N, N, causal), t % S, S);
     if constexpr (std::is_same_v<T, float>) {
       // One task per (batch, query chunk, head), its key chunks in order: no
       // two tasks touch the same rows of acc, m and l, and the result does
@@ -249,8 +271,8 @@ Tensor ring_pass(RingWork& w, int64_t me, int64_t N, bool last) {
         const int64_t h = t % H, c = (t / H) % nq, b = t / (H * nq);
         const auto [qs, ql] = mine[c];
         const int64_t qi0 = c == 0 ? 0 : mine[0].second;  // at most two chunks
-        const float* K = cur.data() + b * blk;
-        const float* V = K + n * kw;
+        const float* K = cur + b * sblk;
+        const float* V = K + len * kw;
         int64_t kj0 = 0;
         for (const auto& [ks, kl] : theirs) {
           if (ks + kl > rule.first_key(qs) && ks < rule.end_key(qs + ql, w.L))
@@ -263,8 +285,8 @@ Tensor ring_pass(RingWork& w, int64_t me, int64_t N, bool last) {
       });
     } else {
       for (int64_t b = 0; b < B; ++b) {
-        const T* K = cur.data() + b * blk;
-        const T* V = K + n * kw;
+        const T* K = cur + b * sblk;
+        const T* V = K + len * kw;
         int64_t qi0 = 0;
         for (const auto& [qs, ql] : mine) {
           int64_t kj0 = 0;
@@ -307,13 +329,11 @@ Tensor ring_pass(RingWork& w, int64_t me, int64_t N, bool last) {
       }
     }
     ex.wait();
-    if (step + 1 < N) cur.swap(nxt);
   }
 
   // context = acc / sum, then this rank's rows of the output projection.
   std::vector<T>().swap(q);
-  std::vector<T>().swap(cur);
-  std::vector<T>().swap(nxt);
+  std::vector<std::vector<T>>().swap(buf);
   collectively([&] { y = Tensor(dt, {B, n, w.out_w ? w.out_w->dim(0) : H * dv}); });
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < n; ++i)

@@ -16,8 +16,9 @@
 //   pair no query can see is skipped. Each rank projects its own context
 //   rows; rank 0 takes the output rows rank by rank.
 // What a rank holds at its peak (the ring steps): q and the accumulator for
-// its n rows, two K|V blocks (attended, arriving), softmax max/sum: about
-// n * (H*dh + H*dv + 2*G*(dh+dv)) values, 1/N of a one-process run's
+// its n rows, three K|V half-blocks (attended and sent, next, arriving: the
+// block travels in two halves), softmax max/sum: about
+// n * (H*dh + H*dv + 1.5*G*(dh+dv)) values, 1/N of a one-process run's
 // activations. x is freed after the last pass's projection; the output rows
 // [B, n, O] are sent to rank 0, which writes them into the output file as
 // they arrive and keeps the whole output only when the report needs it

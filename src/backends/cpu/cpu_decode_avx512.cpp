@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_decode_kernel.h"
+#include "backends/cpu/cpu_simd_avx512.h"
 
 namespace mha::cpu {
 namespace decode_avx512 {
@@ -42,20 +43,7 @@ struct V {
   }
   static float hmax(F x) { return _mm512_reduce_max_ps(x); }
   // 2^x for x <= 0: the AVX2 kernel's fit on 16 lanes.
-  static F exp2(F x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));
-    const F n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const F f = _mm512_sub_ps(x, n);
-    F p = _mm512_set1_ps(1.5337577497120947e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3399861054494977e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618519805371761e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550329014658928e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022646248340607e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471824645996e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
-  }
+  static F exp2(F x) { return avx512::exp2_ps(x); }
 };
 
 #include "backends/cpu/cpu_decode_kernel.inc"

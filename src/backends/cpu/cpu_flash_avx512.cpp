@@ -3,12 +3,14 @@
 // flags (CMakeLists.txt), and flash_kernel() calls it only after checking
 // the CPU. It includes no header with inline SIMD code (cpu_simd.h is the
 // AVX2 kernel's): an inline function compiled here with AVX-512 could be
-// the copy the linker keeps for the AVX2 callers.
+// the copy the linker keeps for the AVX2 callers. cpu_simd_avx512.h's
+// functions are static, one copy per AVX-512 file.
 #include <immintrin.h>
 
 #include <cstdint>
 
 #include "backends/cpu/cpu_flash_kernel.h"
+#include "backends/cpu/cpu_simd_avx512.h"
 
 namespace mha::cpu {
 namespace flash_avx512 {
@@ -30,20 +32,7 @@ struct V {
   static F fmsub(F x, F y, F z) { return _mm512_fmsub_ps(x, y, z); }
   // 2^x for x <= 0: the AVX2 kernel's degree-6 fit (cpu_simd.h) on 16
   // lanes, so both kernels round the same way.
-  static F exp2(F x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));
-    const F n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const F f = _mm512_sub_ps(x, n);
-    F p = _mm512_set1_ps(1.5337577497120947e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3399861054494977e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618519805371761e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550329014658928e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022646248340607e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471824645996e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
-  }
+  static F exp2(F x) { return avx512::exp2_ps(x); }
   // x in lanes c + t with lo <= c + t < hi, -inf elsewhere.
   static F keep_lanes(F x, int64_t c, int32_t lo, int32_t hi) {
     const __m512i lane = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(c)),

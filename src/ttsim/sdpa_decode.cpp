@@ -1,0 +1,330 @@
+#include "ttsim/sdpa_decode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "ttsim/packer.h"
+#include "ttsim/sfpu.h"
+#include "ttsim/sfpu_mad.h"
+#include "util/error.h"
+
+namespace mha::ttsim {
+
+namespace {
+
+constexpr uint32_t kNone = 0xFFFFFFFFu;
+constexpr int kMaxRounds = 6;  // the kernel's MAX_TREE_REDUCTION_ROUNDS (64 cores per head)
+
+// One core's running state: max and sum per q row (G), output G x dh; every
+// value a bfloat16 circular-buffer value.
+struct Partial {
+  bool has_data = false;
+  std::vector<float> m, l, o;
+};
+
+struct Ctx {
+  const SdpaDecodeConfig& cfg;
+  float scale;
+  bool fp32;
+  int64_t G, dh, C;  // q rows per kv head, head dim (padded), chunk length
+  Exec serial;       // one core's matmuls run on the calling thread
+};
+
+// A Dst value packed to a bfloat16 circular buffer.
+float pack_bf16(float dst, bool fp32) {
+  float out;
+  pack_from_dst(&dst, &out, 1, DataFormat::Bfloat16, fp32, false);
+  return out;
+}
+
+// exp((a - b) * scale) as the kernel's sub_exp helpers compute it: ELWSUB of
+// the two bf16 operands into Dst, then on the SFPU the multiply by the fp32
+// scale and exp (fast approx when exp_approx_mode, else the exact algorithm
+// of the Dst mode), stored to Dst and packed to bf16.
+float sub_exp(float a, float b, const Ctx& c) {
+  const float d = fpu_add(a, -b, c.fp32);
+  const ExpAlgorithm algo = c.cfg.exp_approx_mode ? ExpAlgorithm::FastApprox : exp_algorithm(false, c.fp32);
+  return pack_bf16(sfpu_store(sfpu_exp_lane(sfpu_mul(d, c.scale), algo), c.fp32), c.fp32);
+}
+
+float mul_bf16(float in0, float in1, const Ctx& c) {  // in0 in SrcA, in1 in SrcB
+  return pack_bf16(fpu_mul(in0, in1, c.cfg.math_fidelity, c.fp32), c.fp32);
+}
+float add_bf16(float in0, float in1, const Ctx& c) { return pack_bf16(fpu_add(in0, in1, c.fp32), c.fp32); }
+
+// tree_reduction.hpp's binary tree over N ranks (rank 0 the root): the child
+// rank received at each round, kNone where there is none.
+void tree_children(uint32_t rank, uint32_t N, uint32_t children[kMaxRounds]) {
+  for (int r = 0; r < kMaxRounds; ++r) children[r] = kNone;
+  if (N <= 1) return;
+  const uint32_t vid = (N - 1) - rank, rounds = 32 - __builtin_clz(N - 1);
+  for (uint32_t r = 0; r < rounds; ++r) {
+    const uint32_t mask = (2u << r) - 1;
+    if ((vid & mask) == mask && vid - (1u << r) < N) children[r] = (N - 1) - (vid - (1u << r));
+  }
+  if (rank == 0)  // orphans (their natural parent is past N) report to the root
+    for (uint32_t c = 1; c < N; ++c) {
+      const uint32_t cv = (N - 1) - c, t = __builtin_ctz(~cv);
+      if (cv + (1u << t) >= N && children[t] == kNone) children[t] = c;
+    }
+}
+
+// rt_args_common.hpp get_workload_for_core without a sliding window: chunks
+// [start, end) of core `core` among N, dealt from the end (core 0 = last).
+void core_chunks(int64_t num_chunks, int64_t core, int64_t N, int64_t& start, int64_t& end) {
+  if (N > num_chunks) {
+    const int64_t per = core < num_chunks ? 1 : 0;
+    start = (num_chunks - core - 1) * per;
+    end = (num_chunks - core) * per;
+    return;
+  }
+  const int64_t per = num_chunks / N, res = num_chunks % N, rev = N - core - 1;
+  start = rev * per + std::min(res, rev);
+  end = start + per + (rev < res ? 1 : 0);
+}
+
+// The flash loop of one core over chunks [c0, c1): Q (G x dh), K rows and V
+// rows fetched by position through `kv_row`. Mask (-inf past cur_pos) on the
+// last chunk of the whole range, which core 0 owns.
+void run_core(const Ctx& c, const TileTensor& qh, const std::function<const float*(bool v, int64_t pos)>& kv_row,
+              DataFormat kfmt, DataFormat vfmt, int64_t c0, int64_t c1, int64_t num_chunks, int64_t cur_pos,
+              Partial& out) {
+  const int64_t n = c1 - c0, C = c.C, G = c.G, dh = c.dh, L = n * C;
+  ComputeConfig mm;
+  mm.math_fidelity = c.cfg.math_fidelity;
+  mm.fp32_dest_acc_en = c.fp32;
+  mm.math_approx_mode = c.cfg.math_approx_mode;
+  mm.output = DataFormat::Bfloat16;
+  // QK = Q @ K^T for all the core's chunks at once: every score keeps all of
+  // dh in Dst (qk_in0_block_w = DHt), so one matmul gives each chunk's bits.
+  TileTensor kt = make_tile_tensor({dh, L}, kfmt);
+  for (int64_t j = 0; j < L; ++j) {
+    const float* row = kv_row(false, c0 * C + j);
+    for (int64_t d = 0; d < dh; ++d) kt.at(0, d, j) = row[d];
+  }
+  TileTensor qk;
+  tt_matmul(qh, kt, qk, mm, c.serial);
+  kt = TileTensor{};
+  // Per chunk: mask, running max, P = exp((QK - max) * scale).
+  TileTensor p = make_tile_tensor({n, G, C}, DataFormat::Bfloat16);
+  std::vector<float> cur_max(static_cast<size_t>(n * G));
+  for (int64_t j = 0; j < n; ++j) {
+    const bool masked = c0 + j == num_chunks - 1;
+    for (int64_t r = 0; r < G; ++r) {
+      float* s = &qk.at(0, r, j * C);
+      if (masked)
+        for (int64_t x = 0; x < C; ++x) {
+          const float mask = (c0 + j) * C + x > cur_pos ? -std::numeric_limits<float>::infinity() : 0.0f;
+          s[x] = add_bf16(s[x], mask, c);
+        }
+      float m = j > 0 ? cur_max[(j - 1) * G + r] : -std::numeric_limits<float>::infinity();
+      for (int64_t x = 0; x < C; ++x) m = std::max(m, s[x]);
+      cur_max[j * G + r] = m;
+      for (int64_t x = 0; x < C; ++x) p.at(j, r, x) = sub_exp(s[x], m, c);
+    }
+  }
+  qk = TileTensor{};
+  // Row sums: the reduce on the matrix unit, P in SrcA against a scaler of
+  // 1.0 in SrcB, i.e. ones (1 x C) @ P^T (C x G) per chunk.
+  TileTensor ones = make_tile_tensor({n, 1, C}, DataFormat::Bfloat16), pt = make_tile_tensor({n, C, G}, DataFormat::Bfloat16);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t x = 0; x < C; ++x) {
+      ones.at(j, 0, x) = 1.0f;
+      for (int64_t r = 0; r < G; ++r) pt.at(j, x, r) = p.at(j, r, x);
+    }
+  TileTensor sums;
+  tt_matmul(ones, pt, sums, mm, c.serial);
+  // OUT_IM = P @ V per chunk (out_in0_block_w = Sk_chunk_t: all of the chunk in Dst).
+  TileTensor vc = make_tile_tensor({n, C, dh}, vfmt);
+  for (int64_t j = 0; j < L; ++j) {
+    const float* row = kv_row(true, c0 * C + j);
+    std::copy(row, row + dh, &vc.at(j / C, j % C, 0));
+  }
+  TileTensor pv;
+  tt_matmul(p, vc, pv, mm, c.serial);
+  // The online-softmax correction, chunk by chunk.
+  out.has_data = true;
+  out.m.assign(cur_max.begin(), cur_max.begin() + G);
+  out.l.resize(static_cast<size_t>(G));
+  out.o.resize(static_cast<size_t>(G * dh));
+  for (int64_t r = 0; r < G; ++r) {
+    out.l[r] = sums.at(0, 0, r);
+    for (int64_t d = 0; d < dh; ++d) out.o[r * dh + d] = pv.at(0, r, d);
+  }
+  for (int64_t j = 1; j < n; ++j)
+    for (int64_t r = 0; r < G; ++r) {
+      const float m_new = cur_max[j * G + r];
+      const float emd = sub_exp(out.m[r], m_new, c);  // EXP_MAX_DIFF = exp(PREV_MAX - CUR_MAX)
+      const float prev_sum = mul_bf16(out.l[r], emd, c);
+      for (int64_t d = 0; d < dh; ++d) {
+        float& o = out.o[r * dh + d];
+        o = add_bf16(mul_bf16(o, emd, c), pv.at(j, r, d), c);
+      }
+      out.l[r] = add_bf16(sums.at(j, 0, r), prev_sum, c);  // CUR_SUM += PREV_SUM
+      out.m[r] = m_new;
+    }
+}
+
+// correction_block + the output rescale: the child's (m, l, o) merged into acc.
+void merge_child(Partial& acc, const Partial& child, const Ctx& c) {
+  for (int64_t r = 0; r < c.G; ++r) {
+    const float m = std::max(acc.m[r], child.m[r]);
+    const float emd2 = sub_exp(child.m[r], m, c), emd = sub_exp(acc.m[r], m, c);
+    const float l2 = mul_bf16(child.l[r], emd2, c), l1 = mul_bf16(acc.l[r], emd, c);
+    acc.l[r] = add_bf16(l2, l1, c);
+    acc.m[r] = m;
+    for (int64_t d = 0; d < c.dh; ++d) {
+      float& o = acc.o[r * c.dh + d];
+      o = add_bf16(mul_bf16(o, emd, c), mul_bf16(child.o[r * c.dh + d], emd2, c), c);
+    }
+  }
+}
+
+// A rank's state after receiving from its active children, round by round.
+Partial reduce_rank(std::vector<Partial>& parts, uint32_t rank, uint32_t N, int64_t num_chunks, const Ctx& c) {
+  Partial acc = std::move(parts[rank]);
+  uint32_t children[kMaxRounds];
+  tree_children(rank, N, children);
+  for (int r = 0; r < kMaxRounds; ++r) {
+    if (children[r] == kNone || static_cast<int64_t>(children[r]) >= num_chunks) continue;
+    const Partial child = reduce_rank(parts, children[r], N, num_chunks, c);
+    if (child.has_data) merge_child(acc, child, c);
+  }
+  return acc;
+}
+
+int64_t pow2_tiles_up_to(int64_t tiles, int64_t cap) {
+  int64_t p = 1;
+  while (p < tiles) p <<= 1;
+  return std::min(p, cap);
+}
+
+}  // namespace
+
+int64_t sdpa_decode_k_chunk_size(const SdpaDecodeConfig& cfg, int64_t S, bool paged, int64_t cur_pos) {
+  if (cfg.k_chunk_size > 0) return cfg.k_chunk_size;
+  if (paged) return pow2_tiles_up_to(cur_pos / kTile + 1, cfg.fp32_dest_acc_en ? 4 : 8) * kTile;
+  int64_t i = 1;
+  while (i < S && S % (int64_t{1} << (i + 1)) == 0) ++i;
+  return std::min<int64_t>(512, int64_t{1} << i);
+}
+
+SdpaDecodeGrid sdpa_decode_grid(const SdpaDecodeConfig& cfg, int64_t batch, int64_t nkv) {
+  const int64_t avail = int64_t{cfg.grid_x} * cfg.grid_y;
+  const int64_t max_per_head = cfg.max_cores_per_head_batch > 0 ? cfg.max_cores_per_head_batch : avail;
+  SdpaDecodeGrid g;
+  g.cores_per_batch = std::min(avail, max_per_head * batch * nkv) / batch;
+  g.cores_per_head = std::max<int64_t>(1, g.cores_per_batch / nkv);
+  g.heads_per_core = std::max<int64_t>(1, (nkv + g.cores_per_batch - 1) / std::max<int64_t>(1, g.cores_per_batch));
+  return g;
+}
+
+TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                          const std::vector<int64_t>& cur_pos, const std::vector<std::vector<int64_t>>* page_table,
+                          const SdpaDecodeConfig& cfg, const Exec& ex) {
+  if (q.shape.size() != 4 || q.shape[0] != 1)
+    throw InputError("sdpa_decode: Q is " + shape_str(q.shape) + ", expected [1, b, nh, dh]");
+  if (k.shape.size() != 4 || v.shape != k.shape)
+    throw InputError("sdpa_decode: K " + shape_str(k.shape) + " and V " + shape_str(v.shape) +
+                     " must both be [b, nkv, S, dh] (or [blocks, nkv, block_size, dh] with a page table)");
+  const int64_t B = q.shape[1], nh = q.shape[2], dh = q.shape[3], nkv = k.shape[1];
+  if (k.shape[3] != dh)
+    throw InputError("sdpa_decode: head dim of K/V is " + std::to_string(k.shape[3]) + ", Q's is " + std::to_string(dh));
+  if (nkv < 1 || nh % nkv != 0)
+    throw InputError("sdpa_decode: " + std::to_string(nh) + " q heads are not a multiple of " + std::to_string(nkv) +
+                     " kv heads");
+  if (k.shape[2] % kTile != 0)
+    throw InputError("sdpa_decode: K/V length " + std::to_string(k.shape[2]) + " is not a multiple of 32");
+  if (page_table ? static_cast<int64_t>(page_table->size()) != B : k.shape[0] != B)
+    throw InputError("sdpa_decode: " + std::string(page_table ? "page table rows " : "K/V batch ") +
+                     std::to_string(page_table ? page_table->size() : k.shape[0]) + " differ from Q's batch " +
+                     std::to_string(B));
+  if (static_cast<int64_t>(cur_pos.size()) != B)
+    throw InputError("sdpa_decode: expected " + std::to_string(B) + " cur_pos values (one per user), found " +
+                     std::to_string(cur_pos.size()));
+  if (cfg.k_chunk_size < 0 || (cfg.k_chunk_size > 0 && (cfg.k_chunk_size % kTile != 0 ||
+                                                       (cfg.k_chunk_size & (cfg.k_chunk_size - 1)) != 0)))
+    throw InputError("sdpa_decode: k_chunk_size must be a power of 2 and a multiple of 32, found " +
+                     std::to_string(cfg.k_chunk_size));
+  if (int64_t{cfg.grid_x} * cfg.grid_y < B)
+    throw InputError("sdpa_decode: the grid has " + std::to_string(int64_t{cfg.grid_x} * cfg.grid_y) +
+                     " cores, fewer than the batch " + std::to_string(B));
+  const int64_t block = k.shape[2];
+  const int64_t S = page_table ? block * static_cast<int64_t>(page_table->empty() ? 0 : (*page_table)[0].size()) : block;
+  if (page_table)
+    for (size_t u = 0; u < page_table->size(); ++u) {
+      if (static_cast<int64_t>((*page_table)[u].size()) * block != S)
+        throw InputError("sdpa_decode: page table rows differ in length (row " + std::to_string(u) + ")");
+      for (int64_t id : (*page_table)[u])
+        if (id < 0 || id >= k.shape[0])
+          throw InputError("sdpa_decode: page_table[" + std::to_string(u) + "] holds block " + std::to_string(id) +
+                           ", expected [0, " + std::to_string(k.shape[0]) + ")");
+    }
+  for (int64_t b = 0; b < B; ++b)
+    if (cur_pos[b] < 0 || cur_pos[b] >= S)
+      throw InputError("sdpa_decode: cur_pos[" + std::to_string(b) + "] = " + std::to_string(cur_pos[b]) +
+                       ", expected [0, " + std::to_string(S) + ")");
+  const SdpaDecodeGrid grid = sdpa_decode_grid(cfg, B, nkv);
+  if (grid.cores_per_head > (int64_t{1} << kMaxRounds))
+    throw InputError("sdpa_decode: " + std::to_string(grid.cores_per_head) +
+                     " cores per head, the kernel's reduction tree takes at most 64 (max_cores_per_head_batch)");
+  const int64_t G = nh / nkv, N = grid.cores_per_head;
+  const float scale = cfg.scale ? *cfg.scale : 1.0f / std::sqrt(static_cast<float>(q.pcols));
+
+  struct Job {
+    int64_t b, h, C, num_chunks;
+  };
+  std::vector<Job> jobs;
+  std::vector<int64_t> chunk_of_batch(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t C = sdpa_decode_k_chunk_size(cfg, S, page_table != nullptr, cur_pos[b]);
+    if (!page_table && S % C != 0)
+      throw InputError("sdpa_decode: k_chunk_size " + std::to_string(C) + " does not divide the cache length " +
+                       std::to_string(S));
+    const int64_t valid = (cur_pos[b] + 1 + C - 1) / C * C;
+    if (valid > S)
+      throw InputError("sdpa_decode: cur_pos " + std::to_string(cur_pos[b]) + " rounded up to k_chunk_size " +
+                       std::to_string(C) + " passes the paged cache's length " + std::to_string(S));
+    for (int64_t h = 0; h < nkv; ++h) jobs.push_back({b, h, C, valid / C});
+  }
+  std::vector<std::vector<Partial>> parts(jobs.size(), std::vector<Partial>(static_cast<size_t>(N)));
+  ex.parallel_for(static_cast<int64_t>(jobs.size()) * N, [&](int64_t t, int) {
+    const Job& jb = jobs[static_cast<size_t>(t / N)];
+    const int64_t core = t % N;
+    int64_t c0 = 0, c1 = 0;
+    core_chunks(jb.num_chunks, core, N, c0, c1);
+    if (c0 == c1) return;
+    Ctx c{cfg, scale, cfg.fp32_dest_acc_en, G, q.pcols, jb.C, Exec{ex.isa, nullptr}};
+    TileTensor qh = make_tile_tensor({G, q.pcols}, q.format);
+    for (int64_t r = 0; r < G; ++r)
+      std::copy(q.matrix(jb.b) + (jb.h * G + r) * q.pcols, q.matrix(jb.b) + (jb.h * G + r + 1) * q.pcols,
+                &qh.at(0, r, 0));
+    auto kv_row = [&](bool is_v, int64_t pos) -> const float* {
+      const TileTensor& t = is_v ? v : k;
+      const int64_t mb = page_table ? (*page_table)[jb.b][pos / block] : jb.b;
+      return t.matrix(mb * nkv + jb.h) + (pos % block) * t.pcols;
+    };
+    run_core(c, qh, kv_row, k.format, v.format, c0, c1, jb.num_chunks, cur_pos[jb.b],
+             parts[static_cast<size_t>(t / N)][core]);
+  });
+  TileTensor out = make_tile_tensor(q.shape, cfg.output);
+  ex.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j, int) {
+    const Job& jb = jobs[static_cast<size_t>(j)];
+    Ctx c{cfg, scale, cfg.fp32_dest_acc_en, G, q.pcols, jb.C, Exec{ex.isa, nullptr}};
+    Partial acc = reduce_rank(parts[static_cast<size_t>(j)], 0, static_cast<uint32_t>(N), jb.num_chunks, c);
+    std::vector<float> row(static_cast<size_t>(q.pcols));
+    for (int64_t r = 0; r < G; ++r) {
+      // recip_block_inplace (the legacy-compatible reciprocal), then OUT *= 1/SUM.
+      const float recip = pack_bf16(sfpu_reciprocal_legacy(acc.l[r], cfg.math_approx_mode, c.fp32), c.fp32);
+      for (int64_t d = 0; d < q.pcols; ++d)
+        row[d] = unpack_to_src(mul_bf16(acc.o[r * q.pcols + d], recip, c), DataFormat::Bfloat16, c.fp32);
+      pack_from_dst(row.data(), out.matrix(jb.b) + (jb.h * G + r) * q.pcols, q.pcols, cfg.output, c.fp32, false);
+    }
+  });
+  return out;
+}
+
+}  // namespace mha::ttsim

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -27,7 +28,7 @@ struct Partial {
 
 struct Ctx {
   const SdpaDecodeConfig& cfg;
-  float scale;
+  float scale, scale_bf16;  // fp32 scale (scores' exp), bf16-cut scale (statistics)
   bool fp32;
   int64_t G, dh, C;  // q rows per kv head, head dim (padded), chunk length
   Exec serial;       // one core's matmuls run on the calling thread
@@ -40,14 +41,29 @@ float pack_bf16(float dst, bool fp32) {
   return out;
 }
 
-// exp((a - b) * scale) as the kernel's sub_exp helpers compute it: ELWSUB of
-// the two bf16 operands into Dst, then on the SFPU the multiply by the fp32
-// scale and exp (fast approx when exp_approx_mode, else the exact algorithm
-// of the Dst mode), stored to Dst and packed to bf16.
-float sub_exp(float a, float b, const Ctx& c) {
-  const float d = fpu_add(a, -b, c.fp32);
-  const ExpAlgorithm algo = c.cfg.exp_approx_mode ? ExpAlgorithm::FastApprox : exp_algorithm(false, c.fp32);
-  return pack_bf16(sfpu_store(sfpu_exp_lane(sfpu_mul(d, c.scale), algo), c.fp32), c.fp32);
+// exp(d * scale) as the statistics helpers compute it on the SFPU
+// (sub_exp_block, the fused correction; compute_common.hpp
+// _calculate_exponential_piecewise_ with SCALE_EN): d times the scale cut to
+// bf16 (scale_fp32 >> 16) on SFPMUL, then with exp_approx_mode the approx exp
+// (below -42 gives 0), else exp_21f (16-bit Dst) or the fp32 exp. The LReg
+// value, before any store.
+float stat_exp_lane(float d, const Ctx& c) {
+  const float x = sfpu_mul(d, c.scale_bf16);
+  if (c.cfg.exp_approx_mode) return sfpu_exp_lane(x, ExpAlgorithm::Approx);
+  return sfpu_exp_lane(x, c.fp32 ? ExpAlgorithm::AccurateFp32 : ExpAlgorithm::Accurate21f);
+}
+
+// sub_exp_block: ELWSUB of the two bf16 operands into Dst, the statistics
+// exp on the SFPU, stored to Dst and packed to bf16.
+float sub_exp_stat(float a, float b, const Ctx& c) {
+  return pack_bf16(sfpu_store(stat_exp_lane(fpu_add(a, -b, c.fp32), c), c.fp32), c.fp32);
+}
+
+// The scores' exp in sub_exp_block_bcast_cols_inplace: ELWSUB of the row max
+// (broadcast over columns) into Dst, exp_tile<true, true> with the fp32 scale
+// folded into the fast approx constants, stored and packed to bf16.
+float sub_exp_scores(float s, float m, const Ctx& c) {
+  return pack_bf16(sfpu_store(sfpu_exp_fast_approx_scaled(fpu_add(s, -m, c.fp32), c.scale), c.fp32), c.fp32);
 }
 
 float mul_bf16(float in0, float in1, const Ctx& c) {  // in0 in SrcA, in1 in SrcB
@@ -123,7 +139,7 @@ void run_core(const Ctx& c, const TileTensor& qh, const std::function<const floa
       float m = j > 0 ? cur_max[(j - 1) * G + r] : -std::numeric_limits<float>::infinity();
       for (int64_t x = 0; x < C; ++x) m = std::max(m, s[x]);
       cur_max[j * G + r] = m;
-      for (int64_t x = 0; x < C; ++x) p.at(j, r, x) = sub_exp(s[x], m, c);
+      for (int64_t x = 0; x < C; ++x) p.at(j, r, x) = sub_exp_scores(s[x], m, c);
     }
   }
   qk = TileTensor{};
@@ -157,7 +173,7 @@ void run_core(const Ctx& c, const TileTensor& qh, const std::function<const floa
   for (int64_t j = 1; j < n; ++j)
     for (int64_t r = 0; r < G; ++r) {
       const float m_new = cur_max[j * G + r];
-      const float emd = sub_exp(out.m[r], m_new, c);  // EXP_MAX_DIFF = exp(PREV_MAX - CUR_MAX)
+      const float emd = sub_exp_stat(out.m[r], m_new, c);  // EXP_MAX_DIFF = exp(PREV_MAX - CUR_MAX)
       const float prev_sum = mul_bf16(out.l[r], emd, c);
       for (int64_t d = 0; d < dh; ++d) {
         float& o = out.o[r * dh + d];
@@ -168,14 +184,20 @@ void run_core(const Ctx& c, const TileTensor& qh, const std::function<const floa
     }
 }
 
-// correction_block + the output rescale: the child's (m, l, o) merged into acc.
+// correction_block (one fused SFPU function: max, both exps, both rescaled
+// sums and their sum, every Dst write an SFPSTORE), then the output rescale
+// and add on the FPU: the child's (m, l, o) merged into acc.
 void merge_child(Partial& acc, const Partial& child, const Ctx& c) {
+  const bool fp32 = c.fp32;
   for (int64_t r = 0; r < c.G; ++r) {
     const float m = std::max(acc.m[r], child.m[r]);
-    const float emd2 = sub_exp(child.m[r], m, c), emd = sub_exp(acc.m[r], m, c);
-    const float l2 = mul_bf16(child.l[r], emd2, c), l1 = mul_bf16(acc.l[r], emd, c);
-    acc.l[r] = add_bf16(l2, l1, c);
+    const float e_prev = stat_exp_lane(sfpu_add(acc.m[r], -m), c);
+    const float e_child = stat_exp_lane(sfpu_add(child.m[r], -m), c);
+    const float l_child = sfpu_store(sfpu_mul(e_child, child.l[r]), fp32);
+    const float l_prev = sfpu_store(sfpu_mul(e_prev, acc.l[r]), fp32);
+    acc.l[r] = pack_bf16(sfpu_store(sfpu_add(l_child, l_prev), fp32), fp32);
     acc.m[r] = m;
+    const float emd = pack_bf16(sfpu_store(e_prev, fp32), fp32), emd2 = pack_bf16(sfpu_store(e_child, fp32), fp32);
     for (int64_t d = 0; d < c.dh; ++d) {
       float& o = acc.o[r * c.dh + d];
       o = add_bf16(mul_bf16(o, emd, c), mul_bf16(child.o[r * c.dh + d], emd2, c), c);
@@ -273,6 +295,11 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
                      " cores per head, the kernel's reduction tree takes at most 64 (max_cores_per_head_batch)");
   const int64_t G = nh / nkv, N = grid.cores_per_head;
   const float scale = cfg.scale ? *cfg.scale : 1.0f / std::sqrt(static_cast<float>(q.pcols));
+  uint32_t scale_bits;
+  std::memcpy(&scale_bits, &scale, 4);
+  scale_bits &= 0xffff0000u;  // scale_fp32 >> 16: the statistics' exp takes the scale as bf16
+  float scale_bf16;
+  std::memcpy(&scale_bf16, &scale_bits, 4);
 
   struct Job {
     int64_t b, h, C, num_chunks;
@@ -297,7 +324,7 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     int64_t c0 = 0, c1 = 0;
     core_chunks(jb.num_chunks, core, N, c0, c1);
     if (c0 == c1) return;
-    Ctx c{cfg, scale, cfg.fp32_dest_acc_en, G, q.pcols, jb.C, Exec{ex.isa, nullptr}};
+    Ctx c{cfg, scale, scale_bf16, cfg.fp32_dest_acc_en, G, q.pcols, jb.C, Exec{ex.isa, nullptr}};
     TileTensor qh = make_tile_tensor({G, q.pcols}, q.format);
     for (int64_t r = 0; r < G; ++r)
       std::copy(q.matrix(jb.b) + (jb.h * G + r) * q.pcols, q.matrix(jb.b) + (jb.h * G + r + 1) * q.pcols,
@@ -313,7 +340,7 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
   TileTensor out = make_tile_tensor(q.shape, cfg.output);
   ex.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j, int) {
     const Job& jb = jobs[static_cast<size_t>(j)];
-    Ctx c{cfg, scale, cfg.fp32_dest_acc_en, G, q.pcols, jb.C, Exec{ex.isa, nullptr}};
+    Ctx c{cfg, scale, scale_bf16, cfg.fp32_dest_acc_en, G, q.pcols, jb.C, Exec{ex.isa, nullptr}};
     Partial acc = reduce_rank(parts[static_cast<size_t>(j)], 0, static_cast<uint32_t>(N), jb.num_chunks, c);
     std::vector<float> row(static_cast<size_t>(q.pcols));
     for (int64_t r = 0; r < G; ++r) {

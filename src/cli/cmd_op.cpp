@@ -44,7 +44,7 @@ void add_option_value(nlohmann::ordered_json& o, const std::string& kv) {
 
 void op_command(const OpFlags& f, CLI::App* sub) {
   ttsim::OpRequest req;
-  req.op = ttsim::tt_op_from_name(f.op);
+  req.op = ttsim::tt_op(f.op).name;
   // The backend object of a config, from the flags: one parser for both.
   nlohmann::ordered_json& o = req.options;
   if (sub->count("--device")) o["device"] = f.device;
@@ -62,7 +62,7 @@ void op_command(const OpFlags& f, CLI::App* sub) {
     if (!sub->count(flag)) continue;
     if (i >= static_cast<int>(f.inputs.size()))
       throw InputError(flag + ": " + f.op + " was given " + std::to_string(f.inputs.size()) + " input(s) (" +
-                       ttsim::tt_op_operands(req.op) + "), so there is no input " + std::to_string(i));
+                       ttsim::tt_op(req.op).operands + "), so there is no input " + std::to_string(i));
     (void)dtype_flag(flag, f.in_dtype[i]);
   }
 
@@ -98,10 +98,11 @@ void op_command(const OpFlags& f, CLI::App* sub) {
 
 void add_op(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<OpFlags>();
-  auto* sub = app.add_subcommand(
-      "op", "Run one TT-NN op on tt-sim: matmul A B, linear A B [BIAS], add A B, multiply A B | A --scalar S, "
-            "softmax A, exp A, reciprocal A, to-device A");
-  sub->add_option("OP", f->op, "matmul, linear, add, multiply, softmax, exp, reciprocal or to-device")->required();
+  // The op list, operands, defaults and op-specific options come from the
+  // op table (backends/ttsim/op_table.h).
+  auto* sub = app.add_subcommand("op", "Run one TT-NN op on tt-sim: " + ttsim::tt_op_synopsis());
+  sub->footer(ttsim::tt_op_help());
+  sub->add_option("OP", f->op, "the op (listed below)")->required();
   sub->add_option("INPUTS", f->inputs, "FILE.npy, FILE.npz:NAME or FILE.safetensors:NAME, in the op's order")
       ->required();
   sub->add_option("--output,-o", f->output, "write the result as float32 .npy (the device values exactly)")
@@ -119,7 +120,8 @@ void add_op(CLI::App& app, int& exit_code) {
   sub->add_option("--device", f->device, "wormhole_b0 (default), grayskull, blackhole");
   sub->add_option("--memory-config", f->memory_config, "L1 or DRAM (default DRAM)");
   sub->add_option("--option", f->options,
-                  "any tt-sim backend option as KEY=VALUE (core_grid=[8,8], threads=2, kernels=scalar, ...); repeatable")
+                  "any tt-sim backend option, or the op's own (listed below), as KEY=VALUE (core_grid=[8,8], "
+                  "threads=2, kernels=scalar, ...); repeatable")
       ->allow_extra_args(false);  // one KEY=VALUE per --option: INPUTS stay positional
   sub->add_option("--scalar", f->scalar, "multiply: ttnn.multiply(A, S) by this float");
   sub->add_option("--json", f->json, "write op, shapes, dtypes, compute config and program cache as JSON (- for stdout)");

@@ -1,13 +1,13 @@
 // mha op OP INPUT... -o OUT.npy: one TT-NN op on tt-sim. Flags only; the op
 // runs in src/backends/ttsim/ttsim_single_op.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <memory>
 
-#include "backends/ttsim/ttsim_decode_ops.h"
 #include "backends/ttsim/ttsim_single_op.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
@@ -24,13 +24,13 @@ struct OpFlags {
   std::vector<std::string> inputs, options;
   bool fp32_dest_acc_en = false, math_approx_mode = false;
   double scalar = 0;
-  std::string cur_pos;
+  std::string cur_pos, page_table;
   int64_t update_idx = 0, batch_offset = 0, batch_idx = 0;
 };
 
-// --cur-pos P,P,...: one integer per user (-1 skips a user in update-cache).
-std::vector<int64_t> positions_flag(const std::string& v) {
-  std::vector<int64_t> out;
+// --cur-pos P,P,...: one integer per user (-1 skips a user).
+nlohmann::ordered_json positions_flag(const std::string& v) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   size_t i = 0;
   while (i <= v.size()) {
     const size_t j = std::min(v.find(',', i), v.size());
@@ -44,6 +44,45 @@ std::vector<int64_t> positions_flag(const std::string& v) {
     i = j + 1;
   }
   return out;
+}
+
+// --page-table FILE: a [b, blocks] table of block ids (any numeric dtype).
+nlohmann::ordered_json page_table_flag(const std::string& spec) {
+  const Tensor t = io::read_tensor(spec);
+  if (t.ndim() != 2)
+    throw InputError(spec + ": expected a page table [b, max_blocks_per_user], found shape " + shape_str(t.shape()));
+  const std::vector<double> v = t.to_f64();
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (int64_t u = 0; u < t.shape()[0]; ++u) {
+    nlohmann::ordered_json row = nlohmann::ordered_json::array();
+    for (int64_t j = 0; j < t.shape()[1]; ++j) {
+      const double x = v[static_cast<size_t>(u * t.shape()[1] + j)];
+      if (!(x >= 0) || x != std::floor(x) || x > 2147483647.0)
+        throw InputError(spec + ": expected block ids (non-negative integers), found " + std::to_string(x) + " at [" +
+                         std::to_string(u) + ", " + std::to_string(j) + "]");
+      row.push_back(static_cast<int64_t>(x));
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// The decode-time flags are spellings of the op's own params (op_table.h):
+// --cur-pos is `cur_pos`, --page-table `page_table`, ... An op without the
+// param refuses the flag.
+void add_param_flags(const OpFlags& f, CLI::App* sub, const ttsim::TtOpDesc& d, nlohmann::ordered_json& o) {
+  auto set = [&](const char* flag, const char* key, const std::function<nlohmann::ordered_json()>& value) {
+    if (!sub->count(flag)) return;
+    bool takes = false;
+    for (const ttsim::OpParam& p : d.params) takes = takes || std::string(p.key) == key;
+    if (!takes) throw InputError(std::string(flag) + ": " + d.name + " does not take it (see mha op --help)");
+    o[key] = value();
+  };
+  set("--cur-pos", "cur_pos", [&] { return positions_flag(f.cur_pos); });
+  set("--page-table", "page_table", [&] { return page_table_flag(f.page_table); });
+  set("--update-idx", "update_idx", [&] { return nlohmann::ordered_json(f.update_idx); });
+  set("--batch-offset", "batch_offset", [&] { return nlohmann::ordered_json(f.batch_offset); });
+  set("--batch-idx", "batch_idx", [&] { return nlohmann::ordered_json(f.batch_idx); });
 }
 
 // A dtype flag's value; the error names the flag.
@@ -66,9 +105,11 @@ void add_option_value(nlohmann::ordered_json& o, const std::string& kv) {
   o[key] = v.is_discarded() ? nlohmann::ordered_json(value) : v;
 }
 
-// The config's backend object, from the flags: one parser for both op families.
-nlohmann::ordered_json backend_options(const OpFlags& f, CLI::App* sub) {
-  nlohmann::ordered_json o = nlohmann::ordered_json::object();
+void op_command(const OpFlags& f, CLI::App* sub) {
+  ttsim::OpRequest req;
+  req.op = ttsim::tt_op(f.op).name;
+  // The backend object of a config, from the flags: one parser for both.
+  nlohmann::ordered_json& o = req.options;
   if (sub->count("--device")) o["device"] = f.device;
   if (sub->count("--dtype")) o["dtype"] = ttsim::format_name(dtype_flag("--dtype", f.dtype));
   if (sub->count("--math-fidelity")) o["math_fidelity"] = f.math_fidelity;
@@ -76,40 +117,31 @@ nlohmann::ordered_json backend_options(const OpFlags& f, CLI::App* sub) {
   if (sub->count("--math-approx-mode")) o["math_approx_mode"] = f.math_approx_mode;
   if (sub->count("--memory-config")) o["memory_config"] = f.memory_config;
   for (const std::string& kv : f.options) add_option_value(o, kv);
-  return o;
-}
-
-// --inN-dtype flags name an input the op was given.
-void check_in_dtype_flags(const OpFlags& f, CLI::App* sub, const char* operands) {
+  add_param_flags(f, sub, ttsim::tt_op(req.op), o);
+  if (sub->count("--scalar")) req.scalar = f.scalar;
+  ttsim::check_op_inputs(req.op, static_cast<int>(f.inputs.size()), req.scalar.has_value());
+  if (sub->count("--output-dtype")) req.output_dtype = dtype_flag("--output-dtype", f.output_dtype);
   for (int i = 0; i < 3; ++i) {
     const std::string flag = "--in" + std::to_string(i) + "-dtype";
     if (!sub->count(flag)) continue;
     if (i >= static_cast<int>(f.inputs.size()))
       throw InputError(flag + ": " + f.op + " was given " + std::to_string(f.inputs.size()) + " input(s) (" +
-                       operands + "), so there is no input " + std::to_string(i));
+                       ttsim::tt_op(req.op).operands + "), so there is no input " + std::to_string(i));
     (void)dtype_flag(flag, f.in_dtype[i]);
   }
-}
 
-std::vector<ttsim::OpInput> read_inputs(const OpFlags& f) {
-  std::vector<ttsim::OpInput> ins;
-  for (size_t i = 0; i < f.inputs.size(); ++i) {
-    ttsim::OpInput in{f.inputs[i], io::read_tensor(f.inputs[i]), std::nullopt};
-    if (i < 3 && !f.in_dtype[i].empty()) in.dtype = ttsim::format_from_name(f.in_dtype[i]);
-    ins.push_back(std::move(in));
-  }
-  return ins;
-}
-
-// Runs `run` on the inputs, then writes -o and --json and prints the summary;
-// nothing is written when anything fails.
-void run_and_write(const OpFlags& f, const std::function<ttsim::OpResult(std::vector<ttsim::OpInput>)>& run) {
   io::OutputSet outs;
   for (const std::string& in : f.inputs) outs.add_input(io::tensor_spec_file(in));
+  if (!f.page_table.empty()) outs.add_input(io::tensor_spec_file(f.page_table));
   outs.add_file("--output", f.output);
   const bool json_file = !f.json.empty() && f.json != "-";
   if (json_file) outs.add_file("--json", f.json);
-  ttsim::OpResult res = run(read_inputs(f));
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    ttsim::OpInput in{f.inputs[i], io::read_tensor(f.inputs[i]), std::nullopt};
+    if (i < 3 && !f.in_dtype[i].empty()) in.dtype = ttsim::format_from_name(f.in_dtype[i]);
+    req.inputs.push_back(std::move(in));
+  }
+  ttsim::OpResult res = ttsim::run_tt_op(req);
   res.info["output"]["file"] = f.output;
   const std::string json = f.json.empty() ? "" : res.info.dump(2) + "\n";
   outs.stage(f.output, [&](const std::string& tmp) { io::write_npy(tmp, res.output); });
@@ -127,56 +159,15 @@ void run_and_write(const OpFlags& f, const std::function<ttsim::OpResult(std::ve
   std::cout << line << "\nwrote " << f.output << "\n";
 }
 
-void decode_op_command(const OpFlags& f, CLI::App* sub, ttsim::DecodeOp op) {
-  ttsim::DecodeOpRequest req;
-  req.op = op;
-  req.options = backend_options(f, sub);
-  if (sub->count("--scalar")) throw InputError(std::string("--scalar applies to multiply only, not ") + f.op);
-  ttsim::check_decode_op_inputs(op, static_cast<int>(f.inputs.size()));
-  check_in_dtype_flags(f, sub, ttsim::decode_op_operands(op));
-  if (sub->count("--output-dtype")) req.output_dtype = dtype_flag("--output-dtype", f.output_dtype);
-  if (sub->count("--cur-pos")) req.cur_pos = positions_flag(f.cur_pos);
-  if (sub->count("--update-idx")) req.update_idx = f.update_idx;
-  if (sub->count("--batch-offset")) req.batch_offset = f.batch_offset;
-  if (sub->count("--batch-idx")) req.batch_idx = f.batch_idx;
-  run_and_write(f, [&](std::vector<ttsim::OpInput> ins) {
-    req.inputs = std::move(ins);
-    return ttsim::run_decode_op(req);
-  });
-}
-
-void op_command(const OpFlags& f, CLI::App* sub) {
-  if (const auto dop = ttsim::decode_op_from_name(f.op)) {
-    decode_op_command(f, sub, *dop);
-    return;
-  }
-  for (const char* flag : {"--cur-pos", "--update-idx", "--batch-offset", "--batch-idx"})
-    if (sub->count(flag))
-      throw InputError(std::string(flag) + ": applies to sdpa-decode, update-cache and fill-cache, not " + f.op);
-  ttsim::OpRequest req;
-  req.op = ttsim::tt_op_from_name(f.op);
-  req.options = backend_options(f, sub);
-  if (sub->count("--scalar")) req.scalar = f.scalar;
-  ttsim::check_op_inputs(req.op, static_cast<int>(f.inputs.size()), req.scalar.has_value());
-  if (sub->count("--output-dtype")) req.output_dtype = dtype_flag("--output-dtype", f.output_dtype);
-  check_in_dtype_flags(f, sub, ttsim::tt_op_operands(req.op));
-  run_and_write(f, [&](std::vector<ttsim::OpInput> ins) {
-    req.inputs = std::move(ins);
-    return ttsim::run_tt_op(req);
-  });
-}
-
 }  // namespace
 
 void add_op(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<OpFlags>();
-  auto* sub = app.add_subcommand(
-      "op", "Run one TT-NN op on tt-sim: matmul A B, linear A B [BIAS], add A B, multiply A B | A --scalar S, "
-            "softmax A, exp A, reciprocal A, to-device A, sdpa-decode Q K V [PAGE_TABLE] --cur-pos P,..., "
-            "update-cache CACHE X [PAGE_TABLE] --update-idx N | --cur-pos P,..., fill-cache CACHE X --batch-idx N, "
-            "rotary-llama X COS SIN [TRANS]");
-  sub->add_option("OP", f->op, "matmul, linear, add, multiply, softmax, exp, reciprocal, to-device, sdpa-decode, update-cache, "
-                  "fill-cache or rotary-llama")->required();
+  // The op list, operands, defaults and op-specific options come from the
+  // op table (backends/ttsim/op_table.h).
+  auto* sub = app.add_subcommand("op", "Run one TT-NN op on tt-sim: " + ttsim::tt_op_synopsis());
+  sub->footer(ttsim::tt_op_help());
+  sub->add_option("OP", f->op, "the op (listed below)")->required();
   sub->add_option("INPUTS", f->inputs, "FILE.npy, FILE.npz:NAME or FILE.safetensors:NAME, in the op's order")
       ->required();
   sub->add_option("--output,-o", f->output, "write the result as float32 .npy (the device values exactly)")
@@ -194,15 +185,16 @@ void add_op(CLI::App& app, int& exit_code) {
   sub->add_option("--device", f->device, "wormhole_b0 (default), grayskull, blackhole");
   sub->add_option("--memory-config", f->memory_config, "L1 or DRAM (default DRAM)");
   sub->add_option("--option", f->options,
-                  "any tt-sim backend option as KEY=VALUE (core_grid=[8,8], threads=2, kernels=scalar, ...); repeatable")
+                  "any tt-sim backend option, or the op's own (listed below), as KEY=VALUE (core_grid=[8,8], "
+                  "threads=2, kernels=scalar, ...); repeatable")
       ->allow_extra_args(false);  // one KEY=VALUE per --option: INPUTS stay positional
   sub->add_option("--scalar", f->scalar, "multiply: ttnn.multiply(A, S) by this float");
-  sub->add_option("--cur-pos", f->cur_pos,
-                  "sdpa-decode: one position per user (P,P,...); update-cache: paged_update_cache's positions "
-                  "(-1 skips a user)");
-  sub->add_option("--update-idx", f->update_idx, "update-cache: ttnn.update_cache's update_idx (one position for all users)");
+  sub->add_option("--cur-pos", f->cur_pos, "sdpa-decode, update-cache: one position per user, P,P,... (the cur_pos param)");
+  sub->add_option("--page-table", f->page_table,
+                  "sdpa-decode, update-cache: the paged variant's page table FILE [b, blocks] of block ids");
+  sub->add_option("--update-idx", f->update_idx, "update-cache: ttnn.update_cache's update_idx");
   sub->add_option("--batch-offset", f->batch_offset, "update-cache with --update-idx: ttnn.update_cache's batch_offset");
-  sub->add_option("--batch-idx", f->batch_idx, "fill-cache: the user whose cache is filled");
+  sub->add_option("--batch-idx", f->batch_idx, "fill-cache: ttnn.fill_cache's batch_idx");
   sub->add_option("--json", f->json, "write op, shapes, dtypes, compute config and program cache as JSON (- for stdout)");
   sub->callback([f, sub, &exit_code]() {
     exit_code = 2;

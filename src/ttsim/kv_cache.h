@@ -25,15 +25,18 @@ struct CacheWriteConfig {
   bool bfp8_pack_precise = false;
 };
 
-// ttnn.fill_cache(cache, x, batch_idx): cache [b, nkv, S, dh], x [1, nkv, s, dh]
-// with s <= S: cache[batch_idx, :, 0:s, :] = x, packed to the cache format
-// (tiles copied through Dst). Throws InputError on shapes or batch_idx.
-void tt_fill_cache(TileTensor& cache, const TileTensor& x, int64_t batch_idx, const CacheWriteConfig& cfg);
+// ttnn.fill_cache(cache, x, batch_idx, update_idx): cache [b, nkv, S, dh],
+// x [1, nkv, s, dh] of the cache's dtype: cache[batch_idx, :, update_idx :
+// update_idx + s, :] = x, whole tiles copied (no compute kernel: the bits
+// move unchanged). update_idx a multiple of 32. InputError on shapes, dtypes
+// or indices.
+void tt_fill_cache(TileTensor& cache, const TileTensor& x, int64_t batch_idx, int64_t update_idx,
+                   const CacheWriteConfig& cfg);
 
 // ttnn.update_cache(cache, x, update_idx, batch_offset): cache [b, nkv, S, dh],
-// x [1, nkv, users, dh] (users padded to a tile on the device): for every
-// user u < users with batch_offset + u < b, cache[batch_offset + u, h,
-// update_idx, :] = x[0, h, u, :], re-packing the tile as the kernel does.
+// x [1, nkv, users, dh] (users padded to a tile of 32 on the device): every
+// cache user u < b takes input row batch_offset + u, cache[u, h, update_idx,
+// :] = x[0, h, batch_offset + u, :], re-packing the tile as the kernel does.
 void tt_update_cache(TileTensor& cache, const TileTensor& x, int64_t update_idx, int64_t batch_offset,
                      const CacheWriteConfig& cfg);
 

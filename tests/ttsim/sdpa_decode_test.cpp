@@ -221,13 +221,13 @@ TEST(TtsimKvCache, UpdateRewritesOneRowThroughThePacker) {
   for (const DataFormat f : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b}) {
     TileTensor cache = randn_tile({2, 2, 96, 64}, f, 21);
     const TileTensor before = cache;
-    const TileTensor x = randn_tile({1, 2, 2, 64}, DataFormat::Bfloat16, 22, 3.0f);
-    tt_update_cache(cache, x, 37, 0, CacheWriteConfig{});
+    const TileTensor x = randn_tile({1, 2, 8, 64}, DataFormat::Bfloat16, 22, 3.0f);
+    tt_update_cache(cache, x, 37, 3, CacheWriteConfig{});  // cache user u takes input row 3 + u
     for (int64_t m = 0; m < 4; ++m)
       for (int64_t r = 0; r < 96; ++r) {
         const int64_t user = m / 2, head = m % 2;
         std::vector<float> want(before.matrix(m) + r * 64, before.matrix(m) + (r + 1) * 64);
-        if (r == 37) pack_from_dst(x.matrix(head) + user * 64, want.data(), 64, f, false, false);
+        if (r == 37) pack_from_dst(x.matrix(head) + (3 + user) * 64, want.data(), 64, f, false, false);
         EXPECT_EQ(0, std::memcmp(want.data(), cache.matrix(m) + r * 64, 64 * 4)) << format_name(f) << " m" << m << " r" << r;
       }
   }
@@ -265,12 +265,14 @@ TEST(TtsimKvCache, PagedUpdateFollowsThePageTable) {
 TEST(TtsimKvCache, FillCopiesTilesOfTheSameDtype) {
   TileTensor cache = make_tile_tensor({2, 2, 128, 32}, DataFormat::Bfp8_b);
   const TileTensor x = randn_tile({1, 2, 64, 32}, DataFormat::Bfp8_b, 41);
-  tt_fill_cache(cache, x, 1, CacheWriteConfig{});
+  tt_fill_cache(cache, x, 1, 32, CacheWriteConfig{});
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t r = 0; r < 64; ++r)
-      EXPECT_EQ(0, std::memcmp(cache.matrix(2 + h) + r * 32, x.matrix(h) + r * 32, 32 * 4));
-  EXPECT_THROW(tt_fill_cache(cache, randn_tile({1, 2, 64, 32}, DataFormat::Bfloat16, 1), 0, CacheWriteConfig{}), InputError);
-  EXPECT_THROW(tt_fill_cache(cache, x, 2, CacheWriteConfig{}), InputError);
+      EXPECT_EQ(0, std::memcmp(cache.matrix(2 + h) + (32 + r) * 32, x.matrix(h) + r * 32, 32 * 4));
+  EXPECT_THROW(tt_fill_cache(cache, randn_tile({1, 2, 64, 32}, DataFormat::Bfloat16, 1), 0, 0, CacheWriteConfig{}), InputError);
+  EXPECT_THROW(tt_fill_cache(cache, x, 2, 0, CacheWriteConfig{}), InputError);
+  EXPECT_THROW(tt_fill_cache(cache, x, 0, 16, CacheWriteConfig{}), InputError);  // not whole tiles
+  EXPECT_THROW(tt_fill_cache(cache, x, 0, 96, CacheWriteConfig{}), InputError);  // past the cache
 }
 
 TEST(TtsimRotaryLlama, TransMatSwapsPairsExactlyAndVectorEqualsOracle) {

@@ -110,7 +110,7 @@ struct Scratch {
   detail::In1Buffer in1;
   std::vector<detail::SrcDatum> sa, sb;
   std::vector<uint32_t> dst;
-  std::vector<float> qk, p, cur_max, sums, pv;
+  std::vector<float> qk, p, cur_max, sums, pv, kchunk, vchunk;
 };
 
 // dst (rows x N, FP32 bit patterns, row stride N) = in0 @ in1 with all of K
@@ -173,10 +173,22 @@ void run_core(const Ctx& c, const float* q, DataFormat qfmt, const std::function
   s.pv.resize(static_cast<size_t>(G * dh));
   std::vector<detail::SrcDatum> ea(static_cast<size_t>(C));
   for (int64_t j = c0; j < c1; ++j) {
-    // QK = Q @ K_chunk^T (K rows read in place: element (d, x) is row x's d),
-    // packed to the bf16 qk buffer. A chunk lies in one page (pages are whole
-    // multiples of the chunk, or the chunk is a power of two of tiles within one).
+    // The chunk's K and V rows: read in place when they are consecutive in
+    // memory (a contiguous cache, or a chunk inside one page), else gathered
+    // page by page, as the reader kernel fetches them through the page table.
     const float* k0 = kv_row(false, j * C);
+    const float* v0 = kv_row(true, j * C);
+    if (kv_row(false, j * C + C - 1) != k0 + (C - 1) * ld_kv) {
+      s.kchunk.resize(static_cast<size_t>(C * ld_kv));
+      s.vchunk.resize(static_cast<size_t>(C * ld_kv));
+      for (int64_t x = 0; x < C; ++x) {
+        std::copy(kv_row(false, j * C + x), kv_row(false, j * C + x) + ld_kv, &s.kchunk[x * ld_kv]);
+        std::copy(kv_row(true, j * C + x), kv_row(true, j * C + x) + ld_kv, &s.vchunk[x * ld_kv]);
+      }
+      k0 = s.kchunk.data();
+      v0 = s.vchunk.data();
+    }
+    // QK = Q @ K_chunk^T (element (d, x) is row x's d), packed to bf16.
     lane_matmul(q, dh, qfmt, G, k0, 1, ld_kv, kfmt, dh, C, c, kern, s);
     for (int64_t i = 0; i < G * C; ++i) s.qk[i] = pack_bf16(f32_from_bits(s.dst[i]), c.fp32);
     for (int64_t r = 0; r < G; ++r) {
@@ -199,7 +211,7 @@ void run_core(const Ctx& c, const float* q, DataFormat qfmt, const std::function
       s.sums[r] = pack_bf16(f32_from_bits(acc), c.fp32);
     }
     // OUT_IM = P @ V_chunk, packed to bf16.
-    lane_matmul(s.p.data(), C, DataFormat::Bfloat16, G, kv_row(true, j * C), ld_kv, 1, vfmt, C, dh, c, kern, s);
+    lane_matmul(s.p.data(), C, DataFormat::Bfloat16, G, v0, ld_kv, 1, vfmt, C, dh, c, kern, s);
     for (int64_t i = 0; i < G * dh; ++i) s.pv[i] = pack_bf16(f32_from_bits(s.dst[i]), c.fp32);
     for (int64_t r = 0; r < G; ++r) {
       if (j == c0) {  // the first chunk's matmul writes the accumulator itself

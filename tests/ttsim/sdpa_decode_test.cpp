@@ -176,9 +176,14 @@ TEST(TtsimSdpaDecode, PagedEqualsContiguous) {
   const SdpaDecodeConfig c = config(64, MathFidelity::HiFi2, false, true, 8, 8);
   const std::vector<int64_t> pos = {130, 255};
   EXPECT_TRUE(same_bits(tt_sdpa_decode(q, kp, vp, pos, &table, c, kFast), tt_sdpa_decode(q, k, v, pos, nullptr, c, kFast)));
-  // The paged op's default chunk is the kernel's dynamic one: up to 8 tiles.
+  // The paged op's default chunk is the kernel's dynamic one, up to 8 tiles:
+  // here 256 positions, a chunk over four 64-row pages.
   SdpaDecodeConfig dyn = c;
   dyn.k_chunk_size = 0;
+  SdpaDecodeConfig wide = c;
+  wide.k_chunk_size = 256;
+  EXPECT_TRUE(same_bits(tt_sdpa_decode(q, kp, vp, pos, &table, dyn, kFast), tt_sdpa_decode(q, k, v, pos, nullptr, wide, kFast)));
+  EXPECT_TRUE(same_bits(tt_sdpa_decode(q, kp, vp, pos, &table, dyn, kOracle), tt_sdpa_decode(q, k, v, pos, nullptr, wide, kFast)));
   EXPECT_EQ(sdpa_decode_k_chunk_size(dyn, 256, true, 130), 256);  // 5 tiles -> 8 tiles
   EXPECT_EQ(sdpa_decode_k_chunk_size(dyn, 256, true, 31), 32);
   EXPECT_EQ(sdpa_decode_k_chunk_size(dyn, 256, false, 31), 256);

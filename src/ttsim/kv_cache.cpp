@@ -29,7 +29,7 @@ const float* row_ptr(const TileTensor& t, int64_t m, int64_t r) { return t.matri
 void repack_tile_rows(TileTensor& cache, int64_t m, int64_t row, const float* src, DataFormat src_format,
                       const CacheWriteConfig& cfg) {
   const bool fp32 = cfg.fp32_dest_acc_en;
-  const DataFormat interm = fp32 && src_format == DataFormat::Float32 ? DataFormat::Float32 : DataFormat::Bfloat16;
+  const DataFormat interm = fp32 ? DataFormat::Float32 : DataFormat::Bfloat16;
   const int64_t W = cache.pcols, r0 = row / kTile * kTile;
   std::vector<float> buf(static_cast<size_t>(W));
   for (int64_t r = r0; r < r0 + kTile; ++r) {

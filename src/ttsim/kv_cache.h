@@ -7,12 +7,13 @@
 //
 // update_cache's compute kernel untilizes the cache tile that holds the row
 // (pack_untilize into an intermediate buffer: Float16_b, or Float32 when
-// fp32_dest_acc_en and the input is float32), lets the writer overwrite the
+// fp32_dest_acc_en), lets the writer overwrite the
 // row, then tilizes the whole block back into the cache format. So the whole
 // 32-row tile is re-packed: the new row's face rows get their shared exponent
 // from the packer (Bfp8_b pack source), the other rows survive unchanged
 // whenever they are exact in the intermediate format (always, for block-float
-// and bf16 caches; a float32 cache with a bf16 intermediate is rounded).
+// and bf16 caches; a float32 cache goes through the unpacker's TF32 or
+// bf16 cut, and with a bf16 intermediate through bf16).
 #include <cstdint>
 #include <vector>
 

@@ -110,7 +110,7 @@ struct Scratch {
   detail::In1Buffer in1;
   std::vector<detail::SrcDatum> sa, sb;
   std::vector<uint32_t> dst;
-  std::vector<float> qk, p, cur_max, sums, pv, kchunk, vchunk;
+  std::vector<float> qk, p, ones, cur_max, sums, pv, kchunk, vchunk;
 };
 
 // dst (rows x N, FP32 bit patterns, row stride N) = in0 @ in1 with all of K
@@ -157,21 +157,20 @@ void run_core(const Ctx& c, const float* q, DataFormat qfmt, const std::function
               int64_t ld_kv, DataFormat kfmt, DataFormat vfmt, int64_t c0, int64_t c1, int64_t num_chunks,
               int64_t cur_pos, const simd::KernelTable* kern, Scratch& s, Partial& out) {
   const int64_t C = c.C, G = c.G, dh = c.dh;
-  const int P = fidelity_phase_count(c.cfg.math_fidelity);
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  const detail::SrcDatum one = detail::encode_srcb(1.0f);
-  const detail::SrcDatum ones16[16] = {one, one, one, one, one, one, one, one,
-                                       one, one, one, one, one, one, one, one};
   out.has_data = true;
   out.m.assign(static_cast<size_t>(G), neg_inf);
   out.l.assign(static_cast<size_t>(G), 0.0f);
   out.o.assign(static_cast<size_t>(G * dh), 0.0f);
   s.qk.resize(static_cast<size_t>(G * C));
-  s.p.resize(static_cast<size_t>(G * C));
+  // P keeps 32 rows (the rows past G stay zero): the row-sum reduce reads
+  // its transpose as 32 columns of SrcA.
+  const int64_t prow = pad_to_tile(G);
+  s.p.assign(static_cast<size_t>(prow * C), 0.0f);
+  s.ones.assign(static_cast<size_t>(C), 1.0f);
   s.cur_max.resize(static_cast<size_t>(G));
   s.sums.resize(static_cast<size_t>(G));
   s.pv.resize(static_cast<size_t>(G * dh));
-  std::vector<detail::SrcDatum> ea(static_cast<size_t>(C));
   for (int64_t j = c0; j < c1; ++j) {
     // The chunk's K and V rows: read in place when they are consecutive in
     // memory (a contiguous cache, or a chunk inside one page), else gathered
@@ -202,14 +201,11 @@ void run_core(const Ctx& c, const float* q, DataFormat qfmt, const std::function
       s.cur_max[r] = m;
       float* pr = &s.p[r * C];
       for (int64_t x = 0; x < C; ++x) pr[x] = sub_exp_scores(sc[x], m, c);
-      // reduce_c SUM: the matrix unit against the 1.0 scaler, P in SrcA.
-      for (int64_t x = 0; x < C; ++x) ea[x] = detail::encode_srca(pr[x]);
-      uint32_t acc = 0;
-      for (int64_t kt = 0; kt < C; kt += kTile)
-        for (int ph = 0; ph < P; ++ph)
-          for (int64_t kf = kt; kf < kt + kTile; kf += kFace) acc = detail::dot16(ones16, &ea[kf], acc, ph, c.fp32);
-      s.sums[r] = pack_bf16(f32_from_bits(acc), c.fp32);
     }
+    // reduce_c SUM: the matrix unit against the 1.0 scaler in SrcB, P in
+    // SrcA: ones (1 x C) @ P^T (C x 32), packed.
+    lane_matmul(s.ones.data(), C, DataFormat::Bfloat16, 1, s.p.data(), 1, C, DataFormat::Bfloat16, C, prow, c, kern, s);
+    for (int64_t r = 0; r < G; ++r) s.sums[r] = pack_bf16(f32_from_bits(s.dst[r]), c.fp32);
     // OUT_IM = P @ V_chunk, packed to bf16.
     lane_matmul(s.p.data(), C, DataFormat::Bfloat16, G, v0, ld_kv, 1, vfmt, C, dh, c, kern, s);
     for (int64_t i = 0; i < G * dh; ++i) s.pv[i] = pack_bf16(f32_from_bits(s.dst[i]), c.fp32);

@@ -6,11 +6,13 @@
 namespace mha::ttsim {
 
 // Each defined in ops/op_*.cpp.
-extern const TtOpDesc kOpMatmul, kOpLinear, kOpAdd, kOpMultiply, kOpSoftmax, kOpExp, kOpReciprocal, kOpToDevice;
+extern const TtOpDesc kOpMatmul, kOpLinear, kOpAdd, kOpMultiply, kOpSoftmax, kOpExp, kOpReciprocal, kOpToDevice,
+    kOpSdpa;
 
 const std::vector<const TtOpDesc*>& tt_ops() {
   static const std::vector<const TtOpDesc*> ops = {&kOpMatmul, &kOpLinear,     &kOpAdd,     &kOpMultiply,
-                                                   &kOpSoftmax, &kOpExp, &kOpReciprocal, &kOpToDevice};
+                                                   &kOpSoftmax, &kOpExp, &kOpReciprocal, &kOpToDevice,
+                                                   &kOpSdpa};
   return ops;
 }
 

@@ -149,6 +149,7 @@ TEST(OpDecodeCli, ErrorsAreOneLineExit2AndWriteNothing) {
       {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --page-table " + bad_table,
        "expected block ids (non-negative integers), found 0.5 at [0, 0]"},
       {"sdpa-decode " + q + k + out + " --cur-pos 1,2", "sdpa-decode: expected inputs Q K V, found 2 inputs"},
+      {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --in1-dtype float32", "sdpa_decode: K is float32; expected"},
       {"add " + q + q + out + " --cur-pos 1", "--cur-pos: add does not take it"},
       {"update-cache " + c + x + out, "update-cache: give --update-idx N (ttnn.update_cache) or --cur-pos P,..."},
       {"update-cache " + c + x + out + " --update-idx 64", "update_cache update_idx: expected a position in [0, 64)"},

@@ -135,27 +135,36 @@ def run_prefill(runner, shape, seq, cases, inputs, seed):
     return rows
 
 
-def run_decode(runner, shape, depth, cases, inputs, seed):
+def run_decode(runner, shape, depth, cases, inputs, seed, positions=None):
+    """One decode step over a cache of `depth` positions at cur_pos = depth - 1, or, with
+    `positions`, at each of those cur_pos values over the same cache (row's seq = cur_pos + 1)."""
     nqh, nkv, dh = shape
     g = torch.Generator().manual_seed(seed)
     Q, K, V = gen(inputs, (1, 1, nqh, dh), g), gen(inputs, (1, nkv, depth, dh), g), gen(inputs, (1, nkv, depth, dh), g)
     paths = [runner.save(n, t) for n, t in (("q", Q), ("k", K), ("v", V))]
-    ref = ref_decode(Q, K, V, depth - 1)
-    del K, V
     rows = []
-    for c in cases:
-        got, sec = runner.op(["sdpa-decode"] + paths + ["--cur-pos", depth - 1, "--in1-dtype", c["dtype"],
-                                                        "--in2-dtype", c["dtype"], "--option",
-                                                        f"k_chunk_size={c['k_chunk']}"] + compute_flags(c))
-        rows.append(dict(c, op="sdpa-decode", seq=depth, q_chunk="", inputs=inputs, seconds=round(sec, 2),
-                         **metrics(ref, got[0, 0])))
-        print_row(rows[-1])
+    for pos in positions or [depth - 1]:
+        ref = ref_decode(Q, K, V, pos)
+        for c in cases:
+            got, sec = runner.op(["sdpa-decode"] + paths + ["--cur-pos", pos, "--in1-dtype", c["dtype"],
+                                                            "--in2-dtype", c["dtype"], "--option",
+                                                            f"k_chunk_size={c['k_chunk']}"] + compute_flags(c))
+            rows.append(dict(c, op="sdpa-decode", seq=pos + 1, q_chunk="", inputs=inputs, seconds=round(sec, 2),
+                             **metrics(ref, got[0, 0])))
+            print_row(rows[-1])
     return rows
 
 
 def case(k_chunk, q_chunk="", approx=True, fid="HiFi2", fp32=False, dtype="bfloat16"):
     return {"q_chunk": q_chunk, "k_chunk": k_chunk, "exp_approx_mode": approx, "math_fidelity": fid,
             "fp32_dest_acc_en": fp32, "dtype": dtype}
+
+
+# Positions where tt-metal's issues saw decode break: cur_pos 31 -> 32 with 32-key chunks and an fp32
+# Dst (the second core's first merge, #56171), and 4096 + 255 -> 4096 + 256 (#22096, paged with
+# dynamic chunks on device). Over one cache of 8192 positions, the defaults and those configs.
+POSITIONS = (8192, [31, 32, 33, 4095 + 256, 4096 + 256, 8191],
+             [case(32, fp32=True), case(32, fid="HiFi4", fp32=True, approx=False), case(512)])
 
 
 def grids(level):
@@ -217,7 +226,8 @@ def plot(rows, path):
         ax.set_ylabel("1 - PCC vs float64")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if series:
+            ax.legend(fontsize=7)
     fig.suptitle("tt-sim accuracy, Llama-3-8B attention (32 q heads, 8 kv heads, dh 128); HiFi2 / 16-bit Dst / "
                  "bfloat16 unless named", fontsize=9)
     fig.tight_layout()
@@ -232,6 +242,8 @@ def main():
     level = ap.add_mutually_exclusive_group()
     level.add_argument("--quick", action="store_true", help="tiny shapes, seconds (the ctest)")
     level.add_argument("--full", action="store_true", help="adds 4K prefill and 128K decode (~25 min on 2 cores)")
+    ap.add_argument("--only", choices=["prefill", "decode", "positions"],
+                    help="one part of the grid (positions: the cur_pos sweep, not in the default grid)")
     ap.add_argument("--inputs", choices=["randn", "fa_rand"], default="randn")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
@@ -243,10 +255,14 @@ def main():
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="ttsim_acc_") as tmp:
         runner = Runner(a.mha, a.threads, tmp)
-        for seq, cases in pre.items():
-            rows += run_prefill(runner, shape, seq, cases, a.inputs, a.seed)
-        for depth, cases in dec.items():
-            rows += run_decode(runner, shape, depth, cases, a.inputs, a.seed)
+        if a.only in (None, "prefill"):
+            for seq, cases in pre.items():
+                rows += run_prefill(runner, shape, seq, cases, a.inputs, a.seed)
+        if a.only in (None, "decode"):
+            for depth, cases in dec.items():
+                rows += run_decode(runner, shape, depth, cases, a.inputs, a.seed)
+        if a.only == "positions":
+            rows += run_decode(runner, shape, POSITIONS[0], POSITIONS[2], a.inputs, a.seed, POSITIONS[1])
     rows = [{k: r[k] for k in COLUMNS} for r in rows]
     with open(os.path.join(a.out, "ttsim_accuracy.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)

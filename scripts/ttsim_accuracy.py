@@ -234,10 +234,24 @@ def plot(rows, path):
     fig.savefig(path, dpi=110)
 
 
+def markdown(rows):
+    """The rows as a markdown table (docs/TTSIM.md keeps one)."""
+    out = ["| op | length | chunks q / k | exp approx | fidelity, Dst | dtype | PCC | rel L2 | max abs | argmax agree |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        chunks = f"{r['q_chunk']} / {r['k_chunk']}" if r["op"] == "sdpa" else f"k {r['k_chunk']}"
+        dst = "fp32" if str(r["fp32_dest_acc_en"]) == "True" else "16-bit"
+        out.append(f"| {r['op']} | {r['seq']} | {chunks} | {'on' if str(r['exp_approx_mode']) == 'True' else 'off'} | "
+                   f"{r['math_fidelity']}, {dst} | {r['dtype']} | {float(r['pcc']):.6f} | {float(r['rel_l2']):.4f} | "
+                   f"{float(r['max_abs']):.4f} | {float(r['argmax_agree']):.3f} |")
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mha", default="build/mha")
-    ap.add_argument("--out", required=True, help="folder for ttsim_accuracy.csv/.json (and the plot by default)")
+    ap.add_argument("--table", metavar="CSV", help="print an existing CSV as a markdown table and exit")
+    ap.add_argument("--out", help="folder for ttsim_accuracy.csv/.json (and the plot by default)")
     ap.add_argument("--plot", help="PNG path (default OUT/ttsim_accuracy.png)")
     level = ap.add_mutually_exclusive_group()
     level.add_argument("--quick", action="store_true", help="tiny shapes, seconds (the ctest)")
@@ -248,6 +262,12 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
     a = ap.parse_args()
+    if a.table:
+        with open(a.table) as f:
+            print(markdown(list(csv.DictReader(f))))
+        return 0
+    if not a.out:
+        ap.error("--out is required")
     lvl = "quick" if a.quick else "full" if a.full else "default"
     shape, pre, dec = grids(lvl)
     os.makedirs(a.out, exist_ok=True)

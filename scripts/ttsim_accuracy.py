@@ -12,13 +12,15 @@ tt-metal's tests). Per run it reports PCC (tt-metal's comp_pcc over the whole ou
 L2 error, max abs error, and the fraction of output rows (one per query head and token, 128 wide)
 whose argmax agrees with the reference's.
 
-Inputs (--inputs): `randn`, Q/K/V ~ N(0, 1) as tt-metal's SDPA decode tests generate them (also
-what random Gaussian projections of normalised activations give, up to rotation); `fa_rand`,
+Inputs (--inputs): `randn`, Q/K/V ~ N(0, 1) as tt-metal's SDPA decode tests generate them (nearly
+what i.i.d. activations through Gaussian projections and RoPE give: covariance W^T W ~ I); `fa_rand`,
 tt-metal's SDPA prefill test generator (N(0, 1) plus, with probability 0.001, N(0, 10) spikes).
 
   nice /usr/bin/python3 scripts/ttsim_accuracy.py --mha build/mha --quick --out /tmp/acc
   nice /usr/bin/python3 scripts/ttsim_accuracy.py --mha build/mha --full --out acc \
       --plot docs/img/ttsim_accuracy.png
+  ... --only positions          # decode at the cur_pos values tt-metal's issues saw break
+  /usr/bin/python3 scripts/ttsim_accuracy.py --table OUT/ttsim_accuracy.csv   # as markdown
 
 Writes OUT/ttsim_accuracy.csv and .json (one row per run) and a PNG (1 - PCC against length).
 --quick runs tiny shapes (8 q heads, 2 KV heads) in well under a minute, for the test suite.
@@ -36,6 +38,7 @@ import time
 import numpy as np
 import torch
 
+# seq: the prefill length, or a decode step's cur_pos + 1 (the keys it attends).
 COLUMNS = ["op", "seq", "q_chunk", "k_chunk", "exp_approx_mode", "math_fidelity", "fp32_dest_acc_en", "dtype",
            "inputs", "pcc", "rel_l2", "max_abs", "argmax_agree", "seconds"]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Accuracy study of tt-sim's SDPA kernels at Llama-3-8B attention shapes, against float64.
+r"""Accuracy study of tt-sim's SDPA kernels at Llama-3-8B attention shapes, against float64.
 
 What a TT engineer would run before touching a device: for one Llama-3-8B attention layer
 (32 query heads, 8 KV heads, head_dim 128, batch 1) it runs

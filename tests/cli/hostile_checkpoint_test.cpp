@@ -352,4 +352,19 @@ TEST(HostileSizes, OneRingRankRunsAnyLength) {
   EXPECT_EQ(m.exit_code, 0) << m.err;
 }
 
+// decode runs for mha_wrapper (its heads stack into one causal attention), as
+// docs/CONFIG.md now lists: on reference with a float32 cache, bit for bit
+// the run without decode.
+TEST(HostileSizes, MhaWrapperDecodesBitForBit) {
+  TempDir dir;
+  const std::string base = R"({"variant": "mha_wrapper", "params": {"d_in": 4, "d_out": 2, "context_length": 8, "dropout": 0.0, "num_heads": 2}, "inputs": {"seed": 1, "x": {"rand": [2, 6, 4]}}})";
+  std::string decode = base;
+  decode.insert(decode.size() - 1, R"(, "decode": {"prompt": 3, "tokens": 3})");
+  const Measured m0 = run_measured(dir, run_config(dir, base, " --backend reference --output a.npy"));
+  ASSERT_EQ(m0.exit_code, 0) << m0.err;
+  const Measured m = run_measured(dir, run_config(dir, decode, " --backend reference --output b.npy"));
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_EQ(read_text(dir.file("a.npy")), read_text(dir.file("b.npy")));
+}
+
 }  // namespace mha::test

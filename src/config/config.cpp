@@ -34,7 +34,9 @@ Shape parse_shape(const ordered_json& v, const std::string& path) {
   if (!v.is_array() || v.empty()) throw InputError(path + ": expected a non-empty array of dimensions, found " + json_brief(v));
   Shape s;
   for (std::size_t i = 0; i < v.size(); ++i) s.push_back(as_int(v[i], path + "[" + std::to_string(i) + "]", 0));
-  shape_numel(s);
+  // Drawn in float64 at most: refused here, naming the shape, when no
+  // machine this size could hold it.
+  check_bytes(shape_numel(s), 8, path + " " + shape_str(s));
   return s;
 }
 

@@ -105,7 +105,9 @@ void hint_prefix_for_whole_model(const Variant& v, const io::Checkpoint& ck) {
 // bfloat16 / float16 (or any float) weights holding NaN or Inf would run to
 // a NaN output without a word: refused, naming the first such value.
 TensorMap finite_weights(TensorMap w, const std::string& source) {
-  for (const auto& [name, t] : w) {
+  for (const auto& entry : w) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     auto scan = [&](const auto* v) {
       for (int64_t i = 0; i < t.numel(); ++i)
         if (!std::isfinite(v[i]))

@@ -181,6 +181,14 @@ TEST(HostileSizes, BenchDepthPromptAndTokensShareDecodesBounds) {
                  "decode.depth: expected at most 16777216 positions, found 16777217");
 }
 
+// A random input's shape is sized before it is drawn (it ran out of memory
+// mid-allocation, with no word of which input).
+TEST(HostileSizes, RandomInputsAreSizedBeforeTheyAreDrawn) {
+  TempDir dir;
+  expect_refused(dir, run_config(dir, llama_config(R"("num_attention_heads": 4)", R"("inputs": {"seed": 1, "x": {"rand": [1, 1000000000000, 64]}})")),
+                 "inputs.x.rand (1, 1000000000000, 64): 512000000000000 bytes");
+}
+
 // mha op: a [2^20, 1] x [1, 2^20] matmul (two 4 MB files) padded its inputs
 // to tiles (290 MB) before the device refused a 2 TB output.
 TEST(HostileSizes, OpOutputIsSizedBeforeAnythingIsPadded) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -83,24 +84,37 @@ std::vector<Info> parse_header(std::string_view header, const std::string& path)
   if (std::size_t at = json_too_deep_at(header); at != std::string_view::npos)
     fail(where, "header JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels at header byte " +
                     std::to_string(at));
+  // Each entry is turned into an Info as soon as it is parsed and then
+  // dropped from the tree (the callback returns false), so a header of 1e5
+  // tensors never exists as 1e5 JSON objects at once (about 80 MB).
+  std::vector<Info> infos;
+  std::unordered_set<std::string> seen;
+  std::string key;
+  auto entry = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
+    using E = nlohmann::json::parse_event_t;
+    if (depth != 1) return true;
+    if (ev == E::key) {
+      key = v.get<std::string>();
+      return true;
+    }
+    if (ev != E::object_end && ev != E::array_end && ev != E::value) return true;
+    if (key == "__metadata__") {
+      if (!v.is_object()) fail(where, "\"__metadata__\" is not a JSON object");
+      for (const auto& [mk, mv] : v.items())
+        if (!mv.is_string()) fail(where, "\"__metadata__\" value for \"" + printable(mk) + "\" is not a string");
+    } else {
+      if (!seen.insert(key).second) fail(where_tensor(path, key), "appears twice in the header");
+      infos.push_back(parse_info(key, v, path));
+    }
+    return false;
+  };
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(header.begin(), header.end());
+    j = nlohmann::json::parse(header.begin(), header.end(), entry);
   } catch (const nlohmann::json::exception& e) {
     fail(where, "header is not valid JSON: " + printable(e.what()));
   }
   if (!j.is_object()) fail(where, "header is not a JSON object");
-  std::vector<Info> infos;
-  for (const auto& [key, v] : j.items()) {
-    if (key == "__metadata__") {
-      if (!v.is_object()) fail(where, "\"__metadata__\" is not a JSON object");
-      for (const auto& [mk, mv] : v.items())
-        if (!mv.is_string())
-          fail(where, "\"__metadata__\" value for \"" + printable(mk) + "\" is not a string");
-      continue;
-    }
-    infos.push_back(parse_info(key, v, path));
-  }
   return infos;
 }
 

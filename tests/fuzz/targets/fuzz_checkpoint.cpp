@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -38,6 +39,10 @@ struct Folder {
     mha::io::write_safetensors(dir + "/model-00002-of-00003.safetensors", two);
     std::ofstream(dir + "/model-00003-of-00003.safetensors") << "not a safetensors file";
     ::mkfifo((dir + "/fifo.safetensors").c_str(), 0600);
+  }
+  ~Folder() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
   }
 };
 

@@ -9,14 +9,15 @@
 #   scripts/fuzz.sh run TARGET [ARGS...]  one target on its seed corpus, with extra
 #                                         libFuzzer ARGS (e.g. -runs=10000000)
 #
-# Targets: npy npz safetensors config compare. New inputs a run finds go into
-# build-fuzz/corpus/TARGET (the committed seeds in tests/fuzz/corpus/ are only
-# read); a crashing input is written to build-fuzz/artifacts/.
+# Targets: npy npz safetensors config compare checkpoint decode_parallel
+# llama_params. New inputs a run finds go into build-fuzz/corpus/TARGET (the
+# committed seeds in tests/fuzz/corpus/ are only read); a crashing input is
+# written to build-fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir="${MHA_FUZZ_BUILD_DIR:-build-fuzz}"
-targets=(npy npz safetensors config compare)
+targets=(npy npz safetensors config compare checkpoint decode_parallel llama_params)
 
 # -O1 -g1 by default (MHA_FUZZ_OPT overrides): about half the compile time of
 # -O2 -g for the whole library, which the test command's smoke run pays on

@@ -28,7 +28,7 @@ fi
 # --- fuzzing (issue 10, item 5) ---------------------------------------------
 # Each libFuzzer target (tests/fuzz/) for a bounded time under ASan + UBSan,
 # from its committed seed corpus; any crash fails the test command. About
-# 2 minutes of fuzzing plus the clang build of build-fuzz/. Set
+# 3 minutes of fuzzing (8 targets x 20 s) plus the clang build of build-fuzz/. Set
 # MHA_SKIP_FUZZ=1 to skip; MHA_FUZZ_SECONDS changes the time per target.
 if [ "${MHA_SKIP_FUZZ:-0}" != "1" ]; then
   ./scripts/fuzz.sh smoke "${MHA_FUZZ_SECONDS:-20}"

@@ -1,6 +1,7 @@
 #include "backends/decode.h"
 
 #include "tensor/tensor.h"
+#include "util/checked_size.h"
 #include "util/error.h"
 
 namespace mha {
@@ -17,10 +18,17 @@ std::optional<std::string> decode_unsupported(const AttentionSpec& spec) {
 }
 
 void check_decode_options(const AttentionSpec& spec, const DecodeOptions& opt) {
-  (void)spec;
   if (opt.batch < 1) throw InputError("decode: batch must be at least 1, found " + std::to_string(opt.batch));
   if (opt.max_tokens < 1)
     throw InputError("decode: max_tokens must be at least 1, found " + std::to_string(opt.max_tokens));
+  // The cache is allocated up front: K and V of every position, batch row and
+  // key/value head, refused here when it overflows or exceeds the machine.
+  const std::string what = "decode: KV cache of " + field("batch", opt.batch) + " x " +
+                           field("positions", opt.max_tokens) + " x " + field("kv heads", spec.num_kv_heads) + " x " +
+                           field("head widths", spec.head_dim + spec.head_dim_v);
+  const int64_t rows = checked_mul(opt.batch, opt.max_tokens, what);
+  const int64_t per_row = checked_mul(spec.num_kv_heads, spec.head_dim + spec.head_dim_v, what);
+  check_bytes(checked_mul(rows, per_row, what), opt.cache_dtype == CacheDtype::Bfloat16 ? 2 : 4, what);
 }
 
 void check_append(const AttentionSpec& spec, const DecodeOptions& opt, int64_t length, const Tensor& x) {

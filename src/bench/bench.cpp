@@ -8,7 +8,9 @@
 #include "bench/build_info.h"
 #include "bench/peak_memory.h"
 #include "bench/phases.h"
+#include "config/config.h"
 #include "init/torch_generator.h"
+#include "util/checked_size.h"
 #include "util/error.h"
 #include "util/text.h"
 
@@ -101,6 +103,9 @@ std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
       parse_test(as_string(o["test"], p + ".test"), r, p + ".test");
     }
     r.depth = get_int(o, "depth", p, 0, 0);
+    if (r.depth > kMaxDecodeDepth)
+      throw InputError(p + ".depth: expected at most " + std::to_string(kMaxDecodeDepth) + " positions, found " +
+                       std::to_string(r.depth));
     if (r.depth > 0 && r.phase == Phase::Forward)
       throw InputError(p + ".depth: only pp<P> and tg<N> rows have a depth (set \"test\")");
     const int64_t threads = get_int(o, "threads", p, 0, 1);
@@ -183,6 +188,21 @@ std::string prepare_forward(const Row& row, PreparedRun& run) {
   TorchGenerator gen(0);
   forward_inputs(row, recipe, gen, run);
   return "";
+}
+
+void check_row_size(const Row& row) {
+  const std::string what = "bench row " + row.label() + " (" + field("batch", row.batch) + ", " +
+                           field("tokens", row.seq) + ", " + field("depth", row.depth) + ", " +
+                           field("hidden", row.hidden) + ")";
+  const int64_t positions = checked_add(row.depth, row.seq, what);
+  // x [batch, seq, hidden], the four hidden x hidden projections, and for
+  // prefill / generate rows the K and V cache of every position (at most
+  // hidden wide each: kv_heads <= heads).
+  int64_t elements = checked_mul(checked_mul(row.batch, row.seq, what), row.hidden, what);
+  elements = checked_add(elements, checked_mul(checked_mul(4, row.hidden, what), row.hidden, what), what);
+  if (row.phase != Phase::Forward)
+    elements = checked_add(elements, checked_mul(checked_mul(row.batch, positions, what), checked_mul(2, row.hidden, what), what), what);
+  check_bytes(elements, 4, what);
 }
 
 Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& rates, const BackendFactory& make) {

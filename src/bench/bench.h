@@ -92,6 +92,10 @@ struct Result {
 // tt-sim (exact numerics, no warmup, two cached runs), 1x1024x768/12 causal,
 // 1x4096x1024/16 causal, and the seeds' small shapes.
 std::vector<Row> default_suite();
+// Refuses (InputError naming the row's sizes and bytes) a row whose tensors
+// overflow 64-bit sizes or exceed the machine's physical memory, before any
+// row runs.
+void check_row_size(const Row& row);
 // Reads a suite file: a JSON array of row objects with the keys of Row
 // ("test": "pp512" / "tg128" for the phases; "depth", "threads", "cache_dtype").
 std::vector<Row> load_suite(const std::string& path);

@@ -122,6 +122,10 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
     for (int64_t s : int_list(f.seq, "--seq", {512})) tests.push_back({bench::Phase::Forward, s});
   }
   const std::vector<int64_t> depths = int_list(f.n_depth, "-d/--n-depth", {0}, 0);
+  for (int64_t d : depths)  // the config's decode.depth bound
+    if (d > kMaxDecodeDepth)
+      throw InputError("-d/--n-depth: expected at most " + std::to_string(kMaxDecodeDepth) + " positions, found " +
+                       std::to_string(d));
   const std::vector<int64_t> threads = int_list(f.threads, "-t/--threads", {0});
   for (int64_t t : threads)
     if (t > bench::kMaxThreads)
@@ -192,6 +196,7 @@ int bench_command(const BenchFlags& f) {
                                  : swept || mode  ? sweep(g)
                                                   : bench::default_suite();
   if (!f.suite.empty() && swept) throw InputError("--suite: give either a suite file or sweep flags, not both");
+  for (const bench::Row& r : rows) bench::check_row_size(r);
   if (f.format != "md" && f.format != "csv" && f.format != "json" && f.format != "jsonl")
     throw InputError("-o: expected md, csv, json or jsonl, found '" + f.format + "'");
   io::OutputSet outs;

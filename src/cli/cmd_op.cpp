@@ -13,6 +13,7 @@
 #include "cli/validators.h"
 #include "io/output_set.h"
 #include "io/tensor_file.h"
+#include "util/checked_size.h"
 #include "util/error.h"
 
 namespace mha::cli {
@@ -111,6 +112,31 @@ void add_option_value(nlohmann::ordered_json& o, const std::string& kv) {
   o[key] = v.is_discarded() ? nlohmann::ordered_json(value) : v;
 }
 
+// The device holds every operand and the output as 32 x 32 tiles of up to
+// 4 bytes: refused (one line, the shapes and bytes) when that overflows or
+// exceeds this machine's memory, before tt-sim pads or allocates anything.
+// matmul / linear's output is A's leading dims x A's rows x B's columns.
+void check_op_sizes(const std::string& op, const std::vector<ttsim::OpInput>& inputs) {
+  std::string what = "mha op " + op + " on";
+  for (const auto& in : inputs) what += " " + shape_str(in.tensor.shape());
+  auto tiles = [&](const Shape& s) {
+    int64_t n = 1;
+    for (std::size_t d = 0; d < s.size(); ++d)
+      n = checked_mul(n, d + 2 >= s.size() ? checked_add(s[d], 31, what) / 32 * 32 : s[d], what);
+    return n;
+  };
+  int64_t total = 0;
+  for (const auto& in : inputs) total = checked_add(total, tiles(in.tensor.shape()), what);
+  if ((op == "matmul" || op == "linear") && inputs.size() >= 2 && inputs[0].tensor.ndim() >= 2 && inputs[1].tensor.ndim() >= 1) {
+    Shape out = inputs[0].tensor.shape();
+    out.back() = inputs[1].tensor.shape().back();
+    total = checked_add(total, tiles(out), what);
+  } else if (!inputs.empty()) {
+    total = checked_add(total, tiles(inputs[0].tensor.shape()), what);
+  }
+  check_bytes(total, 4, what);
+}
+
 void op_command(const OpFlags& f, CLI::App* sub) {
   ttsim::OpRequest req;
   req.op = ttsim::tt_op(f.op).name;
@@ -147,6 +173,7 @@ void op_command(const OpFlags& f, CLI::App* sub) {
     if (i < 4 && !f.in_dtype[i].empty()) in.dtype = ttsim::format_from_name(f.in_dtype[i]);
     req.inputs.push_back(std::move(in));
   }
+  check_op_sizes(f.op, req.inputs);
   ttsim::OpResult res = ttsim::run_tt_op(req);
   res.info["output"]["file"] = f.output;
   const std::string json = f.json.empty() ? "" : res.info.dump(2) + "\n";

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "util/error.h"
+#include "util/checked_size.h"
 #include "util/json_depth.h"
 #include "util/text.h"
 
@@ -33,7 +34,9 @@ Shape parse_shape(const ordered_json& v, const std::string& path) {
   if (!v.is_array() || v.empty()) throw InputError(path + ": expected a non-empty array of dimensions, found " + json_brief(v));
   Shape s;
   for (std::size_t i = 0; i < v.size(); ++i) s.push_back(as_int(v[i], path + "[" + std::to_string(i) + "]", 0));
-  shape_numel(s);
+  // Drawn in float64 at most: refused here, naming the shape, when no
+  // machine this size could hold it.
+  check_bytes(shape_numel(s), 8, path + " " + shape_str(s));
   return s;
 }
 
@@ -146,8 +149,14 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
     dc.prompt = get_int(d, "prompt", "decode", std::nullopt, 1);
     dc.tokens = get_int(d, "tokens", "decode", 0, 0);
     dc.depth = get_int(d, "depth", "decode", 0, 0);
-    if (dc.depth > (int64_t{1} << 24))
-      throw InputError("decode.depth: expected at most 16777216 positions, found " + std::to_string(dc.depth));
+    if (dc.depth > kMaxDecodeDepth)
+      throw InputError("decode.depth: expected at most " + std::to_string(kMaxDecodeDepth) + " positions, found " +
+                       std::to_string(dc.depth));
+    // The cache holds depth + prompt + tokens positions: a sum that
+    // overflows is refused with the numbers as written.
+    const std::string sum = "decode.depth + decode.prompt + decode.tokens (" + std::to_string(dc.depth) + " + " +
+                            std::to_string(dc.prompt) + " + " + std::to_string(dc.tokens) + ")";
+    checked_add(checked_add(dc.depth, dc.prompt, sum), dc.tokens, sum);
     if (find(d, "cache_dtype")) {
       const std::string t = as_string(d["cache_dtype"], "decode.cache_dtype");
       if (t == "float32") dc.cache_dtype = CacheDtype::Float32;

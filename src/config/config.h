@@ -35,6 +35,10 @@ struct ReferenceConfig {
 
 // "decode": prefill `prompt` tokens, then `tokens` single-token steps
 // against a KV cache of `cache_dtype` (backends/decode.h).
+// The most cached positions a synthetic context may hold: the config's
+// decode.depth and `mha bench -d` share it.
+constexpr int64_t kMaxDecodeDepth = int64_t{1} << 24;
+
 struct DecodeConfig {
   int64_t prompt = 1;
   int64_t tokens = 0;

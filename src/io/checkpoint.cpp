@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <map>
 
 #include <spdlog/spdlog.h>
 
-#include "config/json_util.h"
+#include "io/checkpoint_index.h"
 #include "io/tensor_file.h"
 #include "util/error.h"
+#include "util/read_file.h"
 #include "util/text.h"
 
 namespace mha::io {
@@ -54,77 +54,108 @@ Checkpoint::Checkpoint(const std::string& path) : source_(path) {
     if (!index.empty() && fs::is_regular_file(p.parent_path() / index, ec)) {
       const std::string index_path = (p.parent_path() / index).string();
       open_index(index_path);
-      if (std::find(file_of_.begin(), file_of_.end(), path) != file_of_.end()) {
+      if (std::find(shards_.begin(), shards_.end(), path) != shards_.end()) {
         spdlog::info("{} is a shard of {}: following the index", path, index_path);
         return;
       }
       // The index beside it does not list it: read the file on its own.
-      names_.clear();
-      file_of_.clear();
+      names_.clear(), shard_of_.clear(), shards_.clear(), table_.clear();
       source_ = path;
     }
-    SafetensorsReader reader(path);
-    names_ = reader.names();
-    file_of_.assign(names_.size(), path);
+    auto reader = std::make_unique<SafetensorsReader>(path);
+    names_ = reader->names();
+    shards_ = {path};
+    shard_of_.assign(names_.size(), 0);
+    readers_.emplace(0, std::move(reader));
+    index_names();
     return;
   }
   loaded_ = read_all(path);
   for (const auto& nt : loaded_) names_.push_back(nt.first);
-  file_of_.assign(names_.size(), "");
+  index_names();
 }
+
+Checkpoint::~Checkpoint() = default;
 
 void Checkpoint::open_index(const std::string& index_path) {
   source_ = index_path;
-  const std::string where = printable(index_path, 400);
-  const ordered_json j = read_json_file(index_path, "checkpoint index");
-  if (!j.is_object()) throw InputError(where + ": checkpoint index: expected a JSON object, found " + json_brief(j));
-  const ordered_json* map = find(j, "weight_map");
-  if (!map || !map->is_object() || map->empty())
-    throw InputError(where + ": checkpoint index: expected \"weight_map\": {\"TENSOR\": \"SHARD.safetensors\", ...}, found " +
-                     (map ? json_brief(*map) : std::string("no \"weight_map\" key")));
-  if (const ordered_json* meta = find(j, "metadata"); meta && !meta->is_object())
-    throw InputError(where + ": checkpoint index: \"metadata\" is not a JSON object, found " + json_brief(*meta));
-  const fs::path folder = fs::path(index_path).parent_path();
-  for (auto it = map->begin(); it != map->end(); ++it) {
-    const std::string at = where + ": weight_map." + printable(it.key());
-    if (!it->is_string() || it->get<std::string>().empty())
-      throw InputError(at + ": expected a shard file name, found " + json_brief(*it));
-    const fs::path shard(it->get<std::string>());
-    bool escapes = shard.is_absolute() || shard.has_root_name();
-    for (const fs::path& part : shard) escapes = escapes || part == "..";
-    if (escapes)
-      throw InputError(at + ": shard path " + json_brief(*it) + " leaves the index's folder (expected a file name beside the index)");
-    names_.push_back(it.key());
-    file_of_.push_back((folder / shard).lexically_normal().string());
+  CheckpointIndex index = parse_checkpoint_index(read_input_file(index_path), index_path);
+  names_ = std::move(index.names);
+  shard_of_ = std::move(index.shard_of);
+  shards_ = std::move(index.shards);
+  index_names();
+}
+
+void Checkpoint::index_names() {
+  if (names_.size() >= (std::size_t{1} << 31))
+    throw InputError(printable(source_, 400) + ": lists " + std::to_string(names_.size()) + " tensors, more than 2^31");
+  std::size_t cap = 16;
+  while (cap < 2 * names_.size()) cap *= 2;
+  table_.assign(cap, {0, 0});
+  for (std::size_t i = 0; i < names_.size(); ++i) {
+    const uint64_t h = std::hash<std::string_view>{}(names_[i]);
+    for (std::size_t s = h & (cap - 1);; s = (s + 1) & (cap - 1)) {
+      auto& [sh, pos] = table_[s];
+      if (pos == 0) {
+        sh = h, pos = static_cast<uint32_t>(i + 1);
+        break;
+      }
+      if (sh == h && names_[pos - 1] == names_[i])
+        throw InputError(printable(source_, 400) + ": tensor '" + printable(names_[i]) + "' is listed twice");
+    }
   }
 }
 
+std::size_t Checkpoint::find(std::string_view name) const {
+  if (table_.empty()) return kNone;
+  const std::size_t cap = table_.size();
+  const uint64_t h = std::hash<std::string_view>{}(name);
+  for (std::size_t s = h & (cap - 1);; s = (s + 1) & (cap - 1)) {
+    const auto& [sh, pos] = table_[s];
+    if (pos == 0) return kNone;
+    if (sh == h && names_[pos - 1] == name) return pos - 1;
+  }
+}
+
+std::size_t Checkpoint::position(const std::string& name) const {
+  const std::size_t pos = find(name);
+  if (pos == kNone) throw InputError(printable(source_, 400) + ": holds no tensor '" + printable(name) + "'");
+  return pos;
+}
+
+const SafetensorsReader* Checkpoint::reader_for(std::size_t pos) const {
+  if (!loaded_.empty()) return nullptr;
+  const uint32_t id = shard_of_[pos];
+  const std::string& file = shards_[id];
+  const std::string& name = names_[pos];
+  const bool indexed = file != source_;
+  auto r = readers_.find(id);
+  if (r == readers_.end()) {
+    std::error_code ec;
+    if (indexed && !fs::exists(file, ec))
+      throw InputError(printable(source_, 400) + ": weight_map maps '" + printable(name) + "' to shard " +
+                       printable(file, 400) + ", which does not exist");
+    r = readers_.emplace(id, std::make_unique<SafetensorsReader>(file)).first;
+  }
+  if (indexed && !r->second->has(name))
+    throw InputError(printable(source_, 400) + ": weight_map maps '" + printable(name) + "' to shard " +
+                     printable(file, 400) + ", which holds no such tensor");
+  return r->second.get();
+}
+
+TensorInfo Checkpoint::info(const std::string& name) const {
+  const std::size_t pos = position(name);
+  if (const SafetensorsReader* r = reader_for(pos)) return *r->info(name);
+  const Tensor& t = loaded_[pos].second;
+  return TensorInfo{t.dtype(), t.shape()};
+}
+
 NamedTensors Checkpoint::read(const std::vector<std::string>& names) const {
-  // One reader per shard, opened only for the shards that hold a wanted tensor.
-  std::map<std::string, SafetensorsReader> readers;
   NamedTensors out;
   for (const std::string& name : names) {
-    const auto pos = std::find(names_.begin(), names_.end(), name) - names_.begin();
-    if (pos == static_cast<std::ptrdiff_t>(names_.size()))
-      throw InputError(printable(source_, 400) + ": holds no tensor '" + printable(name) + "'");
-    const std::string& file = file_of_[pos];
-    if (file.empty()) {
-      out.emplace_back(name, loaded_[pos].second);
-      continue;
-    }
-    const bool indexed = file != source_;
-    auto r = readers.find(file);
-    if (r == readers.end()) {
-      std::error_code ec;
-      if (indexed && !fs::exists(file, ec))
-        throw InputError(printable(source_, 400) + ": weight_map maps '" + printable(name) + "' to shard " +
-                         printable(file, 400) + ", which does not exist");
-      r = readers.emplace(file, file).first;
-    }
-    if (indexed && !r->second.has(name))
-      throw InputError(printable(source_, 400) + ": weight_map maps '" + printable(name) + "' to shard " +
-                       printable(file, 400) + ", which holds no such tensor");
-    out.emplace_back(name, r->second.read(name));
+    const std::size_t pos = position(name);
+    if (const SafetensorsReader* r = reader_for(pos)) out.emplace_back(name, r->read(name));
+    else out.emplace_back(name, loaded_[pos].second);
   }
   return out;
 }

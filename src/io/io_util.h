@@ -27,8 +27,8 @@ inline std::string where_tensor(const std::string& path, std::string_view name) 
   return where_file(path) + ": tensor '" + printable(name) + "'";
 }
 
-// The whole file; InputError when it is missing, a folder, a device,
-// unreadable, or a pipe past the bound (util/read_file.h).
+// The whole file; InputError when it is missing, not a regular file (a
+// folder, FIFO or device), or unreadable (util/read_file.h).
 inline std::string read_file_bytes(const std::string& path) { return read_input_file(path); }
 
 // "0x1f 0x8b ..." of the first bytes, for "found ..." in magic errors.

@@ -42,15 +42,13 @@ struct Fd {
 NpyRows::NpyRows(const std::string& path) : path_(path) {
   const std::string where = where_file(path);
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) fail(where, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) fail(where, "not a regular file");
+  uint64_t file_size = 0;
+  f.fd = open_regular_file(path, &file_size);
   // The header sits in the first kNpyPreambleMax + kMaxNpyHeader bytes.
-  std::string head(std::min<uint64_t>(static_cast<uint64_t>(st.st_size), kNpyPreambleMax + kMaxNpyHeader), '\0');
+  std::string head(std::min<uint64_t>(file_size, kNpyPreambleMax + kMaxNpyHeader), '\0');
   pread_all(f.fd, reinterpret_cast<uint8_t*>(head.data()), head.size(), 0, where);
   const NpyLayout l = read_npy_layout(head, where);
-  const uint64_t avail = static_cast<uint64_t>(st.st_size) - l.data_offset;
+  const uint64_t avail = file_size - l.data_offset;
   if (avail != l.nbytes)
     fail(where, std::string(avail < l.nbytes ? "data is truncated" : "unexpected bytes after the data") + ": shape " +
                     shape_str(l.shape) + " of " + dtype_name(l.dtype) + " needs " + std::to_string(l.nbytes) +
@@ -78,8 +76,7 @@ Tensor NpyRows::read(const std::vector<std::pair<int64_t, int64_t>>& ranges) con
   const std::size_t es = dtype_size(dtype_);
   const uint64_t row = static_cast<uint64_t>(t.numel() / (B * n)) * es;
   Fd f;
-  f.fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) fail(where, std::string("cannot open: ") + std::strerror(errno));
+  f.fd = open_regular_file(path_, nullptr);
   uint8_t* dst = t.raw();
   for (int64_t b = 0; b < B; ++b)
     for (const auto& [start, len] : ranges) {

@@ -2,8 +2,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -80,24 +84,37 @@ std::vector<Info> parse_header(std::string_view header, const std::string& path)
   if (std::size_t at = json_too_deep_at(header); at != std::string_view::npos)
     fail(where, "header JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels at header byte " +
                     std::to_string(at));
+  // Each entry is turned into an Info as soon as it is parsed and then
+  // dropped from the tree (the callback returns false), so a header of 1e5
+  // tensors never exists as 1e5 JSON objects at once (about 80 MB).
+  std::vector<Info> infos;
+  std::unordered_set<std::string> seen;
+  std::string key;
+  auto entry = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
+    using E = nlohmann::json::parse_event_t;
+    if (depth != 1) return true;
+    if (ev == E::key) {
+      key = v.get<std::string>();
+      return true;
+    }
+    if (ev != E::object_end && ev != E::array_end && ev != E::value) return true;
+    if (key == "__metadata__") {
+      if (!v.is_object()) fail(where, "\"__metadata__\" is not a JSON object");
+      for (const auto& [mk, mv] : v.items())
+        if (!mv.is_string()) fail(where, "\"__metadata__\" value for \"" + printable(mk) + "\" is not a string");
+    } else {
+      if (!seen.insert(key).second) fail(where_tensor(path, key), "appears twice in the header");
+      infos.push_back(parse_info(key, v, path));
+    }
+    return false;
+  };
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(header.begin(), header.end());
+    j = nlohmann::json::parse(header.begin(), header.end(), entry);
   } catch (const nlohmann::json::exception& e) {
     fail(where, "header is not valid JSON: " + printable(e.what()));
   }
   if (!j.is_object()) fail(where, "header is not a JSON object");
-  std::vector<Info> infos;
-  for (const auto& [key, v] : j.items()) {
-    if (key == "__metadata__") {
-      if (!v.is_object()) fail(where, "\"__metadata__\" is not a JSON object");
-      for (const auto& [mk, mv] : v.items())
-        if (!mv.is_string())
-          fail(where, "\"__metadata__\" value for \"" + printable(mk) + "\" is not a string");
-      continue;
-    }
-    infos.push_back(parse_info(key, v, path));
-  }
   return infos;
 }
 
@@ -182,29 +199,22 @@ NamedTensors detail::decode_safetensors(std::string_view bytes, const std::strin
 struct SafetensorsReader::Impl {
   std::string path;
   std::unique_ptr<FILE, int (*)(FILE*)> file{nullptr, &std::fclose};
-  std::string bytes;  // the whole file, when it is not a regular file (a pipe)
   uint64_t data_start = 0;
-  std::vector<Info> infos;
+  std::vector<Info> infos;                            // in data order
+  std::unordered_map<std::string, std::size_t> index;  // name -> position in infos
 };
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.path = path;
   const std::string where = where_file(path);
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    // A pipe, or a path that read_file_bytes turns into the right one-line error.
-    m.bytes = read_file_bytes(path);
-    const uint8_t zero8[8] = {};
-    const uint64_t n = header_length(m.bytes.size() >= 8 ? bytes_of(m.bytes) : zero8, m.bytes.size(), path);
-    m.infos = check_layout(parse_header(std::string_view(m.bytes).substr(8, n), path), m.bytes.size() - 8 - n, path);
-    m.data_start = 8 + n;
-    return;
+  uint64_t size = 0;
+  const int fd = open_regular_file(path, &size);  // refuses FIFOs and devices without blocking
+  m.file.reset(::fdopen(fd, "rb"));
+  if (!m.file) {
+    ::close(fd);
+    fail(where, std::string("cannot open: ") + std::strerror(errno));
   }
-  m.file.reset(std::fopen(path.c_str(), "rb"));
-  if (!m.file) fail(where, std::string("cannot open: ") + std::strerror(errno));
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) fail(where, "cannot read its size: " + ec.message());
   uint8_t first8[8] = {};
   if (size >= 8 && std::fread(first8, 1, 8, m.file.get()) != 8) fail(where, "read error in the header length");
   const uint64_t n = header_length(first8, size, path);
@@ -212,6 +222,8 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : impl_(std::make_
   if (n && std::fread(header.data(), 1, n, m.file.get()) != n) fail(where, "read error in the header");
   m.infos = check_layout(parse_header(header, path), size - 8 - n, path);
   m.data_start = 8 + n;
+  m.index.reserve(m.infos.size());
+  for (std::size_t i = 0; i < m.infos.size(); ++i) m.index.emplace(m.infos[i].name, i);
 }
 
 SafetensorsReader::~SafetensorsReader() = default;
@@ -222,19 +234,22 @@ std::vector<std::string> SafetensorsReader::names() const {
   return out;
 }
 
-bool SafetensorsReader::has(const std::string& name) const {
-  for (const Info& info : impl_->infos)
-    if (info.name == name) return true;
-  return false;
+bool SafetensorsReader::has(const std::string& name) const { return impl_->index.count(name) != 0; }
+
+std::optional<TensorInfo> SafetensorsReader::info(const std::string& name) const {
+  auto it = impl_->index.find(name);
+  if (it == impl_->index.end()) return std::nullopt;
+  const Info& i = impl_->infos[it->second];
+  return TensorInfo{i.dtype, i.shape};
 }
 
 Tensor SafetensorsReader::read(const std::string& name) const {
   const Impl& m = *impl_;
-  auto it = std::find_if(m.infos.begin(), m.infos.end(), [&](const Info& i) { return i.name == name; });
-  if (it == m.infos.end()) fail(where_file(m.path), "holds no tensor '" + printable(name) + "'");
-  if (!m.file) return tensor_from(*it, bytes_of(m.bytes) + m.data_start + it->begin);
-  Tensor t(it->dtype, it->shape);
-  if (fseeko(m.file.get(), static_cast<off_t>(m.data_start + it->begin), SEEK_SET) != 0 ||
+  auto found = m.index.find(name);
+  if (found == m.index.end()) fail(where_file(m.path), "holds no tensor '" + printable(name) + "'");
+  const Info& info = m.infos[found->second];
+  Tensor t(info.dtype, info.shape);
+  if (fseeko(m.file.get(), static_cast<off_t>(m.data_start + info.begin), SEEK_SET) != 0 ||
       (t.nbytes() && std::fread(t.raw(), 1, t.nbytes(), m.file.get()) != t.nbytes()))
     fail(where_tensor(m.path, name), "read error (did the file change while it was read?)");
   normalize_bool(t);

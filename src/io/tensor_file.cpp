@@ -32,7 +32,9 @@ NamedTensors read_folder(const std::string& path) {
   std::error_code ec;
   for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string file = it->path().filename().string();
-    if (ends_with(file, ".npy") && it->is_regular_file(ec)) names.push_back(file);
+    // Every NAME.npy is read, so one that is not a regular file (a FIFO, a
+    // folder, a link to a device) is refused by read_npy, not skipped.
+    if (ends_with(file, ".npy")) names.push_back(file);
   }
   if (ec) fail(where_file(path), "cannot list folder: " + ec.message());
   if (names.empty()) fail(where_file(path), "folder holds no .npy files");

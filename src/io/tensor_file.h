@@ -6,6 +6,7 @@
 // Every writer writes a temporary file in the destination folder and renames
 // it into place, so a failed write never leaves a half-written file.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <string_view>
@@ -30,6 +31,11 @@ void write_npz(const std::string& path, const NamedTensors& tensors);
 NamedTensors read_safetensors(const std::string& path);
 void write_safetensors(const std::string& path, const NamedTensors& tensors);
 
+struct TensorInfo {
+  DType dtype;
+  Shape shape;
+};
+
 // A .safetensors file read piecemeal, for checkpoints far larger than the few
 // tensors wanted from them: the constructor reads and validates the header
 // (the whole layout, as read_safetensors does, against the file's size);
@@ -39,7 +45,9 @@ class SafetensorsReader {
   explicit SafetensorsReader(const std::string& path);
   ~SafetensorsReader();
   std::vector<std::string> names() const;  // in data order
-  bool has(const std::string& name) const;
+  bool has(const std::string& name) const;  // hashed: O(1) per name
+  // A tensor's dtype and shape from the header, without reading its data.
+  std::optional<TensorInfo> info(const std::string& name) const;
   Tensor read(const std::string& name) const;  // InputError when the file holds no such tensor
 
  private:

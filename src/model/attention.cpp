@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "util/checked_size.h"
 #include "util/error.h"
 
 namespace mha {
@@ -25,6 +26,28 @@ void expect_shape(const std::string& what, const Tensor& t, const Shape& want) {
   if (t.shape() != want)
     throw InputError(what + ": expected shape " + shape_str(want) + ", found " + shape_str(t.shape()));
 }
+// The projected q [B, L, H*dh], k [B, S, Hkv*dh], v [B, S, Hkv*dv] and the
+// context [B, L, H*dv] every backend holds, in float64 at worst: refused when
+// a product overflows or the sum exceeds physical memory. The scores
+// [B, H, L, S + extra] are only checked for overflow (the flash paths never
+// hold them whole).
+void check_activation_sizes(const AttentionSpec& spec, int64_t b, int64_t l, int64_t s) {
+  const std::string shape = field("batch", b) + ", " + field("queries", l) + ", " + field("keys", s) + ", " +
+                            field("heads", spec.num_heads) + ", " + field("kv heads", spec.num_kv_heads) + ", " +
+                            field("head widths", spec.head_dim) + "/" + std::to_string(spec.head_dim_v);
+  const std::string what = "attention activations (" + shape + ")";
+  auto prod = [&](std::initializer_list<int64_t> f) {
+    int64_t n = 1;
+    for (int64_t x : f) n = checked_mul(n, x, what);
+    return n;
+  };
+  int64_t total = prod({b, l, spec.num_heads, spec.head_dim});
+  total = checked_add(total, prod({b, s, spec.num_kv_heads, spec.head_dim}), what);
+  total = checked_add(total, prod({b, s, spec.num_kv_heads, spec.head_dim_v}), what);
+  total = checked_add(total, prod({b, l, spec.num_heads, spec.head_dim_v}), what);
+  prod({b, spec.num_heads, l, checked_add(s, spec.extra_keys(), what)});
+  check_bytes(total, 8, what);
+}
 }  // namespace
 
 void validate_inputs(const AttentionSpec& spec, const AttentionInputs& in) {
@@ -45,6 +68,7 @@ void validate_inputs(const AttentionSpec& spec, const AttentionInputs& in) {
                        std::to_string(spec.num_heads) + " or 1, " + std::to_string(l) + " or 1, " + std::to_string(st) +
                        "), found " + shape_str(m.shape()));
   }
+  check_activation_sizes(spec, b, l, s);
   if (spec.rope) {
     if (spec.head_dim % 2 != 0 || spec.head_dim_v < 1)
       throw InputError("rotary embedding: expected an even head width, found " + std::to_string(spec.head_dim));

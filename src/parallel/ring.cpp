@@ -428,6 +428,7 @@ void refuse(const std::string& why) { throw InputError("parallel.sequence: " + w
 }  // namespace
 
 Chunks ring_chunks(int64_t L, int64_t part, int64_t parts, bool causal) {
+  if (parts == 1) return {{0, L}};  // one rank holds every row: nothing to split, any length runs
   const int64_t pieces = causal ? 2 * parts : parts;
   if (L % pieces != 0)
     refuse(std::to_string(L) + " tokens do not split into " + std::to_string(pieces) + " equal " +

@@ -1,11 +1,12 @@
 #include "util/read_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
+#include <cstdint>
 #include <cstring>
-#include <memory>
 
 #include "util/error.h"
 #include "util/text.h"
@@ -20,36 +21,55 @@ namespace {
 
 const char* kind_of(mode_t m) {
   if (S_ISDIR(m)) return "a folder";
+  if (S_ISFIFO(m)) return "a pipe (FIFO)";
   if (S_ISCHR(m)) return "a character device";
   if (S_ISBLK(m)) return "a block device";
   if (S_ISSOCK(m)) return "a socket";
   return "not a regular file";
 }
 
+void require_regular(const std::string& path, const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) fail(path, std::string("is ") + kind_of(st.st_mode) + ", expected a regular file");
+}
+
 }  // namespace
 
-std::string read_input_file(const std::string& path, uint64_t max_stream_bytes) {
+int open_regular_file(const std::string& path, uint64_t* size) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  const bool regular = S_ISREG(st.st_mode), fifo = S_ISFIFO(st.st_mode);
-  if (!regular && !fifo) fail(path, std::string("is ") + kind_of(st.st_mode) + ", expected a file");
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  // stat and fopen may see different files if the path is replaced between
-  // them; check again on the opened descriptor.
-  if (::fstat(fileno(f.get()), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)))
-    fail(path, std::string("is ") + kind_of(st.st_mode) + ", expected a file");
-  std::string out;
-  if (S_ISREG(st.st_mode) && st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
-  const uint64_t limit = S_ISREG(st.st_mode) ? UINT64_MAX : max_stream_bytes;
-  char buf[1 << 16];
-  std::size_t got;
-  while ((got = std::fread(buf, 1, sizeof buf, f.get())) > 0) {
-    if (got > limit - out.size())
-      fail(path, "pipe holds more than " + std::to_string(limit) + " bytes, the most read from a pipe");
-    out.append(buf, got);
+  require_regular(path, st);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    require_regular(path, st);
+    fail(path, std::string("cannot stat: ") + std::strerror(errno));
   }
-  if (std::ferror(f.get())) fail(path, std::string("read error: ") + std::strerror(errno));
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  if (size) *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+std::string read_input_file(const std::string& path) {
+  uint64_t size = 0;
+  const int fd = open_regular_file(path, &size);
+  std::string out;
+  try {
+    out.resize(size);
+    uint64_t got = 0;
+    while (got < size) {
+      const ssize_t n = ::read(fd, out.data() + got, size - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail(path, std::string("read error: ") + std::strerror(errno));
+      if (n == 0) fail(path, "read error: the file shrank while it was read");
+      got += static_cast<uint64_t>(n);
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
   return out;
 }
 

@@ -3,6 +3,7 @@
 // qkv Linear whose output the seed splits per head (interleaved).
 #include <cmath>
 
+#include "util/checked_size.h"
 #include "variants/common.h"
 #include "variants/registry.h"
 #include "init/torch_init.h"
@@ -17,6 +18,7 @@ class AiEdgeBase : public Variant {
   explicit AiEdgeBase(const ordered_json& p) {
     check_params(p, {{"d_model"}, {"n_head"}});
     d_model_ = param_int(p, {"d_model"}, std::nullopt);
+    checked_mul(3, d_model_, field("params.d_model", d_model_) + " x 3 (the fused q, k, v rows)");
     n_head_ = param_int(p, {"n_head"}, std::nullopt);
     check_divisible(d_model_, "d_model", n_head_, "n_head");
   }

@@ -6,6 +6,7 @@
 // reproduced: mha runs the intended layer (README, "Notes on semantics").
 #include <cmath>
 
+#include "util/checked_size.h"
 #include "util/error.h"
 #include "variants/common.h"
 #include "variants/registry.h"
@@ -38,6 +39,16 @@ BookParams parse_book(const ordered_json& p, bool has_heads) {
     throw InputError("params.dropout: expected a probability in [0, 1), found " + std::to_string(b.dropout));
   b.num_heads = has_heads ? param_int(p, {"num_heads"}, std::nullopt) : 1;
   b.qkv_bias = param_bool(p, {"qkv_bias"}, false);
+  // mha_wrapper keeps num_heads separate heads of d_out x d_in (three
+  // projections each, plus per-head bookkeeping): sized here, before a slot
+  // list num_heads long is built.
+  if (has_heads) {
+    const std::string what = "params: " + field("num_heads", b.num_heads) + " x 3 x " + field("d_out", b.d_out) +
+                             " x (" + field("d_in", b.d_in) + " + 1)";
+    const int64_t per_head =
+        checked_add(checked_mul(checked_mul(3, b.d_out, what), checked_add(b.d_in, 1, what), what), 64, what);
+    check_bytes(checked_mul(b.num_heads, per_head, what), 8, what);
+  }
   return b;
 }
 

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "init/torch_init.h"
+#include "util/checked_size.h"
 #include "util/error.h"
 #include "variants/common.h"
 #include "variants/registry.h"
@@ -21,6 +22,7 @@ namespace {
 
 struct LlamaParams {
   int64_t hidden, heads, kv_heads, head_dim, window, max_positions;
+  int64_t q_width, kv_width;  // heads x head_dim, kv_heads x head_dim
   double theta;
   bool bias;
 };
@@ -42,6 +44,12 @@ LlamaParams parse_llama(const ordered_json& p) {
   if (l.head_dim % 2 != 0)
     throw InputError("params.head_dim: expected an even width (the rotary embedding rotates halves), found " +
                      std::to_string(l.head_dim));
+  // The projections' widths: refused here when they overflow, before
+  // weight_slots or a backend multiplies them again.
+  l.q_width = checked_mul(l.heads, l.head_dim, field("params.num_attention_heads", l.heads) + " x " +
+                                                   field("params.head_dim", l.head_dim));
+  l.kv_width = checked_mul(l.kv_heads, l.head_dim, field("params.num_key_value_heads", l.kv_heads) + " x " +
+                                                       field("params.head_dim", l.head_dim));
   l.theta = param_number(p, {"rope_theta"}, 10000.0);
   if (!(l.theta > 0.0) || !std::isfinite(static_cast<float>(l.theta)))
     throw InputError("params.rope_theta: expected a positive float32 number, found " + std::to_string(l.theta));
@@ -61,7 +69,7 @@ class LlamaAttention : public Variant {
   explicit LlamaAttention(const ordered_json& p) : p_(parse_llama(p)) {}
   std::string name() const override { return "llama_attention"; }
   std::vector<WeightSlot> weight_slots() const override {
-    const int64_t q = p_.heads * p_.head_dim, kv = p_.kv_heads * p_.head_dim;
+    const int64_t q = p_.q_width, kv = p_.kv_width;
     std::vector<WeightSlot> s;
     add_linear_slots(s, "q_proj", p_.hidden, q, p_.bias);
     add_linear_slots(s, "k_proj", p_.hidden, kv, p_.bias);
@@ -78,7 +86,7 @@ class LlamaAttention : public Variant {
   // rotary embedding draws nothing.
   NamedTensors init_torch(uint64_t seed) const override {
     TorchGenerator gen(seed);
-    const int64_t q = p_.heads * p_.head_dim, kv = p_.kv_heads * p_.head_dim;
+    const int64_t q = p_.q_width, kv = p_.kv_width;
     NamedTensors out;
     for (auto [name, in, o] : {std::tuple{"q_proj.", p_.hidden, q}, std::tuple{"k_proj.", p_.hidden, kv},
                                std::tuple{"v_proj.", p_.hidden, kv}, std::tuple{"o_proj.", q, p_.hidden}})
@@ -119,6 +127,13 @@ class LlamaAttention : public Variant {
       if (dtype_is_float(pos->dtype()) || pos->dtype() == DType::Bool)
         throw InputError("inputs.position_ids: expected an integer tensor, found " + std::string(dtype_name(pos->dtype())));
       batch_rows(*pos, "position_ids");
+      if (pos->dtype() == DType::U64) {  // past INT64_MAX the cast below would wrap: report the value as written
+        const uint64_t* u = pos->data<uint64_t>();
+        for (int64_t i = 0; i < pos->numel(); ++i)
+          if (u[i] > static_cast<uint64_t>(INT64_MAX))
+            throw InputError("inputs.position_ids: expected positions of at most " + std::to_string(INT64_MAX) +
+                             ", found " + std::to_string(u[i]) + " at flat index " + std::to_string(i));
+      }
       Tensor p64 = pos->cast(DType::I64);
       const int64_t* v = p64.data<int64_t>();
       for (int64_t i = 0; i < p64.numel(); ++i)

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "util/checked_size.h"
 #include "util/error.h"
 #include "variants/common.h"
 #include "variants/registry.h"
@@ -26,6 +27,7 @@ class TorchMha : public Variant {
     check_params(p, {{"embed_dim"}, {"num_heads"}, {"dropout"}, {"bias"}, {"add_bias_kv"}, {"add_zero_attn"},
                      {"kdim"}, {"vdim"}, {"batch_first"}});
     e_ = param_int(p, {"embed_dim"}, std::nullopt);
+    checked_mul(3, e_, field("params.embed_dim", e_) + " x 3 (the fused q, k, v rows)");
     h_ = param_int(p, {"num_heads"}, std::nullopt);
     check_divisible(e_, "embed_dim", h_, "num_heads");
     dropout_ = param_number(p, {"dropout"}, 0.0);

@@ -4,6 +4,7 @@
 // shape (b, 1, 1, s).
 #include <cmath>
 
+#include "util/checked_size.h"
 #include "util/error.h"
 #include "variants/common.h"
 #include "variants/registry.h"
@@ -19,6 +20,7 @@ class TtnnBase : public Variant {
   explicit TtnnBase(const ordered_json& p) {
     check_params(p, {{"hidden_size"}, {"num_heads"}});
     hidden_ = param_int(p, {"hidden_size"}, std::nullopt);
+    checked_mul(3, hidden_, field("params.hidden_size", hidden_) + " x 3 (the fused q, k, v rows)");
     heads_ = param_int(p, {"num_heads"}, std::nullopt);
     check_divisible(hidden_, "hidden_size", heads_, "num_heads");
   }

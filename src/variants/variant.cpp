@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "util/checked_size.h"
 #include "util/error.h"
 #include "util/text.h"
 #include "variants/registry.h"
@@ -76,10 +77,36 @@ TensorMap bind_weights(const Variant& v, const NamedTensors& loaded, const std::
   return out;
 }
 
+namespace {
+// Every weight slot, held as float32 (float64 on the reference backend, hence
+// 8 bytes here): refused when a shape's product overflows or the total exceeds
+// the machine's physical memory, before anything is drawn or read. The
+// variants check the products of their params (heads x head_dim) as they
+// parse them, so the slots' dimensions themselves are exact.
+void check_weight_sizes(const Variant& v) {
+  int64_t total = 0;
+  std::string largest;
+  int64_t largest_n = -1;
+  for (const WeightSlot& slot : v.weight_slots()) {
+    const std::string what = "params of variant " + v.name() + ": weight '" + slot.name + "' of shape " + shape_str(slot.shape);
+    int64_t n = 1;
+    for (int64_t d : slot.shape) n = checked_mul(n, d, what);
+    if (slot.buffer) continue;  // never held (seed 003's [context_length, context_length] mask): its product only
+    total = checked_add(total, n, "params of variant " + v.name() + ": the weights' total size");
+    if (n > largest_n) largest_n = n, largest = "'" + slot.name + "' " + shape_str(slot.shape);
+  }
+  check_bytes(total, 8, "params of variant " + v.name() + ": the weights (largest " + largest + ")");
+}
+}  // namespace
+
 std::unique_ptr<Variant> make_variant(const std::string& name, const ordered_json& params) {
   require_object(params, "params");
   for (const VariantEntry& e : variant_registry())
-    if (name == e.name) return e.make(params);
+    if (name == e.name) {
+      std::unique_ptr<Variant> v = e.make(params);
+      check_weight_sizes(*v);
+      return v;
+    }
   std::string list;
   for (const std::string& n : variant_names()) list += (list.empty() ? "" : ", ") + n;
   throw InputError("variant: unknown variant '" + printable(name) + "' (expected one of: " + list + ")");

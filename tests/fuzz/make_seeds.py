@@ -102,6 +102,46 @@ def main():
     nan[0, 1] = np.nan
     nan[1, 2] = np.inf
     write("compare", "st_npy_nan.bin", pair(2 + (3 << 4) + 0x40, sts["f32.safetensors"], npy_bytes(nan)))
+    write_loading_seeds()
+
+
+def write_loading_seeds():
+    """checkpoint, decode_parallel and llama_params (issue 22's targets)."""
+    # checkpoint: first line the prefix, then the index (shards: fuzz_checkpoint.cpp)
+    layer0 = {"model.layers.0.attn." + n: "model-00001-of-00003.safetensors"
+              for n in ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias")}
+    def index(wm, meta=True):
+        return json.dumps({"metadata": {"total_size": 0}, "weight_map": wm} if meta else {"weight_map": wm}).encode()
+    write("checkpoint", "prefix.bin", b"model.layers.0.attn.\n" + index(layer0))
+    write("checkpoint", "no_prefix.bin", b"\n" + index(layer0, False))
+    write("checkpoint", "wrong_shape_extra.bin", b"model.layers.1.attn.\n" + index(
+        dict(layer0, **{"model.layers.1.attn.out_proj.weight": "model-00002-of-00003.safetensors",
+                        "model.layers.1.attn.extra": "model-00002-of-00003.safetensors"})))
+    write("checkpoint", "fifo_and_bad.bin", b"model.layers.0.attn.\n" + index(
+        dict(layer0, **{"model.layers.0.attn.out_proj.weight": "fifo.safetensors",
+                        "model.layers.0.attn.in_proj_bias": "model-00003-of-00003.safetensors"})))
+    write("checkpoint", "escape.bin", b"model.\n" + index({"model.x": "../x.safetensors", "model.y": 5}))
+
+    # decode_parallel: keys beside a small llama_attention config
+    for n, d in {
+        "decode.json": {"decode": {"prompt": 4, "tokens": 3, "cache_dtype": "bfloat16", "depth": 16}},
+        "decode_overflow.json": {"decode": {"prompt": 9223372036854775807, "tokens": 9223372036854775807}},
+        "ring.json": {"parallel": {"sequence": 3}, "decode": {"prompt": 15}},
+        "ring_one.json": {"parallel": {"sequence": 1}},
+        "heads.json": {"parallel": {"heads": 2}},
+    }.items():
+        write("decode_parallel", n, json.dumps(d).encode())
+
+    # llama_params: params objects, the issue's overflowing ones included
+    for n, d in {
+        "small.json": {"hidden_size": 8, "num_attention_heads": 2, "num_key_value_heads": 1, "rope_theta": 500000.0,
+                       "attention_bias": True, "sliding_window": 4},
+        "head_dim.json": {"hidden_size": 16, "num_attention_heads": 4, "head_dim": 6, "sliding_window": None},
+        "overflow.json": {"hidden_size": 64, "num_attention_heads": 4294967296, "num_key_value_heads": 4294967296,
+                          "head_dim": 4294967296},
+        "huge.json": {"hidden_size": 64, "num_attention_heads": 1048576, "head_dim": 1048576},
+    }.items():
+        write("llama_params", n, json.dumps(d).encode())
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ void In1Buffer::resize(int64_t K, int64_t N) {
   exp16.resize(exp.size());
   pc16_hi.resize(exp.size());
   pc16_lo.resize(exp.size());
+  sgn16_neg.resize(exp.size());
+  sgn16_pos.resize(exp.size());
   pos16.resize(exp.size() / 16);
 }
 
@@ -41,6 +43,7 @@ simd::In1 In1Buffer::view(int64_t k0) const {
   return {exp.data() + o,          pcs.data() + o,
           neg32.data() + o,        {neg16.data() + o / 16, pos16.data() + o / 16},
           exp16.data() + o,        {pc16_hi.data() + o, pc16_lo.data() + o},
+          {sgn16_neg.data() + o, sgn16_pos.data() + o},
           ld};
 }
 
@@ -59,6 +62,8 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
         out.exp16[o + j] = static_cast<int16_t>(out.exp[o + j]);
         out.pc16_hi[o + j] = static_cast<int16_t>(d.zero ? 0 : 2 * d.piece[0]);
         out.pc16_lo[o + j] = static_cast<int16_t>(d.zero ? 0 : 2 * d.piece[1]);
+        out.sgn16_neg[o + j] = static_cast<int16_t>(d.sign ? -1 : 1);
+        out.sgn16_pos[o + j] = static_cast<int16_t>(d.sign ? 1 : -1);
         bits |= static_cast<uint32_t>(d.sign) << j;
       }
       out.neg16[o / 16] = static_cast<uint16_t>(bits);

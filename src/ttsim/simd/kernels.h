@@ -40,8 +40,10 @@ struct ARec {
 // set where negative, sign16[1] its complement (indexed by an in0 sign & 1,
 // the lanes where the product is negative).
 //
-// The same as int16s for kernels with 16-bit lanes: exp16, and each doubled
-// piece alone (pc16[0]: high piece, pc16[1]: low piece).
+// The same as int16s for kernels with 16-bit lanes: exp16, each doubled
+// piece alone (pc16[0]: high piece, pc16[1]: low piece), and the sign as a
+// multiplier for vpsignw (sgn16[0]: -1 where negative, else 1; sgn16[1]
+// its negation, indexed like sign16).
 struct In1 {
   const int32_t* exp;
   const int32_t* pcs;
@@ -49,6 +51,7 @@ struct In1 {
   const uint16_t* sign16[2];
   const int16_t* exp16;
   const int16_t* pc16[2];
+  const int16_t* sgn16[2];
   int64_t ld;
 };
 

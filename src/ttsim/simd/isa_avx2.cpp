@@ -1,6 +1,7 @@
 // The kernels compiled for AVX2 (the baseline every mha build requires).
 #include <cstring>
 
+#include "ttsim/kblock.h"
 #include "ttsim/simd/kernels.h"
 #include "ttsim/simd/vec_avx2.h"
 
@@ -11,39 +12,48 @@ using V = VecAvx2;
 
 // MVMUL with the products on 16 int16 lanes, as the AVX-512 kernel does
 // (every quantity of a group fits 16 bits; see isa_avx512.cpp), but AVX2
-// has no variable 16-bit shift. The alignment is a multiply instead:
+// has no variable 16-bit shift. The alignment is a multiply instead: with
+// y2 the product of the doubled in1 piece and the in0 piece (y2 = 2y < 2^13),
 //
-//   round_half_up(y / 2^g) = vpmulhrsw(4y, 2^(13-g))      for 0 <= g <= 13
+//   round_half_up(y / 2^g) = vpmulhrsw(y2, 2^(14-g))      for 0 <= g <= 14
 //
-// (vpmulhrsw computes floor((a*b + 2^14) / 2^15); y, a product of the two
-// undoubled pieces, is below 2^12, so 4y fits and every g >= 13 gives 0,
-// as does the multiplier 1 at g = 13: the shift is clamped at 13). 4y is the
-// doubled in1 piece times twice the in0 piece, one vpmullw.
+// (vpmulhrsw computes floor((a*b + 2^14) / 2^15)); every g >= 14 gives 0,
+// as does the multiplier 1 at g = 14, so the shift is clamped at 14.
 //
-// 2^(13-g) comes from one vpshufb: its high byte is 2^(5-g), which is the
-// low byte of 2^(13-(g+8)), so the index word (g, g + 8) looks up both bytes
-// in the 16-entry table kPow (index 5 and 14, 15 give 0).
+// 2^(14-g) comes from one vpshufb: its high byte is 2^(6-g), which is the
+// low byte of 2^(14-(g+8)), so the index word (g, g + 8) looks up both bytes
+// in the 16-entry table kPow (indices 0-6 and 15 give 0).
 //
-// As on AVX-512 the shifts (here the multipliers) are computed once per
-// group for every fidelity phase; the sign is applied by vpsignw with in1's
-// sign words, chosen by the in0 sign. The group's max and sum are widened
-// to two vectors of 8 int32 lanes for the shared accumulate<>.
+// As on AVX-512 the multipliers are computed once per group for every
+// fidelity phase; the sign is applied by vpsignw with in1's sign words,
+// chosen by the in0 sign. The group's max and sum are widened to two vectors
+// of 8 int32 lanes for the shared accumulate<>.
+
+// The low 16 bits of an ARec field (each fits an int16) in every lane,
+// broadcast straight from memory.
+[[gnu::always_inline]] inline __m256i bcast16(const int32_t& x) {
+  return _mm256_broadcastw_epi16(_mm_loadu_si16(&x));
+}
+
 template <int P>
 [[gnu::always_inline]] inline void group16(const ARec* ar0, const In1& b, int64_t idx, T (*eg)[2], T (*vg)[2]) {
-  const __m256i kPow = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, -128, 64, 32, 16, 8, 4, 2, 1, 0, 0,  //
-                                        0, 0, 0, 0, 0, 0, -128, 64, 32, 16, 8, 4, 2, 1, 0, 0);
+  const __m256i kPow = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, -128, 64, 32, 16, 8, 4, 2, 1, 0,  //
+                                        0, 0, 0, 0, 0, 0, 0, -128, 64, 32, 16, 8, 4, 2, 1, 0);
   __m256i e[8], top;
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
-    e[i] = _mm256_add_epi16(V::load(b.exp16 + idx + i * b.ld), _mm256_set1_epi16(static_cast<short>(ar0[i].exp)));
+    e[i] = _mm256_add_epi16(V::load(b.exp16 + idx + i * b.ld), bcast16(ar0[i].exp));
     top = i == 0 ? e[0] : _mm256_max_epi16(top, e[i]);
   }
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
-    const __m256i g = _mm256_min_epu16(_mm256_sub_epi16(top, e[i]), _mm256_set1_epi16(13));
+    const __m256i g = _mm256_min_epu16(_mm256_sub_epi16(top, e[i]), _mm256_set1_epi16(14));
     e[i] = _mm256_shuffle_epi8(kPow, _mm256_add_epi16(_mm256_mullo_epi16(g, _mm256_set1_epi16(0x0101)),
-                                                      _mm256_set1_epi16(0x0800)));  // 2^(13-g)
+                                                      _mm256_set1_epi16(0x0800)));  // 2^(14-g)
   }
+  const int16_t* sg[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) sg[i] = b.sgn16[ar0[i].neg & 1];
   const __m256i tops[2] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(top)),
                            _mm256_cvtepi16_epi32(_mm256_extracti128_si256(top, 1))};
 #pragma GCC unroll 4
@@ -52,10 +62,9 @@ template <int P>
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
       const int64_t j = idx + i * b.ld;
-      const __m256i y4 = _mm256_mullo_epi16(V::load(b.pc16[p & 1] + j),
-                                            _mm256_set1_epi16(static_cast<short>(2 * ar0[p * 32 + i].piece)));
-      const __m256i m = _mm256_mulhrs_epi16(y4, e[i]);
-      sum = _mm256_add_epi16(sum, _mm256_sign_epi16(m, V::load(b.sgn16[ar0[i].neg & 1] + j)));  // |sum| < 2^15
+      const __m256i y2 = _mm256_mullo_epi16(V::load(b.pc16[p & 1] + j), bcast16(ar0[p * 32 + i].piece));
+      const __m256i m = _mm256_mulhrs_epi16(y2, e[i]);
+      sum = _mm256_add_epi16(sum, _mm256_sign_epi16(m, V::load(sg[i] + j)));  // |sum| < 2^15
     }
     const __m256i shift = _mm256_set1_epi32(-((p & 1) ? 5 : 0) - ((p & 2) ? 7 : 0));
     const __m256i sums[2] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(sum)),
@@ -118,6 +127,6 @@ void mvmul16(const ARec* arec, int64_t arec_stride, int64_t rows, const In1& b, 
 
 extern const KernelTable kAvx2Table;
 const KernelTable kAvx2Table = {Isa::Avx2, VecAvx2::W, avx2::mvmul16, avx2::elwmul, avx2::elwadd,
-                                avx2::exp_fast_approx, avx2::mad_finite};
+                                avx2::exp_fast_approx, avx2::mad_finite, avx2::l1_acc_bf16};
 
 }  // namespace mha::ttsim::simd

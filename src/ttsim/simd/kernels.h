@@ -79,6 +79,9 @@ struct KernelTable {
   // field below 255 (the kernels above handle Inf/NaN around it); tests
   // compare it with the model.
   void (*mad_finite)(const uint32_t* a, const uint32_t* b, const uint32_t* c, int64_t n, uint32_t* out);
+  // The packer's L1 accumulation of bf16 partials, l1[i] = l1_acc_bf16(l1[i],
+  // x[i]) (kblock.h), n a multiple of 32.
+  void (*l1_acc_bf16)(float* l1, const float* x, int64_t n);
 };
 
 // The table for `isa`, or nullptr when this CPU cannot run it (or isa is

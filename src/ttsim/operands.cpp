@@ -20,6 +20,7 @@ void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat
         rec.pair = d.zero ? 0 : static_cast<int32_t>((p & 1) ? piece << 16 : piece);
         rec.neg = d.sign ? -1 : 0;
         rec.piece = d.zero ? 0 : static_cast<int32_t>(piece);
+        rec.spiece = d.sign ? -rec.piece : rec.piece;
       }
     }
 }
@@ -33,8 +34,8 @@ void In1Buffer::resize(int64_t K, int64_t N) {
   exp16.resize(exp.size());
   pc16_hi.resize(exp.size());
   pc16_lo.resize(exp.size());
-  sgn16_neg.resize(exp.size());
-  sgn16_pos.resize(exp.size());
+  spc16_hi.resize(exp.size());
+  spc16_lo.resize(exp.size());
   pos16.resize(exp.size() / 16);
 }
 
@@ -43,7 +44,7 @@ simd::In1 In1Buffer::view(int64_t k0) const {
   return {exp.data() + o,          pcs.data() + o,
           neg32.data() + o,        {neg16.data() + o / 16, pos16.data() + o / 16},
           exp16.data() + o,        {pc16_hi.data() + o, pc16_lo.data() + o},
-          {sgn16_neg.data() + o, sgn16_pos.data() + o},
+          {spc16_hi.data() + o, spc16_lo.data() + o},
           ld};
 }
 
@@ -62,8 +63,8 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
         out.exp16[o + j] = static_cast<int16_t>(out.exp[o + j]);
         out.pc16_hi[o + j] = static_cast<int16_t>(d.zero ? 0 : 2 * d.piece[0]);
         out.pc16_lo[o + j] = static_cast<int16_t>(d.zero ? 0 : 2 * d.piece[1]);
-        out.sgn16_neg[o + j] = static_cast<int16_t>(d.sign ? -1 : 1);
-        out.sgn16_pos[o + j] = static_cast<int16_t>(d.sign ? 1 : -1);
+        out.spc16_hi[o + j] = static_cast<int16_t>(d.sign ? -out.pc16_hi[o + j] : out.pc16_hi[o + j]);
+        out.spc16_lo[o + j] = static_cast<int16_t>(d.sign ? -out.pc16_lo[o + j] : out.pc16_lo[o + j]);
         bits |= static_cast<uint32_t>(d.sign) << j;
       }
       out.neg16[o / 16] = static_cast<uint16_t>(bits);

@@ -12,22 +12,27 @@ using V = VecAvx2;
 
 // MVMUL with the products on 16 int16 lanes, as the AVX-512 kernel does
 // (every quantity of a group fits 16 bits; see isa_avx512.cpp), but AVX2
-// has no variable 16-bit shift. The alignment is a multiply instead: with
-// y2 the product of the doubled in1 piece and the in0 piece (y2 = 2y < 2^13),
+// has no variable 16-bit shift. The alignment is a multiply instead. With
+// y the signed product of the two pieces (|y| < 2^12) and y2 = 2y (the in1
+// piece is stored doubled), the model's term sign(y) round_half_up(|y| / 2^g)
+// is
 //
-//   round_half_up(y / 2^g) = vpmulhrsw(y2, 2^(14-g))      for 0 <= g <= 14
+//   vpmulhrsw(y2 - (y < 0), 2^(14-g))                 for 0 <= g <= 14
 //
-// (vpmulhrsw computes floor((a*b + 2^14) / 2^15)); every g >= 14 gives 0,
-// as does the multiplier 1 at g = 14, so the shift is clamped at 14.
+// vpmulhrsw computes floor((a*b + 2^14) / 2^15), i.e. y / 2^g rounded half
+// up; for a negative y the -1 (below the granularity of 2y * 2^(14-g), even)
+// breaks exact ties downwards, away from zero, and moves nothing else.
+// Every g >= 14 gives 0, as does the multiplier 1 at g = 14, so the shift
+// is clamped at 14. The signs ride on the pieces (In1::spc16,
+// ARec::spiece), so one vpmullw gives y2.
 //
 // 2^(14-g) comes from one vpshufb: its high byte is 2^(6-g), which is the
 // low byte of 2^(14-(g+8)), so the index word (g, g + 8) looks up both bytes
 // in the 16-entry table kPow (indices 0-6 and 15 give 0).
 //
 // As on AVX-512 the multipliers are computed once per group for every
-// fidelity phase; the sign is applied by vpsignw with in1's sign words,
-// chosen by the in0 sign. The group's max and sum are widened to two vectors
-// of 8 int32 lanes for the shared accumulate<>.
+// fidelity phase. The group's max and sum are widened to two vectors of 8
+// int32 lanes for the shared accumulate<>.
 
 // The low 16 bits of an ARec field (each fits an int16) in every lane,
 // broadcast straight from memory.
@@ -51,9 +56,6 @@ template <int P>
     e[i] = _mm256_shuffle_epi8(kPow, _mm256_add_epi16(_mm256_mullo_epi16(g, _mm256_set1_epi16(0x0101)),
                                                       _mm256_set1_epi16(0x0800)));  // 2^(14-g)
   }
-  const int16_t* sg[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) sg[i] = b.sgn16[ar0[i].neg & 1];
   const __m256i tops[2] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(top)),
                            _mm256_cvtepi16_epi32(_mm256_extracti128_si256(top, 1))};
 #pragma GCC unroll 4
@@ -62,9 +64,9 @@ template <int P>
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
       const int64_t j = idx + i * b.ld;
-      const __m256i y2 = _mm256_mullo_epi16(V::load(b.pc16[p & 1] + j), bcast16(ar0[p * 32 + i].piece));
-      const __m256i m = _mm256_mulhrs_epi16(y2, e[i]);
-      sum = _mm256_add_epi16(sum, _mm256_sign_epi16(m, V::load(sg[i] + j)));  // |sum| < 2^15
+      const __m256i y2 = _mm256_mullo_epi16(V::load(b.spc16[p & 1] + j), bcast16(ar0[p * 32 + i].spiece));
+      const __m256i m = _mm256_mulhrs_epi16(_mm256_add_epi16(y2, _mm256_srai_epi16(y2, 15)), e[i]);
+      sum = _mm256_add_epi16(sum, m);  // |sum| < 2^15
     }
     const __m256i shift = _mm256_set1_epi32(-((p & 1) ? 5 : 0) - ((p & 2) ? 7 : 0));
     const __m256i sums[2] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(sum)),

@@ -30,7 +30,8 @@ struct ARec {
   int32_t exp;
   int32_t pair;
   int32_t neg;
-  int32_t piece;  // the same SrcB piece, unplaced (16-bit kernels)
+  int32_t piece;   // the same SrcB piece, unplaced (16-bit kernels)
+  int32_t spiece;  // piece with the datum's sign
 };
 
 // in1 (SrcA) decoded: element (k, n) at k*ld + n (ld a multiple of 32).
@@ -41,9 +42,8 @@ struct ARec {
 // the lanes where the product is negative).
 //
 // The same as int16s for kernels with 16-bit lanes: exp16, each doubled
-// piece alone (pc16[0]: high piece, pc16[1]: low piece), and the sign as a
-// multiplier for vpsignw (sgn16[0]: -1 where negative, else 1; sgn16[1]
-// its negation, indexed like sign16).
+// piece alone (pc16[0]: high piece, pc16[1]: low piece), and each doubled
+// piece with the value's sign (spc16, same order).
 struct In1 {
   const int32_t* exp;
   const int32_t* pcs;
@@ -51,7 +51,7 @@ struct In1 {
   const uint16_t* sign16[2];
   const int16_t* exp16;
   const int16_t* pc16[2];
-  const int16_t* sgn16[2];
+  const int16_t* spc16[2];
   int64_t ld;
 };
 

@@ -225,7 +225,7 @@ def torch_gqa_prefill_ms(n, e, h, kv, reps):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from torch_oracle import LlamaAttention
     torch.manual_seed(0)
-    m = LlamaAttention(e, h, kv, e // h, 500000.0, False, None).eval()
+    m = LlamaAttention(e, h, kv, e // h, 500000.0, False, False, None).eval()
     x = torch.rand(1, n, e)
     with torch.inference_mode():
         full = median_ms(lambda: m(x), reps)

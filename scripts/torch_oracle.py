@@ -370,16 +370,16 @@ def llama_repeat_kv(hidden_states, n_rep):
 
 class LlamaAttention(nn.Module):
   def __init__(self, hidden_size, num_attention_heads, num_key_value_heads, head_dim, rope_theta,
-               attention_bias, sliding_window, exact_table=False):
+               qkv_bias, o_proj_bias, sliding_window, exact_table=False):
     super().__init__()
     self.head_dim = head_dim
     self.num_key_value_groups = num_attention_heads // num_key_value_heads
     self.scaling = head_dim ** -0.5
     self.sliding_window = sliding_window
-    self.q_proj = nn.Linear(hidden_size, num_attention_heads * head_dim, bias=attention_bias)
-    self.k_proj = nn.Linear(hidden_size, num_key_value_heads * head_dim, bias=attention_bias)
-    self.v_proj = nn.Linear(hidden_size, num_key_value_heads * head_dim, bias=attention_bias)
-    self.o_proj = nn.Linear(num_attention_heads * head_dim, hidden_size, bias=attention_bias)
+    self.q_proj = nn.Linear(hidden_size, num_attention_heads * head_dim, bias=qkv_bias)
+    self.k_proj = nn.Linear(hidden_size, num_key_value_heads * head_dim, bias=qkv_bias)
+    self.v_proj = nn.Linear(hidden_size, num_key_value_heads * head_dim, bias=qkv_bias)
+    self.o_proj = nn.Linear(num_attention_heads * head_dim, hidden_size, bias=o_proj_bias)
     self.rotary_emb = LlamaRotaryEmbedding(head_dim, rope_theta, exact_table)
 
   def causal_mask(self, dtype, bsz, q_len, attention_mask):
@@ -625,10 +625,16 @@ def variant_torch_mha(p, cfg_w, base):
 def variant_llama_attention(p, cfg_w, base):
   heads = p['num_attention_heads']
   head_dim = p.get('head_dim') or p['hidden_size'] // heads
+  # Qwen2Attention (modeling_qwen2.py) hard-codes bias=True on q/k/v and
+  # bias=False on o_proj, and applies sliding_window only when the config's
+  # use_sliding_window is set; Llama's attention_bias sets all four.
+  qwen2 = p.get('model_type') == 'qwen2'
+  qkv_bias = p.get('qkv_bias', True if qwen2 else p.get('attention_bias', False))
+  o_proj_bias = p.get('o_proj_bias', False if qwen2 else p.get('attention_bias', False))
+  window = p.get('sliding_window') if p.get('use_sliding_window', not qwen2) else None
   def make(exact_table=False):
     return LlamaAttention(p['hidden_size'], heads, p.get('num_key_value_heads', heads), head_dim,
-                          float(p.get('rope_theta', 10000.0)), p.get('attention_bias', False),
-                          p.get('sliding_window'), exact_table)
+                          float(p.get('rope_theta', 10000.0)), qkv_bias, o_proj_bias, window, exact_table)
   module = build_module(make, cfg_w, base)
 
   def forward(inputs, options, dtype, decode=None):

@@ -55,10 +55,12 @@ void check_shapes(const TileTensor& a, const TileTensor& b) {
 // One task's output rows through the K blocks of `blk` (kblock.h), in the
 // order bmm_large_block_zm_fused_bias_activation runs them, then packed to
 // cfg.output into out (n values, whole rows). mm(kt0, kt1, dst) adds the
-// MVMULs of K tiles [kt0, kt1) into the Dst values dst[0:n].
+// MVMULs of K tiles [kt0, kt1) into the Dst values dst[0:n]. kern, when
+// given, runs the bf16 L1 accumulation on its vector kernel.
 template <class MM>
 void run_k_blocks(const MM& mm, int64_t Kt, const MatmulBlocking& blk, const ComputeConfig& cfg, int64_t n,
-                  std::vector<float>& dst, std::vector<float>& l1, float* out) {
+                  std::vector<float>& dst, std::vector<float>& l1, float* out,
+                  const simd::KernelTable* kern = nullptr) {
   const bool fp32 = cfg.fp32_dest_acc_en, precise = cfg.bfp8_pack_precise;
   const int64_t nb = blk.blocks(Kt), w = nb == 1 ? Kt : blk.in0_block_w;
   dst.assign(static_cast<size_t>(n), 0.0f);
@@ -74,7 +76,9 @@ void run_k_blocks(const MM& mm, int64_t Kt, const MatmulBlocking& blk, const Com
       if (b > 0) std::fill(dst.begin(), dst.end(), 0.0f);
       mm(b * w, std::min((b + 1) * w, Kt), dst.data());
       pack_from_dst(dst.data(), b == 0 ? l1.data() : dst.data(), n, blk.interm, fp32, precise);
-      if (b > 0)
+      if (b > 0 && !f32 && kern)
+        kern->l1_acc_bf16(l1.data(), dst.data(), n);
+      else if (b > 0)
         for (int64_t i = 0; i < n; ++i) l1[i] = f32 ? l1_acc_fp32(l1[i], dst[i]) : l1_acc_bf16(l1[i], dst[i]);
     }
     if (blk.bias_fused) {  // the caller's output format is the intermediate one
@@ -150,7 +154,7 @@ void matmul_vector(const TileTensor& a, const TileTensor& b, TileTensor& out, co
       kern.mvmul(s.arec.data() + kt0 * P * kTile, K * P, kTile, in1.view(bb * K + kt0 * kTile), N, kt1 - kt0, P, fp32,
                  reinterpret_cast<uint32_t*>(dst), N);
     };
-    run_k_blocks(mm, Kt, blk, cfg, kTile * N, s.dst, s.l1, out.matrix(bi) + r0 * N);
+    run_k_blocks(mm, Kt, blk, cfg, kTile * N, s.dst, s.l1, out.matrix(bi) + r0 * N, &kern);
   });
 }
 

@@ -24,6 +24,7 @@ void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat
         rec.pair = d.zero ? 0 : static_cast<int32_t>((p & 1) ? piece << 16 : piece);
         rec.neg = d.sign ? -1 : 0;
         rec.piece = d.zero ? 0 : static_cast<int32_t>(piece);
+        rec.spiece = d.sign ? -rec.piece : rec.piece;
       }
     }
 }
@@ -37,6 +38,8 @@ void In1Buffer::resize(int64_t K, int64_t N) {
   exp16.resize(exp.size());
   pc16_hi.resize(exp.size());
   pc16_lo.resize(exp.size());
+  spc16_hi.resize(exp.size());
+  spc16_lo.resize(exp.size());
   pos16.resize(exp.size() / 16);
 }
 
@@ -45,6 +48,7 @@ simd::In1 In1Buffer::view(int64_t k0) const {
   return {exp.data() + o,          pcs.data() + o,
           neg32.data() + o,        {neg16.data() + o / 16, pos16.data() + o / 16},
           exp16.data() + o,        {pc16_hi.data() + o, pc16_lo.data() + o},
+          {spc16_hi.data() + o, spc16_lo.data() + o},
           ld};
 }
 
@@ -64,7 +68,7 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
       // (hidden + 4 bits, next 5 bits; doubled so the kernel's alignment can
       // round with one shift), the sign mask, and their 16-bit copies.
       uint32_t bits = 0;
-      __m256i exs[2], his[2], los[2];
+      __m256i exs[2], his[2], los[2], shis[2], slos[2];
       for (int h = 0; h < 2; ++h) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + 8 * h));
         const __m256i e = _mm256_and_si256(_mm256_srli_epi32(v, 23), _mm256_set1_epi32(255));
@@ -77,7 +81,11 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.exp[o + 8 * h]), exs[h]);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.pcs[o + 8 * h]),
                             _mm256_or_si256(his[h], _mm256_slli_epi32(los[h], 16)));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.neg32[o + 8 * h]), _mm256_srai_epi32(v, 31));
+        const __m256i sgn = _mm256_srai_epi32(v, 31);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.neg32[o + 8 * h]), sgn);
+        // The pieces with the operand's sign on them ((x ^ s) - s negates where s = -1).
+        shis[h] = _mm256_sub_epi32(_mm256_xor_si256(his[h], sgn), sgn);
+        slos[h] = _mm256_sub_epi32(_mm256_xor_si256(los[h], sgn), sgn);
         bits |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(v))) << (8 * h);
       }
       // 32 -> 16 bits (every value fits): packs works per 128-bit lane, the
@@ -86,6 +94,8 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.exp16[o]), pack16(exs[0], exs[1]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.pc16_hi[o]), pack16(his[0], his[1]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.pc16_lo[o]), pack16(los[0], los[1]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.spc16_hi[o]), pack16(shis[0], shis[1]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.spc16_lo[o]), pack16(slos[0], slos[1]));
       out.neg16[o / 16] = static_cast<uint16_t>(bits);
       out.pos16[o / 16] = static_cast<uint16_t>(~bits);
     }

@@ -19,7 +19,7 @@ void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat
 struct In1Buffer {
   std::vector<int32_t> exp, pcs, neg32;
   std::vector<uint16_t> neg16, pos16;
-  std::vector<int16_t> exp16, pc16_hi, pc16_lo;
+  std::vector<int16_t> exp16, pc16_hi, pc16_lo, spc16_hi, spc16_lo;
   int64_t ld = 0;
   void resize(int64_t K, int64_t N);  // ld = N
   // View of the part starting at element (k0, 0) (k0 a row index).

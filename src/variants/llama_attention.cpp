@@ -4,7 +4,10 @@
 // config keys and attribute names, so one layer of a checkpoint maps on
 // directly:
 //   q_proj [H*dh, hidden], k_proj / v_proj [Hkv*dh, hidden], o_proj
-//   [hidden, H*dh], each with a bias when attention_bias is true.
+//   [hidden, H*dh]; q/k/v biased when qkv_bias, o_proj when o_proj_bias.
+// The bias switches default from the family (model_type): Llama's and
+// Mistral's attention_bias sets all four, Qwen2 always biases q/k/v and
+// never o_proj (its config has no switch).
 // Inputs: x [B, L, hidden] (hidden_states), position_ids [B or 1, L]
 // (default 0..L-1) and attention_mask [B or 1, L], the models' 2-D padding
 // mask (1 attend, 0 padding), applied with the causal / window mask.
@@ -13,6 +16,7 @@
 #include "init/torch_init.h"
 #include "util/checked_size.h"
 #include "util/error.h"
+#include "util/text.h"
 #include "variants/common.h"
 #include "variants/registry.h"
 
@@ -20,16 +24,32 @@ namespace mha {
 
 namespace {
 
+// The Hugging Face config class a layer comes from (its `model_type`).
+enum class LlamaFamily { Llama, Mistral, Qwen2 };
+
+LlamaFamily parse_family(const ordered_json& p) {
+  const ordered_json* t = find(p, "model_type");
+  if (!t) return LlamaFamily::Llama;
+  const std::string v = t->is_string() ? t->get<std::string>() : "";
+  if (v == "llama") return LlamaFamily::Llama;
+  if (v == "mistral") return LlamaFamily::Mistral;
+  if (v == "qwen2") return LlamaFamily::Qwen2;
+  throw InputError("params.model_type: expected \"llama\", \"mistral\" or \"qwen2\", found " +
+                   printable(t->dump()));
+}
+
 struct LlamaParams {
   int64_t hidden, heads, kv_heads, head_dim, window, max_positions;
   int64_t q_width, kv_width;  // heads x head_dim, kv_heads x head_dim
   double theta;
-  bool bias;
+  bool qkv_bias, o_bias;
 };
 
 LlamaParams parse_llama(const ordered_json& p) {
   check_params(p, {{"hidden_size"}, {"num_attention_heads"}, {"num_key_value_heads"}, {"head_dim"}, {"rope_theta"},
-                   {"attention_bias"}, {"sliding_window"}, {"max_position_embeddings"}});
+                   {"attention_bias"}, {"qkv_bias"}, {"o_proj_bias"}, {"model_type"}, {"sliding_window"},
+                   {"use_sliding_window"}, {"max_position_embeddings"}});
+  const LlamaFamily family = parse_family(p);
   LlamaParams l;
   l.hidden = param_int(p, {"hidden_size"}, std::nullopt);
   l.heads = param_int(p, {"num_attention_heads"}, std::nullopt);
@@ -53,10 +73,19 @@ LlamaParams parse_llama(const ordered_json& p) {
   l.theta = param_number(p, {"rope_theta"}, 10000.0);
   if (!(l.theta > 0.0) || !std::isfinite(static_cast<float>(l.theta)))
     throw InputError("params.rope_theta: expected a positive float32 number, found " + std::to_string(l.theta));
-  l.bias = param_bool(p, {"attention_bias"}, false);
-  // Mistral's configs write null for no window.
+  // Qwen2Attention hard-codes its biases; an attention_bias beside
+  // model_type qwen2 would be ignored by the module, so it is refused.
+  if (family == LlamaFamily::Qwen2 && find(p, "attention_bias"))
+    throw InputError("params.attention_bias: not a Qwen2 setting (Qwen2 biases q/k/v and not o_proj); "
+                     "use qkv_bias / o_proj_bias to depart from that");
+  const bool all = param_bool(p, {"attention_bias"}, false);
+  l.qkv_bias = param_bool(p, {"qkv_bias"}, family == LlamaFamily::Qwen2 ? true : all);
+  l.o_bias = param_bool(p, {"o_proj_bias"}, family == LlamaFamily::Qwen2 ? false : all);
+  // Mistral's configs write null for no window; Qwen2's carry a window
+  // that applies only with use_sliding_window (false by default there).
+  const bool use_window = param_bool(p, {"use_sliding_window"}, family != LlamaFamily::Qwen2);
   const ordered_json* w = find(p, "sliding_window");
-  l.window = w && !w->is_null() ? as_int(*w, "params.sliding_window", 1) : 0;
+  l.window = use_window && w && !w->is_null() ? as_int(*w, "params.sliding_window", 1) : 0;
   // Accepted and unused, as in the modules: the default rotary embedding
   // does not depend on it (only the scaled variants do), and the modules
   // run past it.
@@ -71,10 +100,10 @@ class LlamaAttention : public Variant {
   std::vector<WeightSlot> weight_slots() const override {
     const int64_t q = p_.q_width, kv = p_.kv_width;
     std::vector<WeightSlot> s;
-    add_linear_slots(s, "q_proj", p_.hidden, q, p_.bias);
-    add_linear_slots(s, "k_proj", p_.hidden, kv, p_.bias);
-    add_linear_slots(s, "v_proj", p_.hidden, kv, p_.bias);
-    add_linear_slots(s, "o_proj", q, p_.hidden, p_.bias);
+    add_linear_slots(s, "q_proj", p_.hidden, q, p_.qkv_bias);
+    add_linear_slots(s, "k_proj", p_.hidden, kv, p_.qkv_bias);
+    add_linear_slots(s, "v_proj", p_.hidden, kv, p_.qkv_bias);
+    add_linear_slots(s, "o_proj", q, p_.hidden, p_.o_bias);
     // Older exports (transformers < 4.31) saved inv_freq in the state_dict;
     // it is recomputed from rope_theta, so a saved one is checked and unused.
     WeightSlot inv{"rotary_emb.inv_freq", {p_.head_dim / 2}, {}};
@@ -88,9 +117,10 @@ class LlamaAttention : public Variant {
     TorchGenerator gen(seed);
     const int64_t q = p_.q_width, kv = p_.kv_width;
     NamedTensors out;
-    for (auto [name, in, o] : {std::tuple{"q_proj.", p_.hidden, q}, std::tuple{"k_proj.", p_.hidden, kv},
-                               std::tuple{"v_proj.", p_.hidden, kv}, std::tuple{"o_proj.", q, p_.hidden}})
-      for (auto& t : init_linear(gen, in, o, p_.bias, name)) out.push_back(std::move(t));
+    for (auto [name, in, o, bias] :
+         {std::tuple{"q_proj.", p_.hidden, q, p_.qkv_bias}, std::tuple{"k_proj.", p_.hidden, kv, p_.qkv_bias},
+          std::tuple{"v_proj.", p_.hidden, kv, p_.qkv_bias}, std::tuple{"o_proj.", q, p_.hidden, p_.o_bias}})
+      for (auto& t : init_linear(gen, in, o, bias, name)) out.push_back(std::move(t));
     return out;
   }
   std::vector<InputSlot> input_slots() const override {
@@ -102,10 +132,10 @@ class LlamaAttention : public Variant {
     s.num_heads = p_.heads;
     s.num_kv_heads = p_.kv_heads;
     s.head_dim = s.head_dim_v = p_.head_dim;
-    s.q = linear_projection(w, "q_proj", p_.bias);
-    s.k = linear_projection(w, "k_proj", p_.bias);
-    s.v = linear_projection(w, "v_proj", p_.bias);
-    s.out = linear_projection(w, "o_proj", p_.bias);
+    s.q = linear_projection(w, "q_proj", p_.qkv_bias);
+    s.k = linear_projection(w, "k_proj", p_.qkv_bias);
+    s.v = linear_projection(w, "v_proj", p_.qkv_bias);
+    s.out = linear_projection(w, "o_proj", p_.o_bias);
     s.scale = 1.0 / std::sqrt(static_cast<double>(p_.head_dim));
     s.causal = true;
     s.window = p_.window;

@@ -224,6 +224,14 @@ TEST(RunErrors, LlamaAttentionInputs) {
                      "params.head_dim: expected an even width");
   expect_input_error(run_config(dir, llama(R"({"hidden_size": 16, "num_attention_heads": 4, "sliding_window": 0})", "")),
                      "params.sliding_window: expected a positive integer");
+  expect_input_error(run_config(dir, llama(R"({"hidden_size": 16, "num_attention_heads": 4, "model_type": "qwen3"})", "")),
+                     "params.model_type: expected \"llama\", \"mistral\" or \"qwen2\", found \"qwen3\"");
+  expect_input_error(
+      run_config(dir, llama(R"({"hidden_size": 16, "num_attention_heads": 4, "model_type": "qwen2", "attention_bias": true})",
+                            "")),
+      "params.attention_bias: not a Qwen2 setting");
+  expect_input_error(run_config(dir, llama(R"({"hidden_size": 16, "num_attention_heads": 4, "qkv_bias": 1})", "")),
+                     "params.qkv_bias: expected");
   expect_input_error(run_config(dir, llama(good, in("position_ids", "pos_f.npy"))),
                      "inputs.position_ids: expected an integer tensor, found float32");
   expect_input_error(run_config(dir, llama(good, in("position_ids", "pos_neg.npy"))),

@@ -74,5 +74,56 @@ TEST(Parity, LlamaAttention) {
   run_cases(cases, r.seed());
 }
 
+// The bias layouts of Hugging Face's configs: Qwen2 (model_type qwen2, no
+// attention_bias: q/k/v biased, o_proj not; its sliding_window applies only
+// with use_sliding_window), and the explicit qkv_bias / o_proj_bias
+// switches in both directions over Llama's attention_bias. The oracle's
+// module has exactly the biases its restatement of the config classes
+// gives, so a layout mha read differently would change the state_dict's
+// names and the torch init's draws.
+TEST(Parity, Qwen2AndSeparateBiasSwitches) {
+  Rng r;
+  SCOPED_TRACE(r.trace());
+  std::vector<Case> cases;
+  for (int i = 0; i < 6; ++i) {
+    Case c = llama_case(r, 100 + i, i % 2 ? 4 : 1, i == 4, i < 3 ? 64 : 128, Window::None, false, i % 2 == 0);
+    json& p = c.config["params"];
+    p.erase("attention_bias");
+    p.erase("sliding_window");
+    const int64_t l = c.config["inputs"]["x"].is_string() ? 0 : c.config["inputs"]["x"]["randn"][1].get<int64_t>();
+    switch (i) {
+      case 0:  // Qwen2's own config: a window that does not apply
+      case 3:
+        p["model_type"] = "qwen2";
+        p["sliding_window"] = 4096;
+        p["use_sliding_window"] = false;
+        break;
+      case 1:  // Qwen2 with the window switched on, shorter than the sequence
+        p["model_type"] = "qwen2";
+        if (l > 1) {
+          p["use_sliding_window"] = true;
+          p["sliding_window"] = r.uniform(1, l - 1);
+          c.config["inputs"].erase("attention_mask");
+        }
+        break;
+      case 2:  // Qwen2 with its biases switched off again
+        p["model_type"] = "qwen2";
+        p["qkv_bias"] = false;
+        break;
+      case 4:  // Llama: attention_bias with o_proj's taken back
+        p["attention_bias"] = true;
+        p["o_proj_bias"] = false;
+        break;
+      default:  // Mistral: o_proj biased alone
+        p["model_type"] = "mistral";
+        p["o_proj_bias"] = true;
+        break;
+    }
+    c.name = "qwen2_bias_" + std::to_string(i);
+    cases.push_back(c);
+  }
+  run_cases(cases, r.seed());
+}
+
 }  // namespace
 }  // namespace mha::test

@@ -1,5 +1,6 @@
-// The seed 001 and 002 configs in configs/ (their notebooks print no
-// numbers) checked against PyTorch on their own shapes.
+// The bundled configs in configs/ whose sources print no numbers (seeds
+// 001 and 002, the Llama and Qwen2 examples) checked against PyTorch on
+// their own shapes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,6 +43,19 @@ Errors errors(const Tensor& got, const Tensor& exact) {
 TEST(SeedConfigParity, Seed001ConfigsMatchTorch) {
   std::vector<Case> cases;
   for (const char* name : {"seed001_mha.json", "seed001_mha_fused_qkv.json"}) {
+    json c = load(name);
+    for (const char* k : {"name", "backend", "runs"}) c.erase(k);
+    cases.push_back({name, c, "", ""});
+  }
+  run_cases(cases, 0);
+}
+
+// The bundled Llama and Qwen2 layouts (configs/llama_attention.json,
+// qwen2_attention.json: q/k/v biased, o_proj not, an unused window) against
+// the torch oracle's restatement of the modules, on their own shapes.
+TEST(SeedConfigParity, BundledLlamaAndQwen2ConfigsMatchTorch) {
+  std::vector<Case> cases;
+  for (const char* name : {"llama_attention.json", "qwen2_attention.json"}) {
     json c = load(name);
     for (const char* k : {"name", "backend", "runs"}) c.erase(k);
     cases.push_back({name, c, "", ""});

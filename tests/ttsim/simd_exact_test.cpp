@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tensor/half.h"
+#include "ttsim/kblock.h"
 #include "ttsim/matrix_unit.h"
 #include "ttsim/sfpu.h"
 #include "ttsim/sfpu_mad.h"
@@ -220,5 +221,39 @@ TEST(TtsimSimdExact, SfpuMadAndFastExpEveryBf16) {
       for (size_t i = 0; i < x.size(); ++i)
         ASSERT_EQ(f32_bits(e[i]), f32_bits(sfpu_exp(x[i], true, fp32))) << simd::isa_name(isa) << " exp(" << bits_str(x[i]) << ")";
     }
+  }
+}
+
+// The vector L1 accumulation against l1_acc_bf16 on every pair of bf16 edge
+// values (zeros, denormals, the normal range's ends, Inf, NaN, values one
+// ulp apart that cancel, ties) and on random bf16 pairs with exponents near
+// each other (ties and carries) or far apart.
+TEST(TtsimSimdExact, L1AccumulateBf16) {
+  const uint32_t edges[] = {0x0000u, 0x8000u, 0x0001u, 0x807fu, 0x0080u, 0x8080u, 0x0081u, 0x7f7fu, 0xff7fu,
+                            0x7f7eu, 0x7f80u, 0xff80u, 0x7fc0u, 0xffc1u, 0x7f81u, 0x3f80u, 0xbf80u, 0x3f81u,
+                            0xbf81u, 0x3b80u, 0xbb80u, 0x3f01u, 0x4000u, 0xc07fu};
+  std::vector<float> l1, x;
+  for (uint32_t a : edges)
+    for (uint32_t b : edges) {
+      l1.push_back(f32_from_bits(a << 16));
+      x.push_back(f32_from_bits(b << 16));
+    }
+  std::mt19937 rng(21);
+  while (l1.size() % 32 != 0 || l1.size() < (1u << 16)) {
+    const uint32_t a = rng() & 0xffffu;
+    uint32_t b = rng() & 0xffffu;
+    if (l1.size() % 2 == 0) b = (b & 0x807fu) | ((((a >> 7) & 0xffu) + rng() % 19 - 9) & 0xffu) << 7;
+    l1.push_back(f32_from_bits(a << 16));
+    x.push_back(f32_from_bits(b << 16));
+  }
+  std::vector<float> want(l1.size());
+  for (size_t i = 0; i < l1.size(); ++i) want[i] = l1_acc_bf16(l1[i], x[i]);
+  for (simd::Isa isa : simd::vector_isas()) {
+    std::vector<float> got = l1;
+    simd::kernels_for(isa)->l1_acc_bf16(got.data(), x.data(), static_cast<int64_t>(got.size()));
+    const int64_t d = first_diff(got, want);
+    ASSERT_EQ(d, -1) << simd::isa_name(isa) << ": " << bits_str(l1[static_cast<size_t>(d)]) << " + "
+                     << bits_str(x[static_cast<size_t>(d)]) << " gave " << bits_str(got[static_cast<size_t>(d)])
+                     << ", model " << bits_str(want[static_cast<size_t>(d)]);
   }
 }

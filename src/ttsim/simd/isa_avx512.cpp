@@ -10,6 +10,7 @@
 #endif
 #include <cstring>
 
+#include "ttsim/kblock.h"
 #include "ttsim/simd/kernels.h"
 #include "ttsim/simd/vec_avx512.h"
 
@@ -121,6 +122,6 @@ void mvmul32(const ARec* arec, int64_t arec_stride, int64_t rows, const In1& b, 
 
 extern const KernelTable kAvx512Table;
 const KernelTable kAvx512Table = {Isa::Avx512, VecAvx512::W, avx512::mvmul32, avx512::elwmul, avx512::elwadd,
-                                  avx512::exp_fast_approx, avx512::mad_finite};
+                                  avx512::exp_fast_approx, avx512::mad_finite, avx512::l1_acc_bf16};
 
 }  // namespace mha::ttsim::simd

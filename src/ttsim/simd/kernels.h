@@ -30,7 +30,8 @@ struct ARec {
   int32_t exp;
   int32_t pair;
   int32_t neg;
-  int32_t piece;  // the same SrcB piece, unplaced (16-bit kernels)
+  int32_t piece;   // the same SrcB piece, unplaced (16-bit kernels)
+  int32_t spiece;  // piece with the datum's sign
 };
 
 // in1 (SrcA) decoded: element (k, n) at k*ld + n (ld a multiple of 32).
@@ -40,8 +41,9 @@ struct ARec {
 // set where negative, sign16[1] its complement (indexed by an in0 sign & 1,
 // the lanes where the product is negative).
 //
-// The same as int16s for kernels with 16-bit lanes: exp16, and each doubled
-// piece alone (pc16[0]: high piece, pc16[1]: low piece).
+// The same as int16s for kernels with 16-bit lanes: exp16, each doubled
+// piece alone (pc16[0]: high piece, pc16[1]: low piece), and each doubled
+// piece with the value's sign (spc16, same order).
 struct In1 {
   const int32_t* exp;
   const int32_t* pcs;
@@ -49,6 +51,7 @@ struct In1 {
   const uint16_t* sign16[2];
   const int16_t* exp16;
   const int16_t* pc16[2];
+  const int16_t* spc16[2];
   int64_t ld;
 };
 
@@ -76,6 +79,9 @@ struct KernelTable {
   // field below 255 (the kernels above handle Inf/NaN around it); tests
   // compare it with the model.
   void (*mad_finite)(const uint32_t* a, const uint32_t* b, const uint32_t* c, int64_t n, uint32_t* out);
+  // The packer's L1 accumulation of bf16 partials, l1[i] = l1_acc_bf16(l1[i],
+  // x[i]) (kblock.h), n a multiple of 32.
+  void (*l1_acc_bf16)(float* l1, const float* x, int64_t n);
 };
 
 // The table for `isa`, or nullptr when this CPU cannot run it (or isa is

@@ -51,6 +51,7 @@ struct VecAvx2 {
   static M mand(M a, M b) { return _mm256_and_si256(a, b); }
   static M mor(M a, M b) { return _mm256_or_si256(a, b); }
   static M mnot(M a) { return _mm256_xor_si256(a, _mm256_set1_epi32(-1)); }
+  static bool any(M a) { return !_mm256_testz_si256(a, a); }
   static T select(M m, T a, T b) { return _mm256_blendv_epi8(b, a, m); }  // m ? a : b
   static T keep(M m, T a) { return _mm256_and_si256(m, a); }             // m ? a : 0
   // sum + (m where the product is negative): in1's sign lanes, flipped

@@ -43,6 +43,7 @@ struct VecAvx512 {
   static M mand(M a, M b) { return static_cast<M>(a & b); }
   static M mor(M a, M b) { return static_cast<M>(a | b); }
   static M mnot(M a) { return static_cast<M>(~a); }
+  static bool any(M a) { return a != 0; }
   static T select(M m, T a, T b) { return _mm512_mask_blend_epi32(m, b, a); }  // m ? a : b
   static T keep(M m, T a) { return _mm512_maskz_mov_epi32(m, a); }           // m ? a : 0
   // sum + (m where the product is negative): in1's sign bits (or their

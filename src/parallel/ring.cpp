@@ -350,7 +350,7 @@ RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& re
   std::optional<StreamPlan> plan;
   if (prepared.inputs.query.ndim() == 0) try {
       plan = plan_stream(prepared);
-      if (plan) prepared.inputs = plan->probe;
+      if (plan) prepared.inputs = plan->checks;
       else prepare_inputs(prepared);
     } catch (const InputError& e) {
       throw InputError(prepared.config.file + ": " + e.what());  // which config the input belongs to

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -20,10 +21,16 @@ SoftmaxState SoftmaxState::empty(DType dt, int64_t B, int64_t n, int64_t H, int6
   s.acc = Tensor(dt, {B, n, H * dv});
   s.l = Tensor(dt, {B, n, H});
   s.m = Tensor(dt, {B, n, H});
-  const double inf = std::numeric_limits<double>::infinity();
-  if (dt == DType::F64) std::fill(s.m.data<double>(), s.m.data<double>() + s.m.numel(), -inf);
-  else std::fill(s.m.data<float>(), s.m.data<float>() + s.m.numel(), static_cast<float>(-inf));
+  s.reset();
   return s;
+}
+
+void SoftmaxState::reset() {
+  std::memset(acc.raw(), 0, acc.nbytes());
+  std::memset(l.raw(), 0, l.nbytes());
+  const double inf = std::numeric_limits<double>::infinity();
+  if (m.dtype() == DType::F64) std::fill(m.data<double>(), m.data<double>() + m.numel(), -inf);
+  else std::fill(m.data<float>(), m.data<float>() + m.numel(), static_cast<float>(-inf));
 }
 
 namespace {

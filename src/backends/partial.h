@@ -30,6 +30,7 @@ const char* capability_name(Capability c);
 struct SoftmaxState {
   Tensor acc, m, l;
   static SoftmaxState empty(DType dt, int64_t B, int64_t n, int64_t H, int64_t dv);
+  void reset();  // back to empty: no key seen
 };
 
 // Rows [row0, row0 + rows) of every batch of q [B, n, H*dh] and of a

@@ -22,6 +22,15 @@ namespace mha::parallel {
 
 namespace {
 
+// The buffers a rank keeps from one pass to the next, so that a timed pass
+// does not fault their pages in again (the last pass frees them as it goes).
+struct RingScratch {
+  Tensor q;                               // [B, n, H*dh]; then the output rows, when they fit
+  SoftmaxState state;                     // of the n query rows
+  std::vector<std::vector<uint8_t>> buf;  // S + 1 K|V sub-blocks (KvLayout)
+  Tensor y;                               // the output rows, when they do not fit in q
+};
+
 // What rank 0 sends each rank: the backend to make (every rank runs the
 // same one), the spec with its weights in the backend's arithmetic dtype,
 // and this rank's rows.
@@ -35,6 +44,7 @@ struct RingWork {
   Tensor x;          // [B, n, E] this rank's token rows, in chunk order (empty when `source` draws them)
   Tensor positions;  // int64 [Bp, n] their rope positions
   RowSource source;  // Rand / Randn: the rank draws x itself (ring_io.h)
+  RingScratch scratch;  // not sent: this rank's buffers between passes
 };
 
 std::string encode(const RingWork& w) {
@@ -128,29 +138,30 @@ void project_rows_of(Backend& be, const RingWork& w, const KvLayout& kv, Tensor&
     }
 }
 
-// One rank's ring pass; returns its output rows [B, n, out_dim]. Buffers
-// live only while needed, so that a rank's peak is about q + acc + 1.5 K|V
-// blocks (x [B, n, E] too unless this is the last pass, which frees it
-// after the projection): 1/N of a one-process run's. Every buffer is agreed
-// on before the first block travels, so nothing fails once blocks travel.
-Tensor ring_pass(Backend& be, RingWork& w, int64_t me, int64_t N, bool last) {
+// One rank's ring pass; returns its output rows [B, n, out_dim] (nbytes
+// bytes, in w.scratch). A rank's peak is about q + acc + 1.5 K|V blocks (x
+// [B, n, E] too unless this is the last pass, which frees it after the
+// projection, and the K|V blocks before the output projection): 1/N of a
+// one-process run's. Every buffer is agreed on before the first block
+// travels, so nothing fails once blocks travel.
+const uint8_t* ring_pass(Backend& be, RingWork& w, int64_t me, int64_t N, bool last, std::size_t& nbytes) {
   const AttentionSpec& s = w.spec;
   const DType dt = be.arithmetic_dtype();
   const int64_t B = w.x.dim(0), n = w.x.dim(1), H = s.num_heads, dv = s.head_dim_v;
   const KvLayout kv(s, B, n, dtype_size(dt));
   const MaskRule rule(s);
-  Tensor q, y;
-  SoftmaxState state;
-  std::vector<std::vector<uint8_t>> buf(kv.S + 1);
+  RingScratch& r = w.scratch;
   collectively([&] {
-    q = Tensor(dt, {B, n, H * s.head_dim});
-    for (int64_t i = 0; i < kv.S; ++i) buf[i].resize(kv.bytes);
+    if (r.q.ndim() == 0) r.q = Tensor(dt, {B, n, H * s.head_dim});
+    r.buf.resize(kv.S + 1);
+    for (int64_t i = 0; i < kv.S; ++i) r.buf[i].resize(kv.bytes);
   });
-  project_rows_of(be, w, kv, q, buf);
+  project_rows_of(be, w, kv, r.q, r.buf);
   if (last) w.x = Tensor();  // no later pass projects it again
   collectively([&] {
-    state = SoftmaxState::empty(dt, B, n, H, dv);
-    buf[kv.S].resize(kv.bytes);
+    if (r.state.acc.ndim() == 0) r.state = SoftmaxState::empty(dt, B, n, H, dv);
+    else r.state.reset();
+    r.buf[kv.S].resize(kv.bytes);
   });
 
   const Chunks mine = ring_chunks(w.L, me, N, s.causal);
@@ -159,10 +170,10 @@ Tensor ring_pass(Backend& be, RingWork& w, int64_t me, int64_t N, bool last) {
   // at t + S) and receiving into the buffer attended at t - 1 the
   // sub-block this rank attends at t + S.
   for (int64_t t = 0; t < N * kv.S; ++t) {
-    const uint8_t* cur = buf[t % (kv.S + 1)].data();
+    const uint8_t* cur = r.buf[t % (kv.S + 1)].data();
     RingExchange ex;
     if (t + kv.S < N * kv.S)
-      ex.start(cur, buf[(t + kv.S) % (kv.S + 1)].data(), kv.bytes, static_cast<int>((me + 1) % N),
+      ex.start(cur, r.buf[(t + kv.S) % (kv.S + 1)].data(), kv.bytes, static_cast<int>((me + 1) % N),
                static_cast<int>((me + N - 1) % N));
     const auto [ks, kl] = sub_chunk(ring_chunks(w.L, (me + N - t / kv.S) % N, N, s.causal), t % kv.S, kv.S);
     const KeyBlock keys{cur, cur + kv.k_bytes, kl, ks};
@@ -170,19 +181,26 @@ Tensor ring_pass(Backend& be, RingWork& w, int64_t me, int64_t N, bool last) {
     for (const auto& [qs, ql] : mine) {
       // A chunk pair no query can see is skipped.
       if (ks + kl > rule.first_key(qs) && ks < rule.end_key(qs + ql, w.L))
-        be.attend_partial(s, q, QueryBlock{row0, ql, qs}, keys, state);
+        be.attend_partial(s, r.q, QueryBlock{row0, ql, qs}, keys, r.state);
       row0 += ql;
     }
     ex.wait();
   }
 
-  // context = acc / l, then this rank's rows of the output projection.
-  q = Tensor();
-  std::vector<std::vector<uint8_t>>().swap(buf);
-  normalise_state(state);
-  if (!w.out) return state.acc;
-  collectively([&] { y = Tensor(dt, {B, n, w.out->weight.dim(0)}); });
-  be.project_rows(*w.out, state.acc.raw(), B * n, y.raw());
+  // context = acc / l, then this rank's rows of the output projection,
+  // into q's storage when they fit (q is read no more).
+  if (last) std::vector<std::vector<uint8_t>>().swap(r.buf);
+  normalise_state(r.state);
+  if (!w.out) {
+    nbytes = r.state.acc.nbytes();
+    return r.state.acc.raw();
+  }
+  nbytes = static_cast<std::size_t>(B * n * w.out->weight.dim(0)) * dtype_size(dt);
+  if (nbytes > r.q.nbytes()) collectively([&] {
+      if (r.y.ndim() == 0) r.y = Tensor(dt, {B, n, w.out->weight.dim(0)});
+    });
+  uint8_t* y = nbytes > r.q.nbytes() ? r.y.raw() : r.q.raw();
+  be.project_rows(*w.out, r.state.acc.raw(), B * n, y);
   return y;
 }
 
@@ -193,9 +211,11 @@ Tensor ring_pass(Backend& be, RingWork& w, int64_t me, int64_t N, bool last) {
 // are in, so no rank is left waiting to send.
 void pass(Backend& be, RingWork& w, bool last, OutputSink* sink) {
   const int64_t me = rank(), N = size();
-  Tensor y = ring_pass(be, w, me, N, last);
+  std::size_t nbytes = 0;
+  const uint8_t* y = ring_pass(be, w, me, N, last, nbytes);
   if (me != 0) {
-    send_bytes(std::string(reinterpret_cast<const char*>(y.raw()), y.nbytes()), 0);
+    send_bytes(std::string(reinterpret_cast<const char*>(y), nbytes), 0);
+    if (last) w.scratch = RingScratch();
     collectively([] {});
     return;
   }
@@ -208,9 +228,8 @@ void pass(Backend& be, RingWork& w, bool last, OutputSink* sink) {
       err = error_of(std::current_exception());
     }
   };
-  deliver(y.raw(), 0);
-  const std::size_t nbytes = y.nbytes();
-  y = Tensor();
+  deliver(y, 0);
+  if (last) w.scratch = RingScratch();
   for (int64_t r = 1; r < N; ++r) {
     const std::string rows = recv_bytes(static_cast<int>(r));
     if (rows.size() != nbytes && err.empty()) err = "rank " + std::to_string(r) + " sent a wrong-sized block";

@@ -4,9 +4,9 @@
 #include <new>
 
 #include "parallel/collective.h"
-#include "run/passes.h"
 #include "parallel/wire.h"
 #include "parallel/world.h"
+#include "run/passes.h"
 #include "util/error.h"
 
 namespace mha::parallel {

@@ -1,9 +1,6 @@
 #include "parallel/ring.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>

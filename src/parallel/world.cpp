@@ -10,6 +10,7 @@
 
 #ifdef MHA_HAVE_MPI
 #include <mpi.h>
+#include <sched.h>
 #endif
 
 #include "util/memory.h"
@@ -39,6 +40,21 @@ bool launched_by_mpirun() {
   return false;
 }
 
+// OpenMPI binds each rank to one core when it starts two ranks or fewer,
+// unless told otherwise (mpirun --bind-to, which sets the variable below).
+// That confines a rank's thread pool (the cpu backend's "threads") to one
+// core: a bench's one-process baseline with 2 threads on rank 0 ran at half
+// the speed of the same process outside mpirun. Without an explicit binding
+// policy, a rank may run on every core the system gives the process (the
+// kernel keeps the mask within the cpuset; a failure leaves the binding).
+void widen_default_binding() {
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("OMPI_MCA_hwloc_base_binding_policy")) return;
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
+  sched_setaffinity(0, sizeof all, &all);
+}
+
 // Completes `reqs` without holding a core: a rank waiting on another (the
 // ring's next block, rank 0 reading inputs or timing a one-process
 // baseline) would otherwise spin in OpenMPI's progress loop and take the
@@ -64,6 +80,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   // core between polls instead of spinning, unless the user set it.
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   MPI_Init(argc, argv);
+  widen_default_binding();
   g_active = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);

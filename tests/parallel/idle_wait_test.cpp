@@ -4,9 +4,12 @@
 // while rank 0 times a one-process baseline), and in an agreement; the CPU
 // time a waiting rank uses (getrusage: every thread of the process, OpenMPI's
 // included) must stay far below the wall time it waited. A blocking MPI call
-// in OpenMPI busy-polls: about 100 % of the wait.
+// in OpenMPI busy-polls: about 100 % of the wait. And a rank may use every
+// core a plain process may (OpenMPI binds each of two ranks to one core by
+// default, which halved a 2-thread one-process baseline under mpirun).
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -64,6 +67,29 @@ TEST(InsideMpirun, WaitingRanksDoNotSpin) {
   expect_idle("release", [] { EXPECT_EQ(serve_rank(), 2); });
   expect_idle("bench command", [] { EXPECT_EQ(parallel::recv_int_idle(0), 7); });
   expect_idle("agreement", [] { parallel::collectively([] {}); });
+}
+
+int allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof set, &set);
+  return CPU_COUNT(&set);
+}
+
+TEST(InsideMpirun, RanksMayUseEveryCore) {
+  if (!std::getenv("MHA_TEST_CPUS")) GTEST_SKIP() << "run by IdleWait.RanksMayUseEveryCore";
+  EXPECT_EQ(allowed_cpus(), std::atoi(std::getenv("MHA_TEST_CPUS"))) << "rank " << parallel::rank();
+}
+
+TEST(IdleWait, RanksMayUseEveryCore) {
+  REQUIRE_MPI();
+  for (int ranks : {1, 2}) {
+    auto r = test::run_command("MHA_TEST_CPUS=" + std::to_string(allowed_cpus()) + " " + test::mpirun(ranks) +
+                               std::filesystem::read_symlink("/proc/self/exe").string() +
+                               " --gtest_filter=InsideMpirun.RanksMayUseEveryCore 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
+  }
 }
 
 TEST(IdleWait, WaitingRanksDoNotSpin) {

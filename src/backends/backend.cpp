@@ -1,5 +1,8 @@
 #include "backends/backend.h"
 
+#include <map>
+#include <stdexcept>
+
 #include "backends/cpu/cpu_backend.h"
 #include "backends/reference/reference_backend.h"
 #include "backends/ttsim/ttsim_backend.h"
@@ -28,8 +31,26 @@ std::unique_ptr<DecodeSession> Backend::start_decode(const AttentionSpec& spec, 
                    (why ? *why : std::string("no KV-cache decode")));
 }
 
+void Backend::project_rows(const Projection&, const void*, int64_t, void*) {
+  throw std::logic_error("backend " + name() + ": project_rows without partial attention");
+}
+
+void Backend::attend_partial(const AttentionSpec&, const Tensor&, const QueryBlock&, const KeyBlock&, SoftmaxState&) {
+  throw std::logic_error("backend " + name() + ": attend_partial without partial attention");
+}
+
+namespace {
+std::map<std::string, MakeBackendFn>& registered() {
+  static std::map<std::string, MakeBackendFn> m;
+  return m;
+}
+}  // namespace
+
+void register_backend(const std::string& name, MakeBackendFn make) { registered()[name] = make; }
+
 std::unique_ptr<Backend> make_backend(const std::string& name, const nlohmann::ordered_json& options,
                                       const std::string& json_path) {
+  if (auto it = registered().find(name); it != registered().end()) return it->second(options, json_path);
   if (name == "reference") {
     for (auto it = options.begin(); it != options.end(); ++it)
       throw InputError(json_path + "." + printable(it.key()) + ": unknown key for backend 'reference' (it takes no options)");

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/decode.h"
+#include "backends/partial.h"
 #include "model/attention.h"
 
 namespace mha {
@@ -36,6 +37,8 @@ class Backend {
   }
   virtual AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) = 0;
   virtual CacheStats cache_stats() const { return {}; }
+  // Threads this backend computes on (its "threads" option where it has one).
+  virtual int threads() const { return 1; }
   // Backend-specific facts for reports (tt-sim: device, dtype, fidelity...).
   virtual nlohmann::json describe() const { return nlohmann::json::object(); }
   // True when the backend computes in float64 and so should be given float64
@@ -47,10 +50,32 @@ class Backend {
   // output projection, so that a context gathered from several ranks
   // (src/parallel/) projects to one process's bits. nullopt: this backend
   // has no such path, and head-parallel runs refuse it.
+  // Asked through supports(Capability::OutputProjection, spec).
   virtual std::optional<Tensor> project_output(const Projection& out, const Tensor& context) {
     (void)out, (void)context;
     return std::nullopt;
   }
+
+  // Why this backend cannot do `c` for the spec ("no partial attention"),
+  // or nullopt when it can: callers ask here instead of trying a call.
+  std::optional<std::string> supports(Capability c, const AttentionSpec& spec) const { return capability_gap(c, spec); }
+  // The dtype of partial attention's tensors and buffers: float64 when the
+  // backend computes in it, else float32.
+  DType arithmetic_dtype() const { return computes_in_float64() ? DType::F64 : DType::F32; }
+
+  // Partial attention (backends/partial.h), for backends that support
+  // Capability::PartialAttention; the defaults throw std::logic_error.
+  // y [rows, out] = x [rows, in] W^T + b, x and y contiguous in
+  // arithmetic_dtype(), p's tensors already in it.
+  virtual void project_rows(const Projection& p, const void* x, int64_t rows, void* y);
+  // Queries `qb` of q [B, n, H*dh] attend the keys of `kv`, masked by the
+  // spec's causal / window rule on their token positions; `state` (over the
+  // same n rows) carries the online softmax across calls. Keys a query
+  // cannot see change nothing, so a block no query sees may be skipped.
+  virtual void attend_partial(const AttentionSpec& spec, const Tensor& q, const QueryBlock& qb, const KeyBlock& kv,
+                              SoftmaxState& state);
+  // Merges two states of the same queries (backends/partial.h).
+  virtual void merge_partial(SoftmaxState& into, const SoftmaxState& other) { merge_states(into, other); }
 
   // KV-cache decode (backends/decode.h). Why this backend cannot decode the
   // spec (one line), or nullopt when it can; the spec must be causal
@@ -60,6 +85,14 @@ class Backend {
     return "backend " + name() + " has no KV-cache decode";
   }
   virtual std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt);
+
+ protected:
+  // supports(Capability)'s answer; a backend names what it implements.
+  // Default: nothing.
+  virtual std::optional<std::string> capability_gap(Capability c, const AttentionSpec& spec) const {
+    (void)spec;
+    return std::string("no ") + capability_name(c);
+  }
 };
 
 // Throws InputError("backend NAME cannot run variant V: REASON") when
@@ -68,6 +101,13 @@ void require_supported(const Backend& backend, const AttentionSpec& spec, const 
 
 // Names: "reference", "cpu", "tt-sim". `options` is the config's "backend"
 // object (without "name"); `json_path` locates it for error messages.
+// A backend make_backend creates by `name` besides the built-in ones (a
+// backend defined outside src/, as tests/parallel's): `options` is the
+// config's backend object without "name". Register before any make_backend
+// call, on every rank.
+using MakeBackendFn = std::unique_ptr<Backend> (*)(const nlohmann::ordered_json& options, const std::string& json_path);
+void register_backend(const std::string& name, MakeBackendFn make);
+
 std::unique_ptr<Backend> make_backend(const std::string& name, const nlohmann::ordered_json& options,
                                       const std::string& json_path);
 

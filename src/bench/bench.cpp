@@ -130,15 +130,6 @@ BackendFactory default_backend_factory() {
 
 namespace {
 
-// Threads the backend runs on: what it reports, else what the row asked
-// for, else one per hardware thread (what the backends default to).
-int backend_threads(const nlohmann::json& info, const Row& row) {
-  auto it = info.find("threads");
-  if (it != info.end() && it->is_number_integer() && it->get<int64_t>() > 0) return it->get<int>();
-  return row.threads > 0 ? row.threads : hardware_threads();
-}
-
-
 ShapeRecipe recipe_for_row(const Row& row) {
   const bool phased = row.phase != Phase::Forward;
   ShapeRequest shape;
@@ -225,7 +216,7 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
     return res;
   }
   const nlohmann::json info = backend->describe();
-  res.threads = backend_threads(info, row);
+  res.threads = backend->threads();
   res.simd = info.contains("simd") && info["simd"].is_string() ? info["simd"].get<std::string>() : "unknown";
   if (!recipe.why_not.empty()) {
     res.skipped = recipe.why_not;

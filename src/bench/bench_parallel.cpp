@@ -5,9 +5,9 @@
 
 #include "bench/build_info.h"
 #include "bench/peak_memory.h"
-#include "parallel/head_parallel.h"
-#include "parallel/ring.h"
 #include "parallel/world.h"
+#include "run/driver.h"
+#include "run/passes.h"
 #include "util/error.h"
 
 namespace mha::bench {
@@ -62,7 +62,7 @@ std::vector<Result> run_parallel_row(const Row& row, ParallelConfig::Mode mode, 
   ParallelStats bs;
   bs.ranks = 1;
   bs.threads_per_rank = base.threads;
-  bs.passes = 1 + warmup + repetitions;
+  bs.passes = pass_count(warmup, repetitions);
   bs.bytes_sent_per_rank = {0};
   bs.peak_mib_max = base.peak_mib;
   base.parallel = bs;
@@ -86,9 +86,7 @@ std::vector<Result> run_parallel_row(const Row& row, ParallelConfig::Mode mode, 
   run.config.parallel = ParallelConfig{mode, N};
   std::unique_ptr<Backend> backend = make_backend(row.backend, run.config.backend_options, "backend");
   const nlohmann::json info = backend->describe();
-  res.threads = info.contains("threads") && info["threads"].is_number_integer() ? info["threads"].get<int>()
-                : t > 0                                                          ? t
-                                                                                 : hardware_threads();
+  res.threads = backend->threads();
   res.simd = info.contains("simd") && info["simd"].is_string() ? info["simd"].get<std::string>() : "unknown";
   res.rates = rates.at(res.threads);  // probed on rank 0 while the others wait
 
@@ -101,15 +99,14 @@ std::vector<Result> run_parallel_row(const Row& row, ParallelConfig::Mode mode, 
   RunReport rep;
   {
     parallel::WorkerRelease release;
-    rep = mode == ParallelConfig::Mode::Sequence ? parallel::run_ring(run, *backend, req, release)
-                                                 : parallel::run_heads(run, *backend, req, release);
+    rep = drive_run(run, *backend, req, release);
   }
   res.peak_mib = peak_memory_mib();
   const std::vector<RankStats> all = gather_stats({res.peak_mib, parallel::bytes_sent() - sent0});
   ranks.row_done();
   res.timing = rep.timing;
   ps.threads_per_rank = res.threads;
-  ps.passes = 1 + warmup + repetitions;
+  ps.passes = pass_count(warmup, repetitions);
   for (const RankStats& s : all) {
     ps.bytes_sent_per_rank.push_back(s.bytes_sent);
     ps.peak_mib_max = std::max(ps.peak_mib_max, s.peak_mib);
@@ -131,7 +128,7 @@ int serve_bench() {
     if (cmd == kDone) return 0;
     const int64_t sent0 = parallel::bytes_sent();
     reset_peak_memory();
-    if (const int code = parallel::serve_heads(); code != 0) return code;
+    if (const int code = serve_rank(); code != 0) return code;
     gather_stats({peak_memory_mib(), parallel::bytes_sent() - sent0});
   }
 }

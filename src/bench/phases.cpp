@@ -1,8 +1,9 @@
 #include "bench/phases.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
+
+#include "run/passes.h"
 
 namespace mha::bench {
 
@@ -36,7 +37,6 @@ double append_flops(const AttentionSpec& spec, int64_t batch, int64_t cached, in
 
 PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend& backend, const Row& row,
                    const Tensor& x, int64_t warmup, int64_t repetitions) {
-  using Clock = std::chrono::steady_clock;
   const bool generate = row.phase == Phase::Generate;
   std::vector<Tensor> timed;  // the prompt, or one tensor per step
   if (generate)
@@ -54,26 +54,26 @@ PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend&
   pr.timing.flops = append_flops(spec, row.batch, row.depth, row.seq);
   if (generate) pr.timing.flops = 0;
   for (int64_t i = 0; generate && i < row.seq; ++i) pr.timing.flops += append_flops(spec, row.batch, row.depth + i, 1);
-  for (int64_t run = 0; run < 1 + warmup + repetitions; ++run) {
-    std::unique_ptr<DecodeSession> session = backend.start_decode(spec, opt);
-    // The depth's keys and values are pseudo-random, not a prefill's: a
-    // step's work does not depend on the values, and a 32768-token depth
-    // then costs no prefill per run.
-    if (row.depth > 0) session->fill_synthetic(row.depth, static_cast<uint64_t>(run));
-    double cache_bytes = 0;
-    const auto t0 = Clock::now();
+  // The depth's keys and values are pseudo-random, not a prefill's: a
+  // step's work does not depend on the values, and a 32768-token depth then
+  // costs no prefill per run. Filled before the timed appends.
+  std::unique_ptr<DecodeSession> session;
+  auto before = [&](const Pass& p) {
+    session = backend.start_decode(spec, opt);
+    if (row.depth > 0) session->fill_synthetic(row.depth, static_cast<uint64_t>(p.index));
+  };
+  double cache_bytes = 0;
+  auto steps = [&](const Pass&) {
+    cache_bytes = 0;
     for (const Tensor& t : timed) {
       session->append(t);
       // Read after the step outside of its work (a getter): what the step
       // read from the cache, its own new row included.
       if (generate) cache_bytes += static_cast<double>(session->cache_bytes());
     }
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (run == 0) pr.timing.first_ms = ms;
-    else if (run > warmup) pr.timing.cached_ms.push_back(ms);
-    if (generate) pr.bytes_per_token = weight_bytes + cache_bytes / row.seq;
-  }
-  summarize_timing(pr.timing);
+  };
+  time_passes(pr.timing, warmup, repetitions, steps, before);
+  if (generate) pr.bytes_per_token = weight_bytes + cache_bytes / row.seq;
   return pr;
 }
 

@@ -9,9 +9,8 @@
 #include "compare/report.h"
 #include "io/output_set.h"
 #include "io/tensor_file.h"
-#include "parallel/head_parallel.h"
-#include "parallel/ring.h"
 #include "parallel/world.h"
+#include "run/driver.h"
 #include "run/runner.h"
 #include "run/stage_compare.h"
 #include "tensor/format.h"
@@ -150,7 +149,7 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
 
 int run_command(const RunFlags& f) {
   // Under mpirun only rank 0 reads and writes; the others run what it sends.
-  if (parallel::rank() != 0) return parallel::serve_heads();
+  if (parallel::rank() != 0) return serve_rank();
   parallel::WorkerRelease release;
   RunConfig config = load_config(f.config);
   if (parallel::size() > 1 && !config.parallel)
@@ -159,11 +158,10 @@ int run_command(const RunFlags& f) {
   if (!f.backend.empty()) config.backend = f.backend;
   io::OutputSet outs;
   plan_outputs(f, config, outs);
-  // A ring run reads its inputs itself, by rows per rank where it can.
-  const bool ring = config.parallel && config.parallel->mode == ParallelConfig::Mode::Sequence;
+  const bool ring = run_mode(config) == RunMode::Sequence;
   PreparedRun run;
   try {
-    run = ring ? prepare_model(config) : prepare_run(config);
+    run = prepare_for(config);
   } catch (const InputError& e) {
     throw InputError(f.config + ": " + e.what());  // which config the path inside it belongs to
   }
@@ -175,9 +173,7 @@ int run_command(const RunFlags& f) {
   if (f.warmup >= 0) req.warmup = f.warmup;
   if (f.iterations >= 0) req.iterations = f.iterations;
   if (ring && !f.output.empty()) req.output_file = outs.temporary(f.output);
-  RunReport rep = !config.parallel ? execute_run(run, *backend, req)
-                  : ring           ? parallel::run_ring(run, *backend, req, release)
-                                   : parallel::run_heads(run, *backend, req, release);
+  RunReport rep = drive_run(run, *backend, req, release);
 
   std::string text = text_report(config, rep);
   nlohmann::json stages_json;

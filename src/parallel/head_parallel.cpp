@@ -1,13 +1,12 @@
 #include "parallel/head_parallel.h"
 
-#include <chrono>
 #include <cstring>
 #include <new>
 
 #include "parallel/collective.h"
-#include "parallel/ring.h"
 #include "parallel/wire.h"
 #include "parallel/world.h"
+#include "run/passes.h"
 #include "util/error.h"
 
 namespace mha::parallel {
@@ -124,15 +123,6 @@ AttentionInputs inputs_share(const AttentionSpec& s, const AttentionInputs& in, 
   return r;
 }
 
-WorkerRelease::~WorkerRelease() {
-  if (!released_ && size() > 1) broadcast_int(0, 0);
-}
-
-void WorkerRelease::go(int64_t mode) {
-  if (!released_ && size() > 1) broadcast_int(mode, 0);
-  released_ = true;
-}
-
 RunReport run_heads(PreparedRun& prepared, Backend& backend, const RunRequest& request, WorkerRelease& release,
                     const Fault& fault) {
   const int64_t n = size();
@@ -154,8 +144,9 @@ RunReport run_heads(PreparedRun& prepared, Backend& backend, const RunRequest& r
   if (inputs.training && spec.dropout > 0.0)
     throw InputError("parallel.heads: training-mode dropout draws per head index and is not split across ranks");
   require_supported(backend, spec, inputs);
-  if (spec.out && !backend.project_output(*spec.out, Tensor(DType::F32, {1, spec.out->weight.dim(1)})))
-    throw InputError("parallel.heads: backend " + backend.name() + " cannot run head-parallel (no separate output projection)");
+  if (spec.out)
+    if (auto why = backend.supports(Capability::OutputProjection, spec))
+      throw InputError("parallel.heads: backend " + backend.name() + " cannot run head-parallel (" + *why + ")");
 
   const int64_t warmup = request.warmup.value_or(prepared.config.warmup);
   const int64_t iterations = request.iterations.value_or(prepared.config.iterations);
@@ -164,13 +155,13 @@ RunReport run_heads(PreparedRun& prepared, Backend& backend, const RunRequest& r
     Work w;
     w.backend = prepared.config.backend;
     w.backend_options = prepared.config.backend_options.dump();
-    w.passes = 1 + warmup + iterations;
+    w.passes = pass_count(warmup, iterations);
     w.spec = heads_share(spec, r, n);
     w.inputs = inputs_share(spec, inputs, r, n);
     if (r == fault.bad_shape_rank) w.inputs.query = rows_of(w.inputs.query, 0, w.inputs.query.dim(0) - 1);
     messages.push_back(encode(w));
   }
-  release.go();
+  release.go(WorkerMode::Heads);
   for (int64_t r = 1; r < n; ++r) send_bytes(messages[r], static_cast<int>(r));
   Work mine;
   collectively([&] { mine = decode(messages[0]); });  // the workers' setup
@@ -180,16 +171,10 @@ RunReport run_heads(PreparedRun& prepared, Backend& backend, const RunRequest& r
   rep.backend_name = backend.name();
   rep.timing.flops = attention_flops(spec, inputs);
   Tensor output;
-  using clock = std::chrono::steady_clock;
-  for (int64_t p = 0; p < mine.passes; ++p) {
-    const auto t0 = clock::now();
+  time_passes(rep.timing, warmup, iterations, [&](const Pass&) {
     Tensor ctx = pass(backend, mine);
     collectively([&] { output = spec.out ? *backend.project_output(*spec.out, ctx) : ctx; });
-    const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    if (p == 0) rep.timing.first_ms = ms;
-    else if (p > warmup) rep.timing.cached_ms.push_back(ms);
-  }
-  summarize_timing(rep.timing);
+  });
   rep.cache = backend.cache_stats();
   rep.backend_info = backend.describe();
   const std::vector<int64_t> stats = gather_rank_stats();
@@ -205,9 +190,6 @@ RunReport run_heads(PreparedRun& prepared, Backend& backend, const RunRequest& r
 }
 
 int serve_heads() {
-  const int64_t mode = broadcast_int(0, 0);
-  if (mode == 0) return 2;  // rank 0 failed before handing out work
-  if (mode == 2) return serve_ring();
   try {
     Work w;
     std::unique_ptr<Backend> backend;

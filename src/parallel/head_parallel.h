@@ -8,7 +8,8 @@
 //   mask's rows for those heads.
 //   every rank runs its share on the configured backend: context columns
 //   [B, L, (H/N)*dv], which rank 0 gathers into context [B, L, H*dv] and
-//   projects with Backend::project_output, the arithmetic of one process's
+//   projects with Backend::project_output (asked for through
+//   supports(Capability::OutputProjection)), the arithmetic of one process's
 //   run. The output is bitwise equal to a one-process run's with "heads": 1
 //   on both backends, for any N that divides the heads and any thread count.
 //   The reference backend computes each head's bits whatever heads surround
@@ -23,6 +24,7 @@
 //   tests/parallel compares the bytes on random shapes.
 #include <string>
 
+#include "parallel/workers.h"
 #include "run/runner.h"
 
 namespace mha::parallel {
@@ -32,36 +34,15 @@ namespace mha::parallel {
 AttentionSpec heads_share(const AttentionSpec& s, int64_t part, int64_t parts);
 AttentionInputs inputs_share(const AttentionSpec& s, const AttentionInputs& in, int64_t part, int64_t parts);
 
-// On rank 0 of a multi-rank world, from before anything that can fail:
-// unless go() was called, its destructor tells the waiting workers to stop
-// (they exit with code 2 while rank 0 reports the error).
-class WorkerRelease {
- public:
-  WorkerRelease() = default;
-  ~WorkerRelease();
-  WorkerRelease(const WorkerRelease&) = delete;
-  WorkerRelease& operator=(const WorkerRelease&) = delete;
-  // Lets the workers go: mode 1 head-parallel, 2 sequence (ring).
-  void go(int64_t mode = 1);
-
- private:
-  bool released_ = false;
-};
-
-// For tests: the rank whose share of the query loses a row before it is
-// sent, so that its backend rejects the shape (a failure on one rank).
-struct Fault {
-  int bad_shape_rank = -1;
-};
-
 // Rank 0: distributes the shares, runs its own, gathers and projects; the
 // report as execute_run gives it for one process (timings of the whole
 // parallel pass), plus "ranks" and "bytes_sent_per_rank" in backend_info.
 RunReport run_heads(PreparedRun& run, Backend& backend, const RunRequest& request, WorkerRelease& release,
                     const Fault& fault = {});
 
-// Every other rank: waits for rank 0's work and runs its share. Returns
-// the exit code: 0, or 2 when the run failed on any rank (rank 0 prints it).
+// Every other rank, once rank 0 released it in heads mode: runs its share.
+// Returns the exit code: 0, or 2 when the run failed on any rank (rank 0
+// prints it).
 int serve_heads();
 
 }  // namespace mha::parallel

@@ -23,17 +23,19 @@
 // [B, n, O] are sent to rank 0, which writes them into the output file as
 // they arrive and keeps the whole output only when the report needs it
 // (ring_io.h). Nothing is gathered whole.
-// Arithmetic: float32 on the cpu backend, on as many threads per rank as
-// its "threads" option says (projections by the backend's pooled sgemm; the
-// attention one task per batch, query chunk and head, in 128 x 128 tiles:
-// sgemm scores, AVX2 exp2 softmax, sgemm P.V); float64 plain loops on
-// reference. The merge order differs from a one-process softmax, so the
-// output equals a one-process run within a tolerance only (docs/CONFIG.md).
+// Arithmetic: the backend's, through its partial-attention primitive
+// (backends/partial.h): every rank makes the configured backend, projects
+// with project_rows and attends each K/V block with attend_partial, carrying
+// the online-softmax state; this file only chunks, exchanges, overlaps and
+// normalises. Any backend that supports Capability::PartialAttention runs
+// here (cpu: its flash kernel, float32; reference: float64 loops). The
+// merge order differs from a one-process softmax, so the output equals a
+// one-process run within a tolerance only (docs/CONFIG.md).
 #include <cstdint>
 #include <utility>
 #include <vector>
 
-#include "parallel/head_parallel.h"
+#include "parallel/workers.h"
 #include "run/runner.h"
 
 namespace mha::parallel {
@@ -50,7 +52,7 @@ std::vector<std::pair<int64_t, int64_t>> ring_chunks(int64_t L, int64_t part, in
 RunReport run_ring(PreparedRun& run, Backend& backend, const RunRequest& request, WorkerRelease& release,
                    const Fault& fault = {});
 
-// Every other rank, after rank 0 released it in sequence mode: 0, or 2 when
+// Every other rank, once rank 0 released it in sequence mode: 0, or 2 when
 // the run failed on any rank (rank 0 prints it).
 int serve_ring();
 

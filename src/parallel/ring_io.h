@@ -3,8 +3,8 @@
 // that no rank holds the whole input or output (parallel/ring.h).
 //
 // Input: when the config's one input is the self-attention tensor x
-// [B, L, E] itself (the variant maps it unchanged to query, key and value,
-// and its finish() leaves the output as it is), each rank gets only its own
+// [B, L, E] itself and the variant says it maps it unchanged to query, key
+// and value and leaves the output as it is (Variant::self_attends_x), each rank gets only its own
 // rows: `rand` / `randn` inputs are drawn by every rank from the seed (the
 // same numbers as one process: TorchGenerator::rows), and a .npy file is
 // read by row ranges on rank 0 (io::NpyRows), one rank's rows at a time, and
@@ -42,13 +42,15 @@ struct RowSource {
   std::string npy;     // Sent: the .npy file rank 0 reads by rows
 };
 
-// A ring run that streams: the source, and the variant's inputs for a short
-// stand-in of x (the first min(L, 8) rows' shape, or all L when x has at
-// most 1M elements), on which the run's checks (mask, dtype, backend
-// support) are made. nullopt when the run does not qualify (see above).
+// A ring run that streams: the source, and the variant's inputs for x's
+// shape and dtype (the first min(L, 8) rows, or all L when x has at most 1M
+// elements; zeros), on which the run's checks (shapes, dtype, backend
+// support) are made. nullopt when the run does not qualify: the variant
+// does not declare Variant::self_attends_x, or the config's one input is
+// not x as a rand/randn tensor or a float32/float64 .npy file.
 struct StreamPlan {
   RowSource source;
-  AttentionInputs probe;
+  AttentionInputs checks;
 };
 std::optional<StreamPlan> plan_stream(const PreparedRun& model);
 

@@ -10,6 +10,7 @@
 
 #ifdef MHA_HAVE_MPI
 #include <mpi.h>
+#include <sched.h>
 #endif
 
 #include "util/memory.h"
@@ -38,13 +39,48 @@ bool launched_by_mpirun() {
     if (std::getenv(v)) return true;
   return false;
 }
+
+// OpenMPI binds each rank to one core when it starts two ranks or fewer,
+// unless told otherwise (mpirun --bind-to, which sets the variable below).
+// That confines a rank's thread pool (the cpu backend's "threads") to one
+// core: a bench's one-process baseline with 2 threads on rank 0 ran at half
+// the speed of the same process outside mpirun. Without an explicit binding
+// policy, a rank may run on every core the system gives the process (the
+// kernel keeps the mask within the cpuset; a failure leaves the binding).
+void widen_default_binding() {
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("OMPI_MCA_hwloc_base_binding_policy")) return;
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
+  sched_setaffinity(0, sizeof all, &all);
+}
+
+// Completes `reqs` without holding a core: a rank waiting on another (the
+// ring's next block, rank 0 reading inputs or timing a one-process
+// baseline) would otherwise spin in OpenMPI's progress loop and take the
+// core the working rank needs. It polls, yielding for the first
+// millisecond (a message that is nearly there costs no sleep), then
+// sleeping 200 us between polls.
+void wait_idle(MPI_Request* reqs, int n) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int done = 0;;) {
+    MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+    if (done) return;
+    if (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1)) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
 }  // namespace
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   if (!launched_by_mpirun()) return;
   // MPI_ERRORS_ARE_FATAL stays the handler: a failed call, or a rank that
   // died, aborts the whole job rather than leaving the others waiting.
+  // Blocking calls outside wait_idle (MPI_Send, MPI_Finalize) yield the
+  // core between polls instead of spinning, unless the user set it.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   MPI_Init(argc, argv);
+  widen_default_binding();
   g_active = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
@@ -57,7 +93,9 @@ MpiSession::~MpiSession() {
 std::string agree(const std::string& my_error) {
   if (!g_active) return my_error;
   int mine = my_error.empty() ? g_size : g_rank, first = g_size;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
+  wait_idle(&req, 1);
   if (first == g_size) return "";
   std::string msg = first == g_rank ? my_error : std::string();
   int64_t n = broadcast_int(static_cast<int64_t>(msg.size()), first);
@@ -78,17 +116,22 @@ void send_bytes(const std::string& bytes, int dest) {
 std::string recv_bytes(int source) {
   if (!g_active) no_mpi();
   int64_t n = 0;
-  MPI_Recv(&n, 1, MPI_INT64_T, source, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Request req;
+  MPI_Irecv(&n, 1, MPI_INT64_T, source, 0, MPI_COMM_WORLD, &req);
+  wait_idle(&req, 1);
   std::string bytes(static_cast<std::size_t>(n), '\0');
-  for (int64_t o = 0; o < n; o += kPiece)
-    MPI_Recv(bytes.data() + o, static_cast<int>(std::min(kPiece, n - o)), MPI_CHAR, source, 1, MPI_COMM_WORLD,
-             MPI_STATUS_IGNORE);
+  for (int64_t o = 0; o < n; o += kPiece) {
+    MPI_Irecv(bytes.data() + o, static_cast<int>(std::min(kPiece, n - o)), MPI_CHAR, source, 1, MPI_COMM_WORLD, &req);
+    wait_idle(&req, 1);
+  }
   return bytes;
 }
 
 int64_t broadcast_int(int64_t v, int root) {
   if (!g_active) return v;
-  MPI_Bcast(&v, 1, MPI_INT64_T, root, MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Ibcast(&v, 1, MPI_INT64_T, root, MPI_COMM_WORLD, &req);
+  wait_idle(&req, 1);
   if (g_rank == root) g_sent += 8;
   return v;
 }
@@ -119,11 +162,8 @@ int64_t recv_int_idle(int source) {
   int64_t v = 0;
   MPI_Request req;
   MPI_Irecv(&v, 1, MPI_INT64_T, source, 3, MPI_COMM_WORLD, &req);
-  for (int done = 0;;) {
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) return v;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  wait_idle(&req, 1);
+  return v;
 }
 
 void RingExchange::start(const void* send, void* recv, int64_t bytes, int dest, int source) {
@@ -143,12 +183,13 @@ void RingExchange::start(const void* send, void* recv, int64_t bytes, int dest, 
 }
 
 void RingExchange::wait() {
+  std::vector<MPI_Request> all;
   for (void* p : reqs_) {
-    MPI_Request* q = static_cast<MPI_Request*>(p);
-    MPI_Wait(q, MPI_STATUS_IGNORE);
-    delete q;
+    all.push_back(*static_cast<MPI_Request*>(p));
+    delete static_cast<MPI_Request*>(p);
   }
   reqs_.clear();
+  if (!all.empty()) wait_idle(all.data(), static_cast<int>(all.size()));
 }
 
 #else  // built without MPI: a world of one

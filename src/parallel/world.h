@@ -4,6 +4,15 @@
 // (OpenMPI's or PMIx's launch variables are set): a plain `mha run` never
 // touches MPI and is one rank of a world of one. A build without MPI
 // (cmake -DMHA_MPI=OFF) is always a world of one.
+//
+// No wait spins: a blocking MPI call in OpenMPI busy-polls, so a rank
+// waiting for another (for its work while rank 0 reads the inputs, for the
+// next K/V block, for rank 0's next command while it times a one-process
+// baseline) would take a core the working rank needs. Every receive,
+// broadcast, agreement and ring exchange here polls and sleeps instead
+// (world.cpp, wait_idle), and MpiSession sets OpenMPI's
+// mpi_yield_when_idle for the calls left blocking (sends, finalize) unless
+// OMPI_MCA_mpi_yield_when_idle is already set.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -62,10 +71,8 @@ class RingExchange {
 
 // Rank 0 -> rank `dest`: one integer (a command between bench rows).
 void send_int(int64_t v, int dest);
-// Receives send_int's integer from `source` without spinning: it polls every
-// millisecond and sleeps in between, so a rank waiting while rank 0 runs a
-// one-process baseline leaves its core to that run (a blocking MPI receive
-// busy-waits in OpenMPI).
+// Receives send_int's integer from `source` (what bench workers wait on
+// while rank 0 runs a one-process baseline).
 int64_t recv_int_idle(int source);
 
 // Total bytes this rank has sent through the functions above.

@@ -13,6 +13,7 @@
 #include "init/torch_generator.h"
 #include "io/tensor_file.h"
 #include "run/checkpoint_weights.h"
+#include "run/passes.h"
 #include "util/error.h"
 
 namespace mha {
@@ -221,16 +222,11 @@ RunReport execute_decode(const DecodeConfig& d, const AttentionSpec& spec, const
     return out;
   };
   // iterations 0 (runs of minutes): the first run's phases are the ones reported.
-  auto t0 = clock::now();
-  Tensor output = once(iterations == 0);
-  rep.timing.first_ms = ms_since(t0);
-  for (int64_t i = 0; i < warmup; ++i) once(false);
-  for (int64_t i = 0; i < iterations; ++i) {
-    t0 = clock::now();
-    output = once(true);
-    rep.timing.cached_ms.push_back(ms_since(t0));
-  }
-  summarize_timing(rep.timing);
+  Tensor output;
+  time_passes(rep.timing, warmup, iterations, [&](const Pass& p) {
+    Tensor y = once(p.timed || (iterations == 0 && p.first));
+    if (p.first || p.timed) output = std::move(y);
+  });
   dt.prefill_ms = median_of(prefills);
   if (!dt.step_ms.empty()) {
     dt.step_median_ms = median_of(dt.step_ms);
@@ -289,10 +285,6 @@ RunReport execute_run(PreparedRun& prepared, Backend& backend, const RunRequest&
   opt.need_weights = request.need_weights || run.p.options.need_weights;
   const int64_t warmup = request.warmup.value_or(run.p.config.warmup);
   const int64_t iterations = request.iterations.value_or(run.p.config.iterations);
-  using clock = std::chrono::steady_clock;
-  auto ms_since = [](clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-  };
 
   if (run.p.config.decode) {
     RunReport rep = execute_decode(*run.p.config.decode, run.spec, run.inputs, backend, request, warmup, iterations);
@@ -306,26 +298,14 @@ RunReport execute_run(PreparedRun& prepared, Backend& backend, const RunRequest&
   rep.backend_name = backend.name();
   rep.timing.flops = attention_flops(run.spec, run.inputs);
   // The first run builds the plan; stages, when asked for, come from an
-  // extra run so that they never distort the timings.
-  auto t0 = clock::now();
-  AttentionResult result = backend.run(run.spec, run.inputs, opt);
-  rep.timing.first_ms = ms_since(t0);
+  // extra run so that they never distort the timings. Each run's result
+  // replaces the one before, which is freed first, untimed: two outputs
+  // never live at once (a 131072x1024 float32 output is 512 MiB).
+  AttentionResult result;
+  time_passes(
+      rep.timing, warmup, iterations, [&](const Pass&) { result = backend.run(run.spec, run.inputs, opt); },
+      [&](const Pass&) { result = AttentionResult(); });
   spdlog::debug("{}: first run {:.3f} ms (plan built)", backend.name(), rep.timing.first_ms);
-  // iterations 0: the first run's result is the result, and no warm-up
-  // follows (nothing would be timed after it). Each later run's result
-  // replaces the one before, which is freed first: two outputs never live
-  // at once (a 131072x1024 float32 output is 512 MiB).
-  for (int64_t i = 0; i < (iterations > 0 ? warmup : 0); ++i) {
-    result = AttentionResult();
-    result = backend.run(run.spec, run.inputs, opt);
-  }
-  for (int64_t i = 0; i < iterations; ++i) {
-    result = AttentionResult();
-    t0 = clock::now();
-    result = backend.run(run.spec, run.inputs, opt);
-    rep.timing.cached_ms.push_back(ms_since(t0));
-  }
-  summarize_timing(rep.timing);
   if (request.collect_stages) {
     RunOptions so = opt;
     so.collect_stages = true;

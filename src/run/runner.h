@@ -14,6 +14,7 @@
 #include "backends/backend.h"
 #include "compare/compare.h"
 #include "config/config.h"
+#include "run/timing.h"
 #include "variants/variant.h"
 
 namespace mha {
@@ -39,15 +40,6 @@ void prepare_inputs(PreparedRun& run);
 // checkpoint index or a folder of NAME.npy files (optionally the tensors under
 // weights.prefix: run/checkpoint_weights.h) and binds them to its state_dict slots.
 TensorMap load_weights(const Variant& v, const WeightsConfig& w);
-
-struct Timing {
-  double first_ms = 0;
-  std::vector<double> cached_ms;
-  double median_ms = 0, min_ms = 0, max_ms = 0, mean_ms = 0, stddev_ms = 0;
-  double flops = 0;  // per forward pass
-  double gflops_cached() const { return median_ms > 0 ? flops / (median_ms * 1e6) : 0; }
-  double gflops_first() const { return first_ms > 0 ? flops / (first_ms * 1e6) : 0; }
-};
 
 // A "decode" run (config.decode): every iteration is a fresh session that
 // prefills the prompt and then steps one token at a time. Step figures
@@ -105,10 +97,6 @@ std::optional<std::pair<AttentionSpec, AttentionInputs>> backend_view(const Prep
 // The comparison the config's "reference" asks for, if any.
 std::optional<compare::Report> compare_with_reference(const RunConfig& config, const Tensor& output);
 
-// Summary statistics of a list of durations.
-void summarize_timing(Timing& t);
-
-nlohmann::json timing_json(const Timing& t);
 nlohmann::json decode_json(const DecodeTiming& d);
 
 }  // namespace mha

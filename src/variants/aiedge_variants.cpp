@@ -22,6 +22,7 @@ class AiEdgeBase : public Variant {
     n_head_ = param_int(p, {"n_head"}, std::nullopt);
     check_divisible(d_model_, "d_model", n_head_, "n_head");
   }
+  bool self_attends_x() const override { return true; }  // self_attention_inputs, default finish()
   std::vector<InputSlot> input_slots() const override { return {{"x", true}}; }
   AttentionInputs map_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
     AttentionInputs in = self_attention_inputs(inputs, d_model_, 0);

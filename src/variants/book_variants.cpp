@@ -55,6 +55,7 @@ BookParams parse_book(const ordered_json& p, bool has_heads) {
 class BookVariant : public Variant {
  public:
   explicit BookVariant(BookParams p) : p_(p) {}
+  bool self_attends_x() const override { return true; }  // self_attention_inputs, default finish()
   std::vector<InputSlot> input_slots() const override { return {{"x", true}}; }
   AttentionInputs map_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
     AttentionInputs in = self_attention_inputs(inputs, p_.d_in, p_.context_length);

@@ -123,6 +123,7 @@ class LlamaAttention : public Variant {
       for (auto& t : init_linear(gen, in, o, bias, name)) out.push_back(std::move(t));
     return out;
   }
+  bool self_attends_x() const override { return true; }  // self_attention_inputs, default finish()
   std::vector<InputSlot> input_slots() const override {
     return {{"x", true}, {"position_ids", false}, {"attention_mask", false}};
   }

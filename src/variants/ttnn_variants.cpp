@@ -24,6 +24,7 @@ class TtnnBase : public Variant {
     heads_ = param_int(p, {"num_heads"}, std::nullopt);
     check_divisible(hidden_, "hidden_size", heads_, "num_heads");
   }
+  bool self_attends_x() const override { return true; }  // self_attention_inputs, default finish()
   std::vector<InputSlot> input_slots() const override { return {{"x", true}, {"attention_mask", false}}; }
 
   // x [B, S, hidden]; attention_mask (B or 1, 1, 1, S) passes through as

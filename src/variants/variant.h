@@ -62,6 +62,12 @@ class Variant {
   // no batch dim for an unbatched call). `in` is what build_inputs gave for
   // this call: a variant keeps no state between the two.
   virtual AttentionResult finish(AttentionResult r, const ForwardOptions& opt, const AttentionInputs& in) const;
+  // True when forward, given only its input "x" [B, L, E], attends x to
+  // itself unchanged (query = key = value = x, no mask or positions derived
+  // from it, float32 and float64 kept as they are) and finish() returns the
+  // output as it is: a ring run then hands each rank only its rows of x
+  // (parallel/ring_io.h). Default: no.
+  virtual bool self_attends_x() const { return false; }
 
  protected:
   // Maps inputs whose names build_inputs has already checked.

@@ -175,6 +175,57 @@ TEST(FlashKernel, EveryIsaMatchesFloat64AndTheOthersBitForBit) {
   }
 }
 
+// Partial attention (FlashArgs::state_m, backends/partial.h): self-attention
+// split into query blocks [0, 110) and [110, L) and key blocks [0, 150) and
+// [150, L), each given with its token offset; every query block attends
+// every key block in turn, carrying its state, and the normalised state
+// matches float64 on each ISA. (Not bit for bit across ISAs: a key block
+// whose length is a multiple of AVX2's 6-row tile but not of AVX-512's 12
+// is padded, and so masked, on one ISA only, which changes how its
+// exponents round.)
+TEST(FlashKernel, PartialBlocksCarryTheStateOnEveryIsa) {
+  const std::vector<Case> cases = {
+      {2, 260, 260, 8, 2, 32, 32, true, 0, false, false, false},
+      {1, 260, 260, 6, 1, 40, 24, true, 37, false, false, false},
+      {1, 260, 260, 3, 3, 17, 9, false, 50, false, false, false},
+      {1, 260, 260, 4, 2, 16, 16, false, 0, false, false, false},
+  };
+  std::mt19937 g(21);
+  for (const Case& c : cases) {
+    SCOPED_TRACE("H " + std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " causal " + std::to_string(c.causal) +
+                 " window " + std::to_string(c.window));
+    const Data d = make_data(c, g);
+    std::vector<float> unused;
+    const std::vector<double> want = reference(c, d, make_args(c, d, unused));
+    const int64_t cuts_q[3] = {0, 110, c.L}, cuts_k[3] = {0, 150, c.S};
+    for (cpu::FlashKernel kern : kernels()) {
+      std::vector<float> acc(c.B * c.L * c.H * c.dv, 0.0f), l(c.B * c.L * c.H, 0.0f);
+      std::vector<float> m(c.B * c.L * c.H, -std::numeric_limits<float>::infinity());
+      for (int kb = 0; kb < 2; ++kb) {
+        const int64_t k0 = cuts_k[kb], nk = cuts_k[kb + 1] - k0;
+        std::vector<float> kblk, vblk;  // rows [k0, k0 + nk) of every batch, contiguous
+        for (int64_t b = 0; b < c.B; ++b) {
+          kblk.insert(kblk.end(), d.k.begin() + (b * c.S + k0) * c.Hkv * c.dh, d.k.begin() + (b * c.S + k0 + nk) * c.Hkv * c.dh);
+          vblk.insert(vblk.end(), d.v.begin() + (b * c.S + k0) * c.Hkv * c.dv, d.v.begin() + (b * c.S + k0 + nk) * c.Hkv * c.dv);
+        }
+        for (int qb = 0; qb < 2; ++qb) {
+          const int64_t q0 = cuts_q[qb], nq = cuts_q[qb + 1] - q0;
+          cpu::FlashArgs a = make_args(c, d, unused);
+          a.L = nq, a.q_batch_rows = c.L, a.S = a.St = nk;
+          a.q = d.q.data() + q0 * a.ldq, a.k = kblk.data(), a.v = vblk.data();
+          a.q_pos0 = q0, a.k_pos0 = k0;
+          a.ctx = acc.data() + q0 * a.ldc;
+          a.state_m = m.data() + q0 * c.H, a.state_l = l.data() + q0 * c.H;
+          run(kern, a);
+        }
+      }
+      for (int64_t r = 0; r < c.B * c.L * c.H; ++r)
+        for (int64_t e = 0; e < c.dv; ++e) acc[r * c.dv + e] /= l[r];
+      for (std::size_t i = 0; i < acc.size(); ++i) ASSERT_NEAR(acc[i], want[i], 2e-5 * (1.0 + std::fabs(want[i]))) << i;
+    }
+  }
+}
+
 TEST(FlashKernel, HeadSetsCoverEveryHeadOnce) {
   EXPECT_EQ(cpu::flash_head_sets(32, 8), 8);   // groups of 4: one set each
   EXPECT_EQ(cpu::flash_head_sets(32, 1), 8);   // MQA: 32 heads in sets of 4

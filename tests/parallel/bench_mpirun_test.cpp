@@ -147,7 +147,7 @@ TEST(BenchMpirun, Refusals) {
       {2, "--parallel sequence --seq 30 --hidden 48 --heads 6 --causal 1 --no-progress",
        "mha: error: parallel.sequence: 30 tokens do not split into 4 equal chunks (a causal ring takes 2 per rank)\n"},
       {2, "--parallel sequence --backend tt-sim --seq 36 --hidden 48 --heads 6 --no-progress",
-       "mha: error: parallel.sequence: backend tt-sim cannot run ring attention (cpu and reference only)\n"},
+       "mha: error: parallel.sequence: backend tt-sim cannot run ring attention (no partial attention)\n"},
   };
   for (const Case& c : cases) {
     auto r = test::run_command(mpirun(c.ranks) + MHA_BINARY + " bench " + c.args);

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "io/tensor_file.h"
 #include "parallel/head_parallel.h"
+#include "run/driver.h"
 #include "parallel/world.h"
 #include "head_configs.h"
 #include "mpirun_support.h"
@@ -142,7 +143,7 @@ TEST(Mpirun, ConfigErrorsAreOneLine) {
 TEST(InsideMpirun, BadShapeOnOneRank) {
   if (!std::getenv("MHA_TEST_INSIDE_MPIRUN")) GTEST_SKIP() << "run by Mpirun.BadShapeOnOneRank";
   if (parallel::rank() != 0) {
-    EXPECT_EQ(parallel::serve_heads(), 2);
+    EXPECT_EQ(serve_rank(), 2);
     return;
   }
   parallel::WorkerRelease release;

@@ -18,6 +18,7 @@
 #include "io/output_set.h"
 #include "io/tensor_file.h"
 #include "parallel/ring.h"
+#include "run/driver.h"
 #include "parallel/world.h"
 #include "tensor/format.h"
 #include "mpirun_support.h"
@@ -194,7 +195,7 @@ TEST(RingMemory, PeakMemoryPerRankIsReported) {
 TEST(InsideMpirun, RingFailureOnOneRank) {
   if (!std::getenv("MHA_TEST_INSIDE_MPIRUN")) GTEST_SKIP() << "run by RingMemory.FailureOnOneRankKeepsTheOutput";
   if (parallel::rank() != 0) {
-    EXPECT_EQ(parallel::serve_heads(), 2);
+    EXPECT_EQ(serve_rank(), 2);
     return;
   }
   const std::string out = std::getenv("MHA_TEST_OUTPUT");

@@ -125,7 +125,7 @@ TEST(Ring, RefusalsAreOneLine) {
   tt.replace(tt.find("\"parallel\""), 0, "\"backend\": \"tt-sim\", ");
   r = run(tt, 2);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "mha: error: parallel.sequence: backend tt-sim cannot run ring attention (cpu and reference only)\n");
+  EXPECT_EQ(r.err, "mha: error: parallel.sequence: backend tt-sim cannot run ring attention (no partial attention)\n");
   EXPECT_FALSE(std::ifstream(dir.file("o.npy")).good()) << "an output was written";
   r = run(R"({"variant": "llama_attention", "params": {"hidden_size": 16, "num_attention_heads": 2},
     "inputs": {"x": {"randn": [1, 8, 16]}}, "parallel": {"sequence": 2, "heads": 2}})", 2);

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <map>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "backends/cpu/cpu_decode.h"
 #include "backends/cpu/cpu_decode_kernel.h"
@@ -37,6 +39,7 @@ class CpuBackend : public Backend {
 
   std::string name() const override { return "cpu"; }
   CacheStats cache_stats() const override { return stats_; }
+  int threads() const override { return threads_; }
   nlohmann::json describe() const override {
     // simd (what `mha bench` rows report): the flash and decode kernels and
     // OpenBLAS's GEMM kernel are each chosen for this CPU at run time.
@@ -58,6 +61,42 @@ class CpuBackend : public Backend {
     if (decode_unsupported(spec)) return Backend::start_decode(spec, opt);  // throws the reason
     check_decode_options(spec, opt);
     return cpu::make_cpu_decode(spec, opt, pool_);
+  }
+
+  // The packed projection of run_flash (pack_linear, linear), on the pool.
+  void project_rows(const Projection& p, const void* x, int64_t rows, void* y) override {
+    cpu::SerialBlasScope serial_blas;
+    const cpu::PackedLinear lin = cpu::pack_linear(p);
+    cpu::linear(pool_, lin, static_cast<const float*>(x), lin.in, rows, static_cast<float*>(y), lin.out);
+  }
+
+  // run_flash's kernel with the positions offset and the state carried
+  // (cpu_flash.h, FlashArgs::state_m): one task per (batch, head set, query
+  // block of kBr), each over every key of the block in order, so the bits do
+  // not depend on the thread count.
+  void attend_partial(const AttentionSpec& spec, const Tensor& q, const QueryBlock& qb, const KeyBlock& kv,
+                      SoftmaxState& st) override {
+    const int64_t B = q.dim(0), n = q.dim(1), H = spec.num_heads, G = spec.num_kv_heads;
+    cpu::FlashArgs a;
+    a.B = B, a.L = qb.rows, a.q_batch_rows = n, a.S = kv.rows, a.St = kv.rows;
+    a.H = H, a.Hkv = G, a.dh = spec.head_dim, a.dv = spec.head_dim_v;
+    a.q = q.data<float>() + qb.row0 * H * a.dh, a.ldq = H * a.dh;
+    a.k = static_cast<const float*>(kv.k), a.ldk = G * a.dh;
+    a.v = static_cast<const float*>(kv.v), a.ldv = G * a.dv;
+    a.scale = static_cast<float>(spec.scale);
+    a.rule = MaskRule(spec);
+    a.q_pos0 = qb.pos0, a.k_pos0 = kv.pos0;
+    a.ctx = st.acc.data<float>() + qb.row0 * H * a.dv, a.ldc = H * a.dv;
+    a.state_m = st.m.data<float>() + qb.row0 * H, a.state_l = st.l.data<float>() + qb.row0 * H;
+    if (scratch_dims_ != std::make_pair(a.dh, a.dv)) {
+      scratch_.assign(threads_, {});
+      for (auto& s : scratch_) s.resize(a.dh, a.dv);
+      scratch_dims_ = {a.dh, a.dv};
+    }
+    const int64_t sets = cpu::flash_head_sets(H, G), nqb = cpu::flash_query_blocks(qb.rows);
+    pool_.parallel_for(B * sets * nqb, [&](int64_t t, int thread) {
+      cpu::flash_block(a, t / (sets * nqb), t / nqb % sets, t % nqb, scratch_[thread]);
+    });
   }
 
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
@@ -90,6 +129,12 @@ class CpuBackend : public Backend {
     return cpu::run_flash(spec, in, plan, pool_);
   }
 
+  std::optional<std::string> capability_gap(Capability c, const AttentionSpec& spec) const override {
+    (void)spec;
+    (void)c;
+    return std::nullopt;  // both: project_output and partial attention
+  }
+
   // The same pack_linear and row calls (project_rows), and so the same bits,
   // as run_flash's output projection of a context [B, L, E].
   std::optional<Tensor> project_output(const Projection& out, const Tensor& context) override {
@@ -109,6 +154,8 @@ class CpuBackend : public Backend {
   int threads_;
   cpu::ThreadPool pool_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+  std::vector<cpu::FlashScratch> scratch_;  // attend_partial's, per thread
+  std::pair<int64_t, int64_t> scratch_dims_{-1, -1};
   CacheStats stats_;
 };
 

@@ -104,6 +104,32 @@ void apply_dropout(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t
     }
 }
 
+void load_state(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t nq, float* o, int64_t ldo, float* m,
+                float* l) {
+  for (int64_t ii = 0; ii < kBr; ++ii) {
+    const int64_t row = b * a.q_stride() + i0 + ii - a.q_row0;
+    float* dst = o + ii * ldo;
+    std::fill(dst, dst + ldo, 0.0f);
+    if (ii >= nq) {
+      m[ii] = -std::numeric_limits<float>::infinity(), l[ii] = 0.0f;
+      continue;
+    }
+    std::memcpy(dst, a.ctx + row * a.ldc + h * a.dv, sizeof(float) * a.dv);
+    m[ii] = a.state_m[row * a.H + h];
+    l[ii] = a.state_l[row * a.H + h];
+  }
+}
+
+void store_state(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t nq, const float* o, int64_t ldo,
+                 const float* m, const float* l) {
+  for (int64_t ii = 0; ii < nq; ++ii) {
+    const int64_t row = b * a.q_stride() + i0 + ii - a.q_row0;
+    std::memcpy(a.ctx + row * a.ldc + h * a.dv, o + ii * ldo, sizeof(float) * a.dv);
+    a.state_m[row * a.H + h] = m[ii];
+    a.state_l[row * a.H + h] = l[ii];
+  }
+}
+
 void write_context(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t nq, const float* o, int64_t ldo,
                    const float* l) {
   // p >= 1 drops everything; scale 0 keeps that a zero rather than 0 * inf.
@@ -114,7 +140,7 @@ void write_context(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t
     // gives; with no keys at all the context is an empty sum, 0, as in the
     // reference.
     const float inv = l[ii] > 0.0f ? keep_scale / l[ii] : a.St == 0 ? 0.0f : std::numeric_limits<float>::quiet_NaN();
-    float* dst = a.ctx + (b * a.L + i0 + ii - a.q_row0) * a.ldc + h * dv;
+    float* dst = a.ctx + (b * a.q_stride() + i0 + ii - a.q_row0) * a.ldc + h * dv;
     const float* src = o + ii * ldo;
     const __m256 vinv = _mm256_set1_ps(inv);
     int64_t d = 0;

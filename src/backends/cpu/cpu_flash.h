@@ -45,6 +45,16 @@ struct FlashArgs {
   uint64_t dropout_seed = 0;
   float* ctx = nullptr;
   int64_t ldc = 0;
+  // Partial attention (backends/partial.h): q row i is token q_pos0 + i and
+  // key row j token k_pos0 + j for the causal / window rule; q, ctx and the
+  // state hold q_batch_rows rows per batch (0: L), of which rows [0, L) are
+  // attended. With state_m set, ctx is the state's unnormalised accumulator
+  // and state_m / state_l [rows, H] its max (base 2) and sum: a task starts
+  // from them and stores them back instead of writing the context.
+  int64_t q_pos0 = 0, k_pos0 = 0, q_batch_rows = 0;
+  float* state_m = nullptr;
+  float* state_l = nullptr;
+  int64_t q_stride() const { return q_batch_rows ? q_batch_rows : L; }
 };
 
 // Per-thread scratch, sized once per plan.

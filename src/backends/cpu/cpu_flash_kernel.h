@@ -45,6 +45,12 @@ void pack_mask(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t j0,
                int64_t nkp, float* mt);
 // Zeroes the dropped probabilities st[j * kBr + ii].
 void apply_dropout(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t j0, int64_t nq, int64_t nk, float* st);
+// Partial attention: o [kBr, ldo], m and l [kBr] of head h's queries i0 ..
+// i0 + nq from the state (FlashArgs::state_m), lanes past nq empty; and back.
+void load_state(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t nq, float* o, int64_t ldo, float* m,
+                float* l);
+void store_state(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t nq, const float* o, int64_t ldo,
+                 const float* m, const float* l);
 // ctx rows of queries i0 .. i0 + nq of head h = o [nq, ldo] / l.
 void write_context(const FlashArgs& a, int64_t b, int64_t h, int64_t i0, int64_t nq, const float* o, int64_t ldo,
                    const float* l);

@@ -1,5 +1,6 @@
 #include "backends/reference/reference_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -135,6 +136,8 @@ class ReferenceBackend : public Backend {
  public:
   std::string name() const override { return "reference"; }
   bool computes_in_float64() const override { return true; }
+  // Float64 loops for both: output projection and partial attention.
+  std::optional<std::string> capability_gap(Capability, const AttentionSpec&) const override { return std::nullopt; }
   // One thread, plain float64 loops (what `mha bench` rows report).
   nlohmann::json describe() const override { return {{"threads", 1}, {"simd", "scalar float64"}}; }
   std::optional<std::string> supports_decode(const AttentionSpec& spec) const override {
@@ -145,6 +148,55 @@ class ReferenceBackend : public Backend {
     check_decode_options(spec, opt);
     return std::make_unique<ReferenceDecode>(spec, opt);
   }
+  void project_rows(const Projection& p, const void* x, int64_t rows, void* y) override {
+    const int64_t in = p.weight.dim(1);
+    const double* xs = static_cast<const double*>(x);
+    const Vec r = project(Vec(xs, xs + rows * in), rows, p);
+    std::copy(r.begin(), r.end(), static_cast<double*>(y));
+  }
+
+  void attend_partial(const AttentionSpec& spec, const Tensor& q, const QueryBlock& qb, const KeyBlock& kv,
+                      SoftmaxState& st) override {
+    const int64_t B = q.dim(0), n = q.dim(1), H = spec.num_heads, dh = spec.head_dim, dv = spec.head_dim_v;
+    const int64_t group = H / spec.num_kv_heads, kw = spec.num_kv_heads * dh, vw = spec.num_kv_heads * dv;
+    const double c1 = spec.scale * 1.4426950408889634;  // base-2 units (backends/partial.h)
+    const MaskRule rule(spec);
+    const double* K = static_cast<const double*>(kv.k);
+    const double* V = static_cast<const double*>(kv.v);
+    std::vector<double> s(kv.rows);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < qb.rows; ++i)
+        for (int64_t h = 0; h < H; ++h) {
+          const int64_t row = b * n + qb.row0 + i, g = h / group;
+          const double* qv = q.data<double>() + row * H * dh + h * dh;
+          double mx = -std::numeric_limits<double>::infinity();
+          for (int64_t j = 0; j < kv.rows; ++j) {
+            s[j] = -std::numeric_limits<double>::infinity();
+            if (!rule.visible(qb.pos0 + i, kv.pos0 + j)) continue;
+            const double* kr = K + (b * kv.rows + j) * kw + g * dh;
+            double d = 0.0;
+            for (int64_t e = 0; e < dh; ++e) d += qv[e] * kr[e];
+            s[j] = d * c1;
+            mx = std::max(mx, s[j]);
+          }
+          if (mx == -std::numeric_limits<double>::infinity()) continue;  // no key of the block is visible
+          double& m = st.m.data<double>()[row * H + h];
+          double& l = st.l.data<double>()[row * H + h];
+          double* acc = st.acc.data<double>() + row * H * dv + h * dv;
+          const double mnew = std::max(m, mx), c = std::exp2(m - mnew);  // c = 0 when m was -inf
+          l *= c;
+          for (int64_t e = 0; e < dv; ++e) acc[e] *= c;
+          for (int64_t j = 0; j < kv.rows; ++j) {
+            if (s[j] == -std::numeric_limits<double>::infinity()) continue;
+            const double p = std::exp2(s[j] - mnew);
+            const double* vr = V + (b * kv.rows + j) * vw + g * dv;
+            l += p;
+            for (int64_t e = 0; e < dv; ++e) acc[e] += p * vr[e];
+          }
+          m = mnew;
+        }
+  }
+
   std::optional<Tensor> project_output(const Projection& out, const Tensor& context) override {
     const int64_t rows = context.numel() / context.dim(context.ndim() - 1);
     Shape shape = context.shape();

@@ -42,6 +42,9 @@ class TtSimBackend : public Backend {
 
   CacheStats cache_stats() const override { return dev_.stats(); }
 
+  int threads() const override {
+    return opt_.threads > 0 ? opt_.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
   nlohmann::json describe() const override {
     nlohmann::json j = {{"device", opt_.device.name},
                         {"grid", {opt_.device.grid_y, opt_.device.grid_x}},
@@ -49,7 +52,7 @@ class TtSimBackend : public Backend {
                         {"dram_bytes", opt_.device.dram_bytes},
                         // Host execution: the lane kernels chosen at run time and the pool size.
                         {"simd", simd::isa_name(opt_.isa)},
-                        {"threads", opt_.threads > 0 ? opt_.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))}};
+                        {"threads", threads()}};
     if (last_) j.update(recipe_json(*last_));
     j["program_cache"] = dev_.per_op_json();
     return j;

@@ -1,6 +1,10 @@
 // mha op OP INPUT... -o OUT.npy: one TT-NN op on tt-sim. Flags only; the op
 // runs in src/backends/ttsim/ttsim_single_op.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -20,7 +24,66 @@ struct OpFlags {
   std::vector<std::string> inputs, options;
   bool fp32_dest_acc_en = false, math_approx_mode = false;
   double scalar = 0;
+  std::string cur_pos, page_table;
+  int64_t update_idx = 0, batch_offset = 0, batch_idx = 0;
 };
+
+// --cur-pos P,P,...: one integer per user (-1 skips a user).
+nlohmann::ordered_json positions_flag(const std::string& v) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  size_t i = 0;
+  while (i <= v.size()) {
+    const size_t j = std::min(v.find(',', i), v.size());
+    const std::string item = v.substr(i, j - i);
+    char* end = nullptr;
+    const long long x = item.empty() ? 0 : std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || x < -1)
+      throw InputError("--cur-pos: expected comma-separated positions (integers >= 0, or -1 to skip a user), found '" +
+                       v + "'");
+    out.push_back(x);
+    i = j + 1;
+  }
+  return out;
+}
+
+// --page-table FILE: a [b, blocks] table of block ids (any numeric dtype).
+nlohmann::ordered_json page_table_flag(const std::string& spec) {
+  const Tensor t = io::read_tensor(spec);
+  if (t.ndim() != 2)
+    throw InputError(spec + ": expected a page table [b, max_blocks_per_user], found shape " + shape_str(t.shape()));
+  const std::vector<double> v = t.to_f64();
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (int64_t u = 0; u < t.shape()[0]; ++u) {
+    nlohmann::ordered_json row = nlohmann::ordered_json::array();
+    for (int64_t j = 0; j < t.shape()[1]; ++j) {
+      const double x = v[static_cast<size_t>(u * t.shape()[1] + j)];
+      if (!(x >= 0) || x != std::floor(x) || x > 2147483647.0)
+        throw InputError(spec + ": expected block ids (non-negative integers), found " + std::to_string(x) + " at [" +
+                         std::to_string(u) + ", " + std::to_string(j) + "]");
+      row.push_back(static_cast<int64_t>(x));
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// The decode-time flags are spellings of the op's own params (op_table.h):
+// --cur-pos is `cur_pos`, --page-table `page_table`, ... An op without the
+// param refuses the flag.
+void add_param_flags(const OpFlags& f, CLI::App* sub, const ttsim::TtOpDesc& d, nlohmann::ordered_json& o) {
+  auto set = [&](const char* flag, const char* key, const std::function<nlohmann::ordered_json()>& value) {
+    if (!sub->count(flag)) return;
+    bool takes = false;
+    for (const ttsim::OpParam& p : d.params) takes = takes || std::string(p.key) == key;
+    if (!takes) throw InputError(std::string(flag) + ": " + d.name + " does not take it (see mha op --help)");
+    o[key] = value();
+  };
+  set("--cur-pos", "cur_pos", [&] { return positions_flag(f.cur_pos); });
+  set("--page-table", "page_table", [&] { return page_table_flag(f.page_table); });
+  set("--update-idx", "update_idx", [&] { return nlohmann::ordered_json(f.update_idx); });
+  set("--batch-offset", "batch_offset", [&] { return nlohmann::ordered_json(f.batch_offset); });
+  set("--batch-idx", "batch_idx", [&] { return nlohmann::ordered_json(f.batch_idx); });
+}
 
 // A dtype flag's value; the error names the flag.
 ttsim::DataFormat dtype_flag(const std::string& flag, const std::string& v) {
@@ -44,7 +107,7 @@ void add_option_value(nlohmann::ordered_json& o, const std::string& kv) {
 
 void op_command(const OpFlags& f, CLI::App* sub) {
   ttsim::OpRequest req;
-  req.op = ttsim::tt_op_from_name(f.op);
+  req.op = ttsim::tt_op(f.op).name;
   // The backend object of a config, from the flags: one parser for both.
   nlohmann::ordered_json& o = req.options;
   if (sub->count("--device")) o["device"] = f.device;
@@ -54,6 +117,7 @@ void op_command(const OpFlags& f, CLI::App* sub) {
   if (sub->count("--math-approx-mode")) o["math_approx_mode"] = f.math_approx_mode;
   if (sub->count("--memory-config")) o["memory_config"] = f.memory_config;
   for (const std::string& kv : f.options) add_option_value(o, kv);
+  add_param_flags(f, sub, ttsim::tt_op(req.op), o);
   if (sub->count("--scalar")) req.scalar = f.scalar;
   ttsim::check_op_inputs(req.op, static_cast<int>(f.inputs.size()), req.scalar.has_value());
   if (sub->count("--output-dtype")) req.output_dtype = dtype_flag("--output-dtype", f.output_dtype);
@@ -62,12 +126,13 @@ void op_command(const OpFlags& f, CLI::App* sub) {
     if (!sub->count(flag)) continue;
     if (i >= static_cast<int>(f.inputs.size()))
       throw InputError(flag + ": " + f.op + " was given " + std::to_string(f.inputs.size()) + " input(s) (" +
-                       ttsim::tt_op_operands(req.op) + "), so there is no input " + std::to_string(i));
+                       ttsim::tt_op(req.op).operands + "), so there is no input " + std::to_string(i));
     (void)dtype_flag(flag, f.in_dtype[i]);
   }
 
   io::OutputSet outs;
   for (const std::string& in : f.inputs) outs.add_input(io::tensor_spec_file(in));
+  if (!f.page_table.empty()) outs.add_input(io::tensor_spec_file(f.page_table));
   outs.add_file("--output", f.output);
   const bool json_file = !f.json.empty() && f.json != "-";
   if (json_file) outs.add_file("--json", f.json);
@@ -98,10 +163,11 @@ void op_command(const OpFlags& f, CLI::App* sub) {
 
 void add_op(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<OpFlags>();
-  auto* sub = app.add_subcommand(
-      "op", "Run one TT-NN op on tt-sim: matmul A B, linear A B [BIAS], add A B, multiply A B | A --scalar S, "
-            "softmax A, exp A, reciprocal A, to-device A");
-  sub->add_option("OP", f->op, "matmul, linear, add, multiply, softmax, exp, reciprocal or to-device")->required();
+  // The op list, operands, defaults and op-specific options come from the
+  // op table (backends/ttsim/op_table.h).
+  auto* sub = app.add_subcommand("op", "Run one TT-NN op on tt-sim: " + ttsim::tt_op_synopsis());
+  sub->footer(ttsim::tt_op_help());
+  sub->add_option("OP", f->op, "the op (listed below)")->required();
   sub->add_option("INPUTS", f->inputs, "FILE.npy, FILE.npz:NAME or FILE.safetensors:NAME, in the op's order")
       ->required();
   sub->add_option("--output,-o", f->output, "write the result as float32 .npy (the device values exactly)")
@@ -119,9 +185,16 @@ void add_op(CLI::App& app, int& exit_code) {
   sub->add_option("--device", f->device, "wormhole_b0 (default), grayskull, blackhole");
   sub->add_option("--memory-config", f->memory_config, "L1 or DRAM (default DRAM)");
   sub->add_option("--option", f->options,
-                  "any tt-sim backend option as KEY=VALUE (core_grid=[8,8], threads=2, kernels=scalar, ...); repeatable")
+                  "any tt-sim backend option, or the op's own (listed below), as KEY=VALUE (core_grid=[8,8], "
+                  "threads=2, kernels=scalar, ...); repeatable")
       ->allow_extra_args(false);  // one KEY=VALUE per --option: INPUTS stay positional
   sub->add_option("--scalar", f->scalar, "multiply: ttnn.multiply(A, S) by this float");
+  sub->add_option("--cur-pos", f->cur_pos, "sdpa-decode, update-cache: one position per user, P,P,... (the cur_pos param)");
+  sub->add_option("--page-table", f->page_table,
+                  "sdpa-decode, update-cache: the paged variant's page table FILE [b, blocks] of block ids");
+  sub->add_option("--update-idx", f->update_idx, "update-cache: ttnn.update_cache's update_idx");
+  sub->add_option("--batch-offset", f->batch_offset, "update-cache with --update-idx: ttnn.update_cache's batch_offset");
+  sub->add_option("--batch-idx", f->batch_idx, "fill-cache: ttnn.fill_cache's batch_idx");
   sub->add_option("--json", f->json, "write op, shapes, dtypes, compute config and program cache as JSON (- for stdout)");
   sub->callback([f, sub, &exit_code]() {
     exit_code = 2;

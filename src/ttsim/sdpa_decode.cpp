@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
 
+#include "tensor/half.h"
+#include "ttsim/fpu_internal.h"
+#include "ttsim/operands.h"
 #include "ttsim/packer.h"
 #include "ttsim/sfpu.h"
 #include "ttsim/sfpu_mad.h"
@@ -27,10 +31,9 @@ struct Partial {
 
 struct Ctx {
   const SdpaDecodeConfig& cfg;
-  float scale;
+  float scale, scale_bf16;  // fp32 scale (scores' exp), bf16-cut scale (statistics)
   bool fp32;
   int64_t G, dh, C;  // q rows per kv head, head dim (padded), chunk length
-  Exec serial;       // one core's matmuls run on the calling thread
 };
 
 // A Dst value packed to a bfloat16 circular buffer.
@@ -40,14 +43,29 @@ float pack_bf16(float dst, bool fp32) {
   return out;
 }
 
-// exp((a - b) * scale) as the kernel's sub_exp helpers compute it: ELWSUB of
-// the two bf16 operands into Dst, then on the SFPU the multiply by the fp32
-// scale and exp (fast approx when exp_approx_mode, else the exact algorithm
-// of the Dst mode), stored to Dst and packed to bf16.
-float sub_exp(float a, float b, const Ctx& c) {
-  const float d = fpu_add(a, -b, c.fp32);
-  const ExpAlgorithm algo = c.cfg.exp_approx_mode ? ExpAlgorithm::FastApprox : exp_algorithm(false, c.fp32);
-  return pack_bf16(sfpu_store(sfpu_exp_lane(sfpu_mul(d, c.scale), algo), c.fp32), c.fp32);
+// exp(d * scale) as the statistics helpers compute it on the SFPU
+// (sub_exp_block, the fused correction; compute_common.hpp
+// _calculate_exponential_piecewise_ with SCALE_EN): d times the scale cut to
+// bf16 (scale_fp32 >> 16) on SFPMUL, then with exp_approx_mode the approx exp
+// (below -42 gives 0), else exp_21f (16-bit Dst) or the fp32 exp. The LReg
+// value, before any store.
+float stat_exp_lane(float d, const Ctx& c) {
+  const float x = sfpu_mul(d, c.scale_bf16);
+  if (c.cfg.exp_approx_mode) return sfpu_exp_lane(x, ExpAlgorithm::Approx);
+  return sfpu_exp_lane(x, c.fp32 ? ExpAlgorithm::AccurateFp32 : ExpAlgorithm::Accurate21f);
+}
+
+// sub_exp_block: ELWSUB of the two bf16 operands into Dst, the statistics
+// exp on the SFPU, stored to Dst and packed to bf16.
+float sub_exp_stat(float a, float b, const Ctx& c) {
+  return pack_bf16(sfpu_store(stat_exp_lane(fpu_add(a, -b, c.fp32), c), c.fp32), c.fp32);
+}
+
+// The scores' exp in sub_exp_block_bcast_cols_inplace: ELWSUB of the row max
+// (broadcast over columns) into Dst, exp_tile<true, true> with the fp32 scale
+// folded into the fast approx constants, stored and packed to bf16.
+float sub_exp_scores(float s, float m, const Ctx& c) {
+  return pack_bf16(sfpu_store(sfpu_exp_fast_approx_scaled(fpu_add(s, -m, c.fp32), c.scale), c.fp32), c.fp32);
 }
 
 float mul_bf16(float in0, float in1, const Ctx& c) {  // in0 in SrcA, in1 in SrcB
@@ -86,96 +104,136 @@ void core_chunks(int64_t num_chunks, int64_t core, int64_t N, int64_t& start, in
   end = start + per + (rev < res ? 1 : 0);
 }
 
-// The flash loop of one core over chunks [c0, c1): Q (G x dh), K rows and V
-// rows fetched by position through `kv_row`. Mask (-inf past cur_pos) on the
-// last chunk of the whole range, which core 0 owns.
-void run_core(const Ctx& c, const TileTensor& qh, const std::function<const float*(bool v, int64_t pos)>& kv_row,
-              DataFormat kfmt, DataFormat vfmt, int64_t c0, int64_t c1, int64_t num_chunks, int64_t cur_pos,
-              Partial& out) {
-  const int64_t n = c1 - c0, C = c.C, G = c.G, dh = c.dh, L = n * C;
-  ComputeConfig mm;
-  mm.math_fidelity = c.cfg.math_fidelity;
-  mm.fp32_dest_acc_en = c.fp32;
-  mm.math_approx_mode = c.cfg.math_approx_mode;
-  mm.output = DataFormat::Bfloat16;
-  // QK = Q @ K^T for all the core's chunks at once: every score keeps all of
-  // dh in Dst (qk_in0_block_w = DHt), so one matmul gives each chunk's bits.
-  TileTensor kt = make_tile_tensor({dh, L}, kfmt);
-  for (int64_t j = 0; j < L; ++j) {
-    const float* row = kv_row(false, c0 * C + j);
-    for (int64_t d = 0; d < dh; ++d) kt.at(0, d, j) = row[d];
+// Reused buffers of one worker thread (cores run one after another on it).
+struct Scratch {
+  std::vector<simd::ARec> arec;
+  detail::In1Buffer in1;
+  std::vector<detail::SrcDatum> sa, sb;
+  std::vector<uint32_t> dst;
+  std::vector<float> qk, p, cur_max, sums, pv;
+};
+
+// dst (rows x N, FP32 bit patterns, row stride N) = in0 @ in1 with all of K
+// in Dst (one K block: the kernel's qk_in0_block_w = DHt and out_in0_block_w
+// = Sk_chunk_t), in0 element (r, k) at a[r*lda + k] (SrcB), in1 element
+// (k, n) at b[k*ks + n*ns] (SrcA). Only the rows asked for are computed: a
+// row of the output depends on its own in0 row alone. Vector kernels when
+// `kern`, else the lane model (the oracle), in the LLK's order: per K tile,
+// phases outer, the two 16-wide K faces inner.
+void lane_matmul(const float* a, int64_t lda, DataFormat af, int64_t rows, const float* b, int64_t ks, int64_t ns,
+                 DataFormat bf, int64_t K, int64_t N, const Ctx& c, const simd::KernelTable* kern, Scratch& s) {
+  const int P = fidelity_phase_count(c.cfg.math_fidelity);
+  s.dst.assign(static_cast<size_t>(rows * N), 0u);
+  if (kern) {
+    s.arec.resize(static_cast<size_t>(rows * K * P));
+    detail::decode_in0(a, lda, rows, K, af, c.fp32, P, s.arec.data());
+    s.in1.resize(K, N);
+    detail::decode_in1(b, ks, ns, K, N, bf, c.fp32, s.in1, 0);
+    kern->mvmul(s.arec.data(), K * P, rows, s.in1.view(), N, K / kTile, P, c.fp32, s.dst.data(), N);
+    return;
   }
-  TileTensor qk;
-  tt_matmul(qh, kt, qk, mm, c.serial);
-  kt = TileTensor{};
-  // Per chunk: mask, running max, P = exp((QK - max) * scale).
-  TileTensor p = make_tile_tensor({n, G, C}, DataFormat::Bfloat16);
-  std::vector<float> cur_max(static_cast<size_t>(n * G));
-  for (int64_t j = 0; j < n; ++j) {
-    const bool masked = c0 + j == num_chunks - 1;
-    for (int64_t r = 0; r < G; ++r) {
-      float* s = &qk.at(0, r, j * C);
-      if (masked)
-        for (int64_t x = 0; x < C; ++x) {
-          const float mask = (c0 + j) * C + x > cur_pos ? -std::numeric_limits<float>::infinity() : 0.0f;
-          s[x] = add_bf16(s[x], mask, c);
-        }
-      float m = j > 0 ? cur_max[(j - 1) * G + r] : -std::numeric_limits<float>::infinity();
-      for (int64_t x = 0; x < C; ++x) m = std::max(m, s[x]);
-      cur_max[j * G + r] = m;
-      for (int64_t x = 0; x < C; ++x) p.at(j, r, x) = sub_exp(s[x], m, c);
+  s.sb.resize(static_cast<size_t>(K));
+  s.sa.resize(static_cast<size_t>(K * N));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) s.sa[n * K + k] = detail::encode_srca(unpack_to_src(b[k * ks + n * ns], bf, c.fp32));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < K; ++k) s.sb[k] = detail::encode_srcb(unpack_to_src(a[r * lda + k], af, c.fp32));
+    for (int64_t n = 0; n < N; ++n) {
+      uint32_t acc = 0;
+      for (int64_t kt = 0; kt < K; kt += kTile)
+        for (int ph = 0; ph < P; ++ph)
+          for (int64_t kf = kt; kf < kt + kTile; kf += kFace)
+            acc = detail::dot16(&s.sb[kf], &s.sa[n * K + kf], acc, ph, c.fp32);
+      s.dst[r * N + n] = acc;
     }
   }
-  qk = TileTensor{};
-  // Row sums: the reduce on the matrix unit, P in SrcA against a scaler of
-  // 1.0 in SrcB, i.e. ones (1 x C) @ P^T (C x G) per chunk.
-  TileTensor ones = make_tile_tensor({n, 1, C}, DataFormat::Bfloat16), pt = make_tile_tensor({n, C, G}, DataFormat::Bfloat16);
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t x = 0; x < C; ++x) {
-      ones.at(j, 0, x) = 1.0f;
-      for (int64_t r = 0; r < G; ++r) pt.at(j, x, r) = p.at(j, r, x);
-    }
-  TileTensor sums;
-  tt_matmul(ones, pt, sums, mm, c.serial);
-  // OUT_IM = P @ V per chunk (out_in0_block_w = Sk_chunk_t: all of the chunk in Dst).
-  TileTensor vc = make_tile_tensor({n, C, dh}, vfmt);
-  for (int64_t j = 0; j < L; ++j) {
-    const float* row = kv_row(true, c0 * C + j);
-    std::copy(row, row + dh, &vc.at(j / C, j % C, 0));
-  }
-  TileTensor pv;
-  tt_matmul(p, vc, pv, mm, c.serial);
-  // The online-softmax correction, chunk by chunk.
-  out.has_data = true;
-  out.m.assign(cur_max.begin(), cur_max.begin() + G);
-  out.l.resize(static_cast<size_t>(G));
-  out.o.resize(static_cast<size_t>(G * dh));
-  for (int64_t r = 0; r < G; ++r) {
-    out.l[r] = sums.at(0, 0, r);
-    for (int64_t d = 0; d < dh; ++d) out.o[r * dh + d] = pv.at(0, r, d);
-  }
-  for (int64_t j = 1; j < n; ++j)
-    for (int64_t r = 0; r < G; ++r) {
-      const float m_new = cur_max[j * G + r];
-      const float emd = sub_exp(out.m[r], m_new, c);  // EXP_MAX_DIFF = exp(PREV_MAX - CUR_MAX)
-      const float prev_sum = mul_bf16(out.l[r], emd, c);
-      for (int64_t d = 0; d < dh; ++d) {
-        float& o = out.o[r * dh + d];
-        o = add_bf16(mul_bf16(o, emd, c), pv.at(j, r, d), c);
-      }
-      out.l[r] = add_bf16(sums.at(j, 0, r), prev_sum, c);  // CUR_SUM += PREV_SUM
-      out.m[r] = m_new;
-    }
 }
 
-// correction_block + the output rescale: the child's (m, l, o) merged into acc.
+// The flash loop of one core over chunks [c0, c1) of one (user, kv head):
+// q (G rows of dh, Q's format), K and V rows of position `pos` at
+// kv_row(false/true, pos). The mask (-inf past cur_pos) is added on the last
+// chunk of the whole range, which core 0 owns.
+void run_core(const Ctx& c, const float* q, DataFormat qfmt, const std::function<const float*(bool v, int64_t pos)>& kv_row,
+              int64_t ld_kv, DataFormat kfmt, DataFormat vfmt, int64_t c0, int64_t c1, int64_t num_chunks,
+              int64_t cur_pos, const simd::KernelTable* kern, Scratch& s, Partial& out) {
+  const int64_t C = c.C, G = c.G, dh = c.dh;
+  const int P = fidelity_phase_count(c.cfg.math_fidelity);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const detail::SrcDatum one = detail::encode_srcb(1.0f);
+  const detail::SrcDatum ones16[16] = {one, one, one, one, one, one, one, one,
+                                       one, one, one, one, one, one, one, one};
+  out.has_data = true;
+  out.m.assign(static_cast<size_t>(G), neg_inf);
+  out.l.assign(static_cast<size_t>(G), 0.0f);
+  out.o.assign(static_cast<size_t>(G * dh), 0.0f);
+  s.qk.resize(static_cast<size_t>(G * C));
+  s.p.resize(static_cast<size_t>(G * C));
+  s.cur_max.resize(static_cast<size_t>(G));
+  s.sums.resize(static_cast<size_t>(G));
+  s.pv.resize(static_cast<size_t>(G * dh));
+  std::vector<detail::SrcDatum> ea(static_cast<size_t>(C));
+  for (int64_t j = c0; j < c1; ++j) {
+    // QK = Q @ K_chunk^T (K rows read in place: element (d, x) is row x's d),
+    // packed to the bf16 qk buffer. A chunk lies in one page (pages are whole
+    // multiples of the chunk, or the chunk is a power of two of tiles within one).
+    const float* k0 = kv_row(false, j * C);
+    lane_matmul(q, dh, qfmt, G, k0, 1, ld_kv, kfmt, dh, C, c, kern, s);
+    for (int64_t i = 0; i < G * C; ++i) s.qk[i] = pack_bf16(f32_from_bits(s.dst[i]), c.fp32);
+    for (int64_t r = 0; r < G; ++r) {
+      float* sc = &s.qk[r * C];
+      if (j == num_chunks - 1)  // QK += MASK (add_block_inplace: ELWADD, packed)
+        for (int64_t x = 0; x < C; ++x) sc[x] = add_bf16(sc[x], j * C + x > cur_pos ? neg_inf : 0.0f, c);
+      // reduce_c MAX over the chunk, then the eltwise max with the previous max.
+      float m = sc[0];
+      for (int64_t x = 1; x < C; ++x) m = std::max(m, sc[x]);
+      if (j > c0) m = std::max(m, out.m[r]);
+      s.cur_max[r] = m;
+      float* pr = &s.p[r * C];
+      for (int64_t x = 0; x < C; ++x) pr[x] = sub_exp_scores(sc[x], m, c);
+      // reduce_c SUM: the matrix unit against the 1.0 scaler, P in SrcA.
+      for (int64_t x = 0; x < C; ++x) ea[x] = detail::encode_srca(pr[x]);
+      uint32_t acc = 0;
+      for (int64_t kt = 0; kt < C; kt += kTile)
+        for (int ph = 0; ph < P; ++ph)
+          for (int64_t kf = kt; kf < kt + kTile; kf += kFace) acc = detail::dot16(ones16, &ea[kf], acc, ph, c.fp32);
+      s.sums[r] = pack_bf16(f32_from_bits(acc), c.fp32);
+    }
+    // OUT_IM = P @ V_chunk, packed to bf16.
+    lane_matmul(s.p.data(), C, DataFormat::Bfloat16, G, kv_row(true, j * C), ld_kv, 1, vfmt, C, dh, c, kern, s);
+    for (int64_t i = 0; i < G * dh; ++i) s.pv[i] = pack_bf16(f32_from_bits(s.dst[i]), c.fp32);
+    for (int64_t r = 0; r < G; ++r) {
+      if (j == c0) {  // the first chunk's matmul writes the accumulator itself
+        std::copy(&s.pv[r * dh], &s.pv[(r + 1) * dh], &out.o[r * dh]);
+        out.l[r] = s.sums[r];
+        out.m[r] = s.cur_max[r];
+        continue;
+      }
+      const float emd = sub_exp_stat(out.m[r], s.cur_max[r], c);  // EXP_MAX_DIFF = exp(PREV_MAX - CUR_MAX)
+      const float prev_sum = mul_bf16(out.l[r], emd, c);          // PREV_SUM *= EXP_MAX_DIFF
+      for (int64_t d = 0; d < dh; ++d) {                          // OUT_ACC = OUT_ACC * EXP_MAX_DIFF + OUT_IM
+        float& o = out.o[r * dh + d];
+        o = add_bf16(mul_bf16(o, emd, c), s.pv[r * dh + d], c);
+      }
+      out.l[r] = add_bf16(s.sums[r], prev_sum, c);  // CUR_SUM += PREV_SUM
+      out.m[r] = s.cur_max[r];
+    }
+  }
+}
+
+// correction_block (one fused SFPU function: max, both exps, both rescaled
+// sums and their sum, every Dst write an SFPSTORE), then the output rescale
+// and add on the FPU: the child's (m, l, o) merged into acc.
 void merge_child(Partial& acc, const Partial& child, const Ctx& c) {
+  const bool fp32 = c.fp32;
   for (int64_t r = 0; r < c.G; ++r) {
     const float m = std::max(acc.m[r], child.m[r]);
-    const float emd2 = sub_exp(child.m[r], m, c), emd = sub_exp(acc.m[r], m, c);
-    const float l2 = mul_bf16(child.l[r], emd2, c), l1 = mul_bf16(acc.l[r], emd, c);
-    acc.l[r] = add_bf16(l2, l1, c);
+    const float e_prev = stat_exp_lane(sfpu_add(acc.m[r], -m), c);
+    const float e_child = stat_exp_lane(sfpu_add(child.m[r], -m), c);
+    const float l_child = sfpu_store(sfpu_mul(e_child, child.l[r]), fp32);
+    const float l_prev = sfpu_store(sfpu_mul(e_prev, acc.l[r]), fp32);
+    acc.l[r] = pack_bf16(sfpu_store(sfpu_add(l_child, l_prev), fp32), fp32);
     acc.m[r] = m;
+    const float emd = pack_bf16(sfpu_store(e_prev, fp32), fp32), emd2 = pack_bf16(sfpu_store(e_child, fp32), fp32);
     for (int64_t d = 0; d < c.dh; ++d) {
       float& o = acc.o[r * c.dh + d];
       o = add_bf16(mul_bf16(o, emd, c), mul_bf16(child.o[r * c.dh + d], emd2, c), c);
@@ -273,6 +331,11 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
                      " cores per head, the kernel's reduction tree takes at most 64 (max_cores_per_head_batch)");
   const int64_t G = nh / nkv, N = grid.cores_per_head;
   const float scale = cfg.scale ? *cfg.scale : 1.0f / std::sqrt(static_cast<float>(q.pcols));
+  uint32_t scale_bits;
+  std::memcpy(&scale_bits, &scale, 4);
+  scale_bits &= 0xffff0000u;  // scale_fp32 >> 16: the statistics' exp takes the scale as bf16
+  float scale_bf16;
+  std::memcpy(&scale_bf16, &scale_bits, 4);
 
   struct Job {
     int64_t b, h, C, num_chunks;
@@ -291,29 +354,27 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     for (int64_t h = 0; h < nkv; ++h) jobs.push_back({b, h, C, valid / C});
   }
   std::vector<std::vector<Partial>> parts(jobs.size(), std::vector<Partial>(static_cast<size_t>(N)));
-  ex.parallel_for(static_cast<int64_t>(jobs.size()) * N, [&](int64_t t, int) {
+  std::vector<Scratch> scratch(static_cast<size_t>(ex.threads()));
+  ex.parallel_for(static_cast<int64_t>(jobs.size()) * N, [&](int64_t t, int th) {
     const Job& jb = jobs[static_cast<size_t>(t / N)];
     const int64_t core = t % N;
     int64_t c0 = 0, c1 = 0;
     core_chunks(jb.num_chunks, core, N, c0, c1);
     if (c0 == c1) return;
-    Ctx c{cfg, scale, cfg.fp32_dest_acc_en, G, q.pcols, jb.C, Exec{ex.isa, nullptr}};
-    TileTensor qh = make_tile_tensor({G, q.pcols}, q.format);
-    for (int64_t r = 0; r < G; ++r)
-      std::copy(q.matrix(jb.b) + (jb.h * G + r) * q.pcols, q.matrix(jb.b) + (jb.h * G + r + 1) * q.pcols,
-                &qh.at(0, r, 0));
+    Ctx c{cfg, scale, scale_bf16, cfg.fp32_dest_acc_en, G, q.pcols, jb.C};
     auto kv_row = [&](bool is_v, int64_t pos) -> const float* {
       const TileTensor& t = is_v ? v : k;
-      const int64_t mb = page_table ? (*page_table)[jb.b][pos / block] : jb.b;
+      const int64_t mb = page_table ? (*page_table)[static_cast<size_t>(jb.b)][static_cast<size_t>(pos / block)] : jb.b;
       return t.matrix(mb * nkv + jb.h) + (pos % block) * t.pcols;
     };
-    run_core(c, qh, kv_row, k.format, v.format, c0, c1, jb.num_chunks, cur_pos[jb.b],
-             parts[static_cast<size_t>(t / N)][core]);
+    run_core(c, q.matrix(jb.b) + jb.h * G * q.pcols, q.format, kv_row, k.pcols, k.format, v.format, c0, c1,
+             jb.num_chunks, cur_pos[static_cast<size_t>(jb.b)], ex.kernels(), scratch[static_cast<size_t>(th)],
+             parts[static_cast<size_t>(t / N)][static_cast<size_t>(core)]);
   });
   TileTensor out = make_tile_tensor(q.shape, cfg.output);
   ex.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j, int) {
     const Job& jb = jobs[static_cast<size_t>(j)];
-    Ctx c{cfg, scale, cfg.fp32_dest_acc_en, G, q.pcols, jb.C, Exec{ex.isa, nullptr}};
+    Ctx c{cfg, scale, scale_bf16, cfg.fp32_dest_acc_en, G, q.pcols, jb.C};
     Partial acc = reduce_rank(parts[static_cast<size_t>(j)], 0, static_cast<uint32_t>(N), jb.num_chunks, c);
     std::vector<float> row(static_cast<size_t>(q.pcols));
     for (int64_t r = 0; r < G; ++r) {

@@ -133,6 +133,13 @@ float sfpu_exp_lane(float x, ExpAlgorithm algo) {
   return 0.0f;
 }
 
+float sfpu_exp_fast_approx_scaled(float x, float scale) {
+  const float a_scaled = 256.0f * 1.4426950408889634f * scale;  // constexpr on the host, fp32
+  const float threshold = -88.5f / scale;
+  const float y = std::isnan(x) ? x : std::max(x, threshold);  // the SWAP against LREG14
+  return f32_from_bits(sfpu_to_uint16(sfpu_mad(a_scaled, y, 32500.818359375f)) << 15);
+}
+
 float sfpu_exp(float x, bool math_approx_mode, bool fp32_dest) {
   return sfpu_store(sfpu_exp_lane(x, exp_algorithm(math_approx_mode, fp32_dest)), fp32_dest);
 }

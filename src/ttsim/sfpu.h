@@ -30,6 +30,12 @@ float sfpu_exp_lane(float x, ExpAlgorithm algo);
 // exp_tile on one Dst value: algorithm chosen from the flags, then stored.
 float sfpu_exp(float x, bool math_approx_mode, bool fp32_dest);
 
+// exp_tile<true, true> after exp_init<true, scale> (fast approx with the
+// scale folded into the constants on the host, as SDPA's kernels use it):
+// y = max(x, -88.5f / scale), then A*scale * y + (B-C) on the SFPU, rounded
+// to uint16 and shifted into the exponent: exp(x * scale) before the store.
+float sfpu_exp_fast_approx_scaled(float x, float scale);
+
 // Reciprocal lane: quadratic estimate on [1,2) and `newton_iters` Newton steps.
 float sfpu_reciprocal_lane(float x, int newton_iters);
 // recip_tile on one Dst value (approx: 1 step, stored; exact: 1 step and a

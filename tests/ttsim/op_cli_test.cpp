@@ -313,13 +313,13 @@ TEST(OpCli, NamedInputsFromNpzAndSafetensors) {
 // The library entry point, as tests outside the CLI call it.
 TEST(OpCli, LibraryRejectsWhatTheOpCannotTake) {
   OpRequest q;
-  q.op = TtOp::Matmul;
+  q.op = "matmul";
   q.inputs = {{"a", randn({4, 8}, 1), std::nullopt}, {"b", randn({9, 4}, 2), std::nullopt}};
   EXPECT_THROW(run_tt_op(q), InputError);
   q.inputs[1].tensor = randn({8, 4}, 2);
   EXPECT_EQ(run_tt_op(q).output.shape(), (Shape{4, 4}));
-  EXPECT_EQ(tt_op_from_name("to-device"), TtOp::ToDevice);
-  EXPECT_THROW(tt_op_from_name("matmult"), InputError);
+  EXPECT_EQ(std::string(tt_op("to-device").name), "to-device");
+  EXPECT_THROW(tt_op("matmult"), InputError);
 }
 
 TEST(OpCli, BadInputsExitTwoWithOneLine) {
@@ -366,5 +366,18 @@ TEST(OpCli, BadInputsExitTwoWithOneLine) {
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(std::ifstream(dir.file("o.npy")).good()) << args;
+  }
+}
+
+// `mha op --help` is generated from the op table: every op with its
+// operands and defaults, and each op's own --option keys.
+TEST(OpCli, HelpListsEveryOpOfTheTable) {
+  CommandResult r = run_mha("op --help");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const TtOpDesc* d : tt_ops()) {
+    EXPECT_NE(r.out.find(std::string("  ") + d->name + " " + d->operands + "\n"), std::string::npos) << d->name;
+    EXPECT_NE(r.out.find(std::string("defaults: ") + d->defaults), std::string::npos) << d->name;
+    for (const OpParam& p : d->params)
+      EXPECT_NE(r.out.find(std::string("--option ") + p.key + "="), std::string::npos) << d->name << " " << p.key;
   }
 }

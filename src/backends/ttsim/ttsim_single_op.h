@@ -10,19 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/ttsim/op_table.h"
 #include "tensor/tensor.h"
 #include "ttsim/formats.h"
 
 namespace mha::ttsim {
 
-enum class TtOp { Matmul, Linear, Add, Multiply, Softmax, Exp, Reciprocal, ToDevice };
-
-// "matmul", "linear", "add", "multiply", "softmax", "exp", "reciprocal",
-// "to-device"; throws InputError listing them.
-TtOp tt_op_from_name(const std::string& name);
-const char* tt_op_name(TtOp op);
-// The op's operands, e.g. "A B [BIAS]" (for messages and --help).
-const char* tt_op_operands(TtOp op);
+// The ops themselves (names, operands, defaults, run) are the descriptors
+// of op_table.h.
 
 struct OpInput {
   std::string name;                 // for messages and the report (the file spec)
@@ -31,12 +26,13 @@ struct OpInput {
 };
 
 struct OpRequest {
-  TtOp op = TtOp::ToDevice;
+  std::string op;  // a name from tt_ops()
   std::vector<OpInput> inputs;
   // The tt-sim backend object of a config (device, dtype, math_fidelity,
   // fp32_dest_acc_en, math_approx_mode, memory_config, core_grid, threads,
   // kernels, ...), parsed by parse_tt_options; unset keys take the op's
-  // TT-NN defaults.
+  // TT-NN defaults. Keys the op declares as its own params (sdpa's
+  // q_chunk_size, ...) go to the op instead.
   nlohmann::ordered_json options = nlohmann::ordered_json::object();
   std::optional<DataFormat> output_dtype;  // unset: input 0's dtype
   std::optional<double> scalar;            // multiply: ttnn.multiply(a, float)
@@ -50,7 +46,8 @@ struct OpResult {
 // Throws InputError when `op` does not take `inputs` tensors (with or
 // without a --scalar): the check run_tt_op makes first, callable before
 // any file is read.
-void check_op_inputs(TtOp op, int inputs, bool scalar);
+// InputError for an unknown op name too.
+void check_op_inputs(const std::string& op, int inputs, bool scalar);
 
 // Throws InputError (one line: what, where, expected vs found) for a wrong
 // number of inputs, shapes that do not fit the op, dtypes or options the op

@@ -1,0 +1,95 @@
+#include "backends/ttsim/op_table.h"
+
+#include "util/error.h"
+#include "util/text.h"
+
+namespace mha::ttsim {
+
+// Each defined in ops/op_*.cpp.
+extern const TtOpDesc kOpMatmul, kOpLinear, kOpAdd, kOpMultiply, kOpSoftmax, kOpExp, kOpReciprocal, kOpToDevice;
+extern const TtOpDesc kOpSdpaDecode, kOpUpdateCache, kOpFillCache, kOpRotaryLlama;  // ops/op_decode.cpp
+
+const std::vector<const TtOpDesc*>& tt_ops() {
+  static const std::vector<const TtOpDesc*> ops = {&kOpMatmul, &kOpLinear,     &kOpAdd,     &kOpMultiply,
+                                                   &kOpSoftmax, &kOpExp, &kOpReciprocal, &kOpToDevice,
+                                                   &kOpSdpaDecode, &kOpUpdateCache, &kOpFillCache, &kOpRotaryLlama};
+  return ops;
+}
+
+const TtOpDesc& tt_op(const std::string& name) {
+  std::string all;
+  for (const TtOpDesc* d : tt_ops()) {
+    if (name == d->name) return *d;
+    all += std::string(all.empty() ? "" : ", ") + d->name;
+  }
+  throw InputError("unknown op '" + printable(name) + "': expected one of " + all);
+}
+
+std::string tt_op_synopsis() {
+  std::string s;
+  for (const TtOpDesc* d : tt_ops()) s += std::string(s.empty() ? "" : ", ") + d->name + " " + d->operands;
+  return s;
+}
+
+std::string tt_op_help() {
+  std::string s = "Ops (inputs in order; what runs; TT-NN's defaults):\n";
+  for (const TtOpDesc* d : tt_ops()) {
+    s += std::string("  ") + d->name + " " + d->operands + "\n      " + d->summary + "\n      defaults: " +
+         d->defaults + "\n";
+    for (const OpParam& p : d->params) s += std::string("      --option ") + p.key + "=: " + p.help + "\n";
+  }
+  return s;
+}
+
+bool block_float(DataFormat f) { return bfp_magnitude_bits(f) > 0; }
+
+std::string broadcast_problem(const Shape& a, const Shape& b) {
+  // Same last dim; one row or a's rows; leading dims right-aligned, each 1
+  // or a's. 1-D shapes are one row.
+  const size_t na = a.size(), nb = b.size();
+  const int64_t a_rows = na >= 2 ? a[na - 2] : 1, b_rows = nb >= 2 ? b[nb - 2] : 1;
+  bool ok = a.back() == b.back() && (b_rows == 1 || b_rows == a_rows);
+  const size_t la = na >= 2 ? na - 2 : 0, lb = nb >= 2 ? nb - 2 : 0;
+  if (lb > la) ok = false;
+  for (size_t d = 0; ok && d < lb; ++d)
+    if (b[d] != 1 && b[d] != a[d + la - lb]) ok = false;
+  if (ok) return "";
+  return "cannot broadcast B " + shape_str(b) + " onto A " + shape_str(a) +
+         " (expected B's last dim equal to A's, one row or A's rows, leading dims 1 or A's)";
+}
+
+namespace {
+[[noreturn]] void bad_param(const char* key, const std::string& expected, const nlohmann::ordered_json& v) {
+  throw InputError(std::string("op options.") + key + ": expected " + expected + ", found " + v.dump());
+}
+}  // namespace
+
+int64_t param_int(const nlohmann::ordered_json& p, const char* key, int64_t dflt) {
+  if (!p.contains(key)) return dflt;
+  const auto& v = p[key];
+  if (!v.is_number_integer()) bad_param(key, "an integer", v);
+  return v.get<int64_t>();
+}
+
+bool param_bool(const nlohmann::ordered_json& p, const char* key, bool dflt) {
+  if (!p.contains(key)) return dflt;
+  const auto& v = p[key];
+  if (!v.is_boolean()) bad_param(key, "true or false", v);
+  return v.get<bool>();
+}
+
+std::optional<double> param_number(const nlohmann::ordered_json& p, const char* key) {
+  if (!p.contains(key)) return std::nullopt;
+  const auto& v = p[key];
+  if (!v.is_number()) bad_param(key, "a number", v);
+  return v.get<double>();
+}
+
+std::optional<std::string> param_string(const nlohmann::ordered_json& p, const char* key) {
+  if (!p.contains(key)) return std::nullopt;
+  const auto& v = p[key];
+  if (!v.is_string()) bad_param(key, "a string", v);
+  return v.get<std::string>();
+}
+
+}  // namespace mha::ttsim

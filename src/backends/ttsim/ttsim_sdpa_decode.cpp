@@ -10,6 +10,7 @@
 #include "backends/ttsim/ttsim_sdpa.h"
 #include "backends/ttsim/ttsim_sdpa_kernels.h"
 #include "backends/ttsim/ttsim_sdpa_steps.h"
+#include "ttsim/rotary_llama.h"
 #include "util/error.h"
 
 namespace mha::ttsim {
@@ -57,18 +58,27 @@ class SdpaDecodeSession : public DecodeSession {
     return 2 * opt_.batch * d_.Hkv * ((len_ + kTile - 1) / kTile) * (d_.dh / kTile) * tile_bytes(r_.cache);
   }
 
-  // Synthetic keys and values for positions len_ .. len_ + n - 1, quantised
+  // Synthetic keys and values for positions len_ .. len_ + n - 1: the cpu
+  // backend's values (element (b Hkv + g, position, d) of stream `seed`, k
+  // even, v odd; keys' columns in Meta order for a rotary spec), quantised
   // to the cache dtype row by row as from_torch would (a row's face rows
   // share their exponents; rows never share one).
   void fill_synthetic(int64_t n, uint64_t seed) override {
     check_fill(opt_, len_, n);
-    uint64_t i = 0;
-    for (TileTensor* c : {&cache_k_, &cache_v_}) {
-      for (int64_t m = 0; m < c->batch; ++m) {
-        std::vector<float> rows(static_cast<size_t>(n * d_.dh));
-        for (float& v : rows) v = synthetic_value(seed, i++);
-        const TileTensor q = to_tile_layout(rows.data(), {n, d_.dh}, r_.cache);
-        for (int64_t p = 0; p < n; ++p) std::copy_n(q.matrix(0) + p * q.pcols, d_.dh, c->matrix(m) + (len_ + p) * c->pcols);
+    const int64_t T = opt_.max_tokens, dh = d_.dh, half = dh / 2;
+    std::vector<float> rows(static_cast<size_t>(n * dh));
+    for (int kv = 0; kv < 2; ++kv) {
+      TileTensor& c = kv == 0 ? cache_k_ : cache_v_;
+      const bool meta = kv == 0 && spec_.rope;
+      for (int64_t m = 0; m < c.batch; ++m) {
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t d = 0; d < dh; ++d) {
+            const uint64_t i = static_cast<uint64_t>((m * T + len_ + j) * dh + d);
+            const int64_t col = meta ? (d < half ? 2 * d : 2 * (d - half) + 1) : d;
+            rows[j * dh + col] = synthetic_value(seed, 2 * i + kv);
+          }
+        const TileTensor q = to_tile_layout(rows.data(), {n, dh}, r_.cache);
+        for (int64_t p = 0; p < n; ++p) std::copy_n(q.matrix(0) + p * q.pcols, dh, c.matrix(m) + (len_ + p) * c.pcols);
       }
     }
     len_ += n;
@@ -98,10 +108,10 @@ class SdpaDecodeSession : public DecodeSession {
     const std::vector<int64_t> cur_pos(static_cast<size_t>(B), len_);
     if (spec_.rope) {
       const std::vector<RopeTable> per_user(static_cast<size_t>(B), rope_table_at(spec_, len_, 1));
-      const TileTensor trans = rotary_trans_mat();
-      const RotaryTables tq = rotary_decode_tables(per_user, d_.H), tk = rotary_decode_tables(per_user, d_.Hkv);
-      h.q = k_rotary_llama(dev_, h.q, tq.cos, tq.sin, trans, r_.rotary, true);
-      h.k = k_rotary_llama(dev_, h.k, tk.cos, tk.sin, trans, r_.rotary, true);
+      const TileTensor trans = rotary_llama_trans_mat(DataFormat::Bfloat16);
+      const RotaryTables t = rotary_decode_tables(per_user);
+      h.q = k_rotary_llama(dev_, h.q, t.cos, t.sin, trans, r_.rotary, true);
+      h.k = k_rotary_llama(dev_, h.k, t.cos, t.sin, trans, r_.rotary, true);
     }
     k_update_cache(dev_, cache_k_, h.k, cur_pos);
     k_update_cache(dev_, cache_v_, h.v, cur_pos);

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "backends/ttsim/ttsim_matmul_program.h"
-#include "ttsim/eltwise.h"
 #include "ttsim/kv_cache.h"
+#include "ttsim/rotary_llama.h"
 #include "ttsim/sdpa_decode.h"
 #if __has_include("ttsim/sdpa.h")
 #include "ttsim/sdpa.h"
@@ -19,15 +19,6 @@ namespace {
 std::string cfg_key(const ComputeConfig& c) {
   return std::string(fidelity_name(c.math_fidelity)) + ",fp32_acc=" + (c.fp32_dest_acc_en ? "1" : "0") +
          ",approx=" + (c.math_approx_mode ? "1" : "0") + ",out=" + format_name(c.output);
-}
-
-// Columns [c0, c0 + 32) of every matrix of x as a [batch, rows, 32] tensor
-// (padding rows included, as the kernel reads whole tiles).
-TileTensor tile_column(const TileTensor& x, int64_t c0) {
-  TileTensor t = make_tile_tensor({x.batch, x.rows, kTile}, x.format);
-  for (int64_t b = 0; b < x.batch; ++b)
-    for (int64_t r = 0; r < x.prows; ++r) std::copy_n(x.matrix(b) + r * x.pcols + c0, kTile, t.matrix(b) + r * kTile);
-  return t;
 }
 
 }  // namespace
@@ -56,27 +47,8 @@ TileTensor k_rotary_llama(TtDevice& dev, const TileTensor& x, const TileTensor& 
   const char* op = "ttnn.experimental.rotary_embedding_llama";
   TtDevice::OpTimer timer(dev, op);
   dev.program(op, cfg_key(cfg) + (decode_mode ? ",is_decode_mode=1" : ",is_decode_mode=0"), {&x, &cos, &sin, &trans});
-  dev.check_memory(op, {&x, &cos, &sin, &trans}, x.shape, x.format);
-  if (x.cols % kTile != 0 || cos.rows != x.rows || cos.cols != x.cols || sin.shape != cos.shape)
-    throw InputError("tt-sim: " + std::string(op) + ": expected head_dim a multiple of 32 and cos / sin rows of " +
-                     shape_str(x.shape) + ", found " + shape_str(cos.shape) + " and " + shape_str(sin.shape));
-  ComputeConfig mm = cfg;
-  mm.output = x.format;
-  // rotated = x @ trans, one 32-column tile at a time (pairs never cross a tile).
-  TileTensor rotated = make_tile_tensor(x.shape, x.format);
-  for (int64_t c0 = 0; c0 < x.pcols; c0 += kTile) {
-    TileTensor part;
-    tt_matmul(tile_column(x, c0), trans, part, mm, dev.exec());
-    for (int64_t b = 0; b < x.batch; ++b)
-      for (int64_t r = 0; r < x.prows; ++r)
-        std::copy_n(part.matrix(b) + r * kTile, kTile, rotated.matrix(b) + r * rotated.pcols + c0);
-  }
-  TileTensor sin_part = make_tile_tensor(x.shape, x.format), cos_part = make_tile_tensor(x.shape, x.format);
-  tt_mul(rotated, sin, sin_part, cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise, dev.exec());
-  tt_mul(x, cos, cos_part, cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise, dev.exec());
-  TileTensor out = make_tile_tensor(x.shape, x.format);
-  tt_add(cos_part, sin_part, out, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise, dev.exec());
-  return out;
+  dev.check_memory(op, {&x, &cos, &sin, &trans}, x.shape, cfg.output);
+  return tt_rotary_llama(x, cos, sin, trans, decode_mode ? RotaryMode::Decode : RotaryMode::Prefill, cfg, dev.exec());
 }
 
 void k_fill_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x, int64_t batch_idx) {

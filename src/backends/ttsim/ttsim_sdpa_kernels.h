@@ -21,12 +21,9 @@ TileTensor k_linear(TtDevice& dev, const char* op, const TileTensor& x, const Ti
 // format at least as wide as x's values).
 TileTensor k_typecast(TtDevice& dev, const TileTensor& x, DataFormat out);
 
-// ttnn.experimental.rotary_embedding_llama: x [.., rows, dh] (bfloat16),
-// cos / sin [.., rows, dh] broadcast over x's leading dims where they have 1
-// (prefill: [1, 1, s, dh] for every head; decode: each user's row repeated
-// over its head rows), trans [32, 32] the pair-swap matrix. Per 32-column tile of x,
-// as the compute kernel does: rotated = x @ trans, then x * cos and
-// rotated * sin, then their sum, each packed to x's format.
+// ttnn.experimental.rotary_embedding_llama (ttsim/rotary_llama.h): x
+// [1, n, s, dh] with cos / sin [1, 1, s, dh] (prefill), or x [1, b, nh, dh]
+// with cos / sin [1, b, 1, dh] (decode); output in cfg.output.
 TileTensor k_rotary_llama(TtDevice& dev, const TileTensor& x, const TileTensor& cos, const TileTensor& sin,
                           const TileTensor& trans, const ComputeConfig& cfg, bool decode_mode);
 

@@ -4,6 +4,7 @@
 #include "backends/ttsim/ttsim_sdpa.h"
 #include "backends/ttsim/ttsim_sdpa_kernels.h"
 #include "backends/ttsim/ttsim_sdpa_steps.h"
+#include "ttsim/rotary_llama.h"
 
 namespace mha::ttsim {
 
@@ -54,7 +55,7 @@ PrefillOut sdpa_prefill_user(TtDevice& dev, const SdpaRecipe& r, const SdpaWeigh
   QkvHeads h = create_qkv_heads(dev, d, sdpa_qkv_linear(dev, r, w, x, true));
   if (rope) {
     const RotaryTables t = rotary_prefill_tables(*rope, b, Lp);
-    const TileTensor trans = rotary_trans_mat();
+    const TileTensor trans = rotary_llama_trans_mat(DataFormat::Bfloat16);
     h.q = k_rotary_llama(dev, h.q, t.cos, t.sin, trans, r.rotary, false);
     h.k = k_rotary_llama(dev, h.k, t.cos, t.sin, trans, r.rotary, false);
   }

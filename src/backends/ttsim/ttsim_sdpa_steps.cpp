@@ -117,15 +117,6 @@ TileTensor concat_heads_decode(TtDevice& dev, const TileTensor& ctx) {
   return moved(dev, op, ctx, std::move(out));
 }
 
-TileTensor rotary_trans_mat() {
-  std::vector<float> t(kTile * kTile, 0.0f);
-  for (int64_t i = 0; i < kTile; i += 2) {
-    t[i * kTile + i + 1] = 1.0f;
-    t[(i + 1) * kTile + i] = -1.0f;
-  }
-  return to_tile_layout(t.data(), {1, 1, kTile, kTile}, DataFormat::Bfloat16);
-}
-
 namespace {
 
 // One table row in Meta order: columns 2f and 2f + 1 take frequency f.
@@ -152,15 +143,13 @@ RotaryTables rotary_prefill_tables(const RopeTable& t, int64_t b, int64_t rows) 
           to_tile_layout(s.data(), {1, 1, rows, dh}, DataFormat::Bfloat16)};
 }
 
-RotaryTables rotary_decode_tables(const std::vector<RopeTable>& per_user, int64_t heads) {
+RotaryTables rotary_decode_tables(const std::vector<RopeTable>& per_user) {
   const int64_t users = static_cast<int64_t>(per_user.size()), dh = 2 * per_user.front().half;
-  std::vector<float> c(static_cast<size_t>(users * heads * dh)), s(c.size());
+  std::vector<float> c(static_cast<size_t>(users * dh)), s(c.size());
   for (int64_t u = 0; u < users; ++u)
-    for (int64_t h = 0; h < heads; ++h)
-      meta_row(per_user[u].cos_at(0, 0), per_user[u].sin_at(0, 0), per_user[u].half, &c[(u * heads + h) * dh],
-               &s[(u * heads + h) * dh]);
-  return {to_tile_layout(c.data(), {1, users, heads, dh}, DataFormat::Bfloat16),
-          to_tile_layout(s.data(), {1, users, heads, dh}, DataFormat::Bfloat16)};
+    meta_row(per_user[u].cos_at(0, 0), per_user[u].sin_at(0, 0), per_user[u].half, &c[u * dh], &s[u * dh]);
+  return {to_tile_layout(c.data(), {1, users, 1, dh}, DataFormat::Bfloat16),
+          to_tile_layout(s.data(), {1, users, 1, dh}, DataFormat::Bfloat16)};
 }
 
 void meta_to_hf(std::vector<float>& v, int64_t dh) {

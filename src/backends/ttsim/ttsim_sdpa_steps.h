@@ -37,9 +37,6 @@ TileTensor concat_heads(TtDevice& dev, const TileTensor& ctx);
 // nlp_concat_heads_decode: [1, b, H, dh] -> [1, 1, b, H dh].
 TileTensor concat_heads_decode(TtDevice& dev, const TileTensor& ctx);
 
-// The pair-swap transformation matrix [32, 32] (bfloat16): (x @ T)[2i] =
-// -x[2i + 1], (x @ T)[2i + 1] = x[2i].
-TileTensor rotary_trans_mat();
 // cos / sin in Meta's interleaved order (both columns of a pair share one
 // angle), bfloat16 as from_torch converts them.
 struct RotaryTables {
@@ -48,9 +45,9 @@ struct RotaryTables {
 // Prefill: [1, 1, rows, dh], the first t.L rows from table row b of `t`
 // (positions past the table, the padding, get angle 0).
 RotaryTables rotary_prefill_tables(const RopeTable& t, int64_t b, int64_t rows);
-// Decode: [1, users, heads, dh], user u's single-row table `per_user[u]`
-// repeated over its head rows.
-RotaryTables rotary_decode_tables(const std::vector<RopeTable>& per_user, int64_t heads);
+// Decode: [1, users, 1, dh], user u's single-row table `per_user[u]` (the
+// kernel broadcasts it over the user's head rows).
+RotaryTables rotary_decode_tables(const std::vector<RopeTable>& per_user);
 
 // tt_transformers' get_padded_prefill_len: the token count a prefill runs at.
 int64_t padded_prefill_len(int64_t L);

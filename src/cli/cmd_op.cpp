@@ -20,7 +20,7 @@ namespace mha::cli {
 namespace {
 
 struct OpFlags {
-  std::string op, output, json, device, dtype, in_dtype[3], output_dtype, math_fidelity, memory_config;
+  std::string op, output, json, device, dtype, in_dtype[4], output_dtype, math_fidelity, memory_config;
   std::vector<std::string> inputs, options;
   bool fp32_dest_acc_en = false, math_approx_mode = false;
   double scalar = 0;
@@ -121,7 +121,7 @@ void op_command(const OpFlags& f, CLI::App* sub) {
   if (sub->count("--scalar")) req.scalar = f.scalar;
   ttsim::check_op_inputs(req.op, static_cast<int>(f.inputs.size()), req.scalar.has_value());
   if (sub->count("--output-dtype")) req.output_dtype = dtype_flag("--output-dtype", f.output_dtype);
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     const std::string flag = "--in" + std::to_string(i) + "-dtype";
     if (!sub->count(flag)) continue;
     if (i >= static_cast<int>(f.inputs.size()))
@@ -138,7 +138,7 @@ void op_command(const OpFlags& f, CLI::App* sub) {
   if (json_file) outs.add_file("--json", f.json);
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     ttsim::OpInput in{f.inputs[i], io::read_tensor(f.inputs[i]), std::nullopt};
-    if (i < 3 && !f.in_dtype[i].empty()) in.dtype = ttsim::format_from_name(f.in_dtype[i]);
+    if (i < 4 && !f.in_dtype[i].empty()) in.dtype = ttsim::format_from_name(f.in_dtype[i]);
     req.inputs.push_back(std::move(in));
   }
   ttsim::OpResult res = ttsim::run_tt_op(req);
@@ -173,7 +173,7 @@ void add_op(CLI::App& app, int& exit_code) {
   sub->add_option("--output,-o", f->output, "write the result as float32 .npy (the device values exactly)")
       ->required();
   sub->add_option("--dtype", f->dtype, "every input's dtype: bfloat16 (default), bfloat8_b, bfloat4_b, float32");
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < 4; ++i)
     sub->add_option("--in" + std::to_string(i) + "-dtype", f->in_dtype[i],
                     "input " + std::to_string(i) + "'s dtype (overrides --dtype)");
   sub->add_option("--output-dtype", f->output_dtype, "the op's output dtype (default: input 0's)");

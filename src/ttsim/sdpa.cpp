@@ -1,0 +1,148 @@
+// SDPA prefill, the fast path: the oracle's steps (sdpa_oracle.cpp) on the
+// vector kernels, K^T and V decoded once per kv head, Q @ K^T for every key
+// chunk a q chunk visits in one matrix-unit pass (each output element is the
+// same Dst accumulation over dh whichever chunk it belongs to), tasks over
+// (batch x head, q chunk) on the pool.
+#include "ttsim/sdpa.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "ttsim/packer.h"
+#include "ttsim/sdpa_common.h"
+#include "util/error.h"
+
+namespace mha::ttsim {
+
+float sdpa_scale_bf16(const SdpaConfig& cfg, int64_t dh) {
+  const float s = cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(dh)));
+  uint32_t u;
+  std::memcpy(&u, &s, 4);
+  u &= 0xffff0000u;
+  float t;
+  std::memcpy(&t, &u, 4);
+  return t;
+}
+
+std::string sdpa_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask, const SdpaConfig& c) {
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4)
+    return "expected Q (b, nqh, s, dh) and K, V (b, nkv, s, dh), 4-D each, found Q " + shape_str(q) + ", K " +
+           shape_str(k) + ", V " + shape_str(v);
+  if (k != v) return "expected K and V of one shape, found K " + shape_str(k) + " and V " + shape_str(v);
+  if (k[0] != q[0] || k[3] != q[3])
+    return "expected K and V with Q's batch and head dim (" + std::to_string(q[0]) + ", ., ., " +
+           std::to_string(q[3]) + "), found " + shape_str(k);
+  if (k[1] < 1 || q[1] % k[1] != 0)
+    return "expected nqh (" + std::to_string(q[1]) + ") a multiple of nkv (" + std::to_string(k[1]) + ")";
+  for (const auto& [name, n] : {std::pair<const char*, int64_t>{"q_chunk_size", c.q_chunk_size},
+                                {"k_chunk_size", c.k_chunk_size}})
+    if (n < 32 || n % 32 != 0) return std::string(name) + ": expected a positive multiple of 32, found " + std::to_string(n);
+  if (q[2] % c.q_chunk_size != 0)
+    return "q_chunk_size " + std::to_string(c.q_chunk_size) + " does not divide Q's sequence length " + std::to_string(q[2]);
+  if (k[2] % c.k_chunk_size != 0)
+    return "k_chunk_size " + std::to_string(c.k_chunk_size) + " does not divide K's sequence length " + std::to_string(k[2]);
+  if (c.is_causal && k[2] != q[2])
+    return "a causal SDPA needs K's sequence length (" + std::to_string(k[2]) + ") equal to Q's (" +
+           std::to_string(q[2]) + ")";
+  if (mask) {
+    if (c.is_causal) return "a mask is given with is_causal=true (TT-NN takes a mask only with is_causal=false)";
+    const Shape& m = *mask;
+    if (m.size() != 4 || m[0] != q[0] || (m[1] != 1 && m[1] != q[1]) || m[2] != q[2] || m[3] != k[2])
+      return "expected MASK (" + std::to_string(q[0]) + ", 1 or " + std::to_string(q[1]) + ", " + std::to_string(q[2]) +
+             ", " + std::to_string(k[2]) + "), found " + shape_str(m);
+  }
+  return "";
+}
+
+void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask, TileTensor& out,
+             const SdpaConfig& cfg, const Exec& ex) {
+  const simd::KernelTable* kern = ex.kernels();
+  if (!kern) {
+    tt_sdpa_oracle(q, k, v, mask, out, cfg);
+    return;
+  }
+  const Shape* ms = mask ? &mask->shape : nullptr;
+  const std::string p = sdpa_problem(q.shape, k.shape, v.shape, ms, cfg);
+  if (!p.empty()) throw InputError("sdpa: " + p);
+  const int64_t B = q.shape[0], NQH = q.shape[1], NKH = k.shape[1], D = q.pcols;
+  const int64_t Sq = q.rows, Sk = k.rows, QC = cfg.q_chunk_size, KC = cfg.k_chunk_size, NQC = Sq / QC;
+  const TileMath tm(cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.math_approx_mode, kern);
+  const float scale = sdpa_scale_bf16(cfg, q.cols), ninf = -std::numeric_limits<float>::infinity();
+  out = make_tile_tensor(q.shape, cfg.output);
+
+  // K^T (dh x Sk, the QK matmul's SrcA) and V (Sk x dh) per kv head.
+  std::vector<detail::In1Buffer> kt(static_cast<size_t>(B * NKH)), vd(kt.size());
+  ex.parallel_for(2 * B * NKH, [&](int64_t t, int) {
+    const int64_t h = t / 2;
+    if (t % 2 == 0) {
+      kt[h].resize(D, Sk);
+      detail::decode_in1(k.matrix(h), 1, D, D, Sk, k.format, tm.fp32, kt[h], 0);
+    } else {
+      vd[h].resize(Sk, D);
+      detail::decode_in1(v.matrix(h), D, 1, Sk, D, v.format, tm.fp32, vd[h], 0);
+    }
+  });
+
+  struct Work {
+    SdpaScratch s;
+    std::vector<float> S, O, acc, mrow, m_prev, m_cur, l_prev, l_cur;
+  };
+  std::vector<Work> work(static_cast<size_t>(ex.threads()));
+  // Tasks: (bh, q chunk), the longest (last) causal chunks first.
+  ex.parallel_for(B * NQH * NQC, [&](int64_t t, int th) {
+    Work& w = work[static_cast<size_t>(th)];
+    const int64_t bh = t % (B * NQH), qc = NQC - 1 - t / (B * NQH);
+    const int64_t nb = bh / NQH, nq = bh % NQH, kvh = nb * NKH + nq / (NQH / NKH);
+    const int64_t q_low = qc * QC, q_high = cfg.is_causal ? q_low + QC : Sk;
+    const int64_t nk = (q_high + KC - 1) / KC, N = nk * KC;
+    w.S.resize(static_cast<size_t>(QC * N));
+    w.O.resize(static_cast<size_t>(QC * D));
+    w.acc.resize(w.O.size());
+    w.mrow.resize(static_cast<size_t>(KC));
+    for (auto* x : {&w.m_prev, &w.m_cur, &w.l_prev, &w.l_cur}) x->resize(static_cast<size_t>(QC));
+    // Q @ K^T over every visited key, then the scale: both per element.
+    sdpa_matmul_decoded(q.matrix(bh) + q_low * D, D, QC, D, kt[kvh], 0, 0, N, tm, w.s, w.S.data(), N);
+    for (int64_t r = 0; r < QC; ++r) sdpa_mul_bcast(&w.S[r * N], N, scale, tm);
+    for (int64_t kc = 0; kc < nk; ++kc) {
+      const int64_t k_low = kc * KC, k_high = k_low + KC;
+      float* S = w.S.data() + k_low;
+      if (cfg.is_causal && q_low < k_high) {
+        for (int64_t r = 0; r < QC; ++r) {
+          for (int64_t c = 0; c < KC; ++c) w.mrow[c] = k_low + c > q_low + r ? ninf : 0.0f;
+          sdpa_add(S + r * N, w.mrow.data(), KC, tm);
+        }
+      } else if (!cfg.is_causal && mask) {
+        const int64_t mh = mask->shape[1] == 1 ? nb : bh;
+        for (int64_t r = 0; r < QC; ++r) sdpa_add(S + r * N, mask->matrix(mh) + (q_low + r) * mask->pcols + k_low, KC, tm);
+      }
+      for (int64_t r = 0; r < QC; ++r) {
+        w.m_cur[r] = sdpa_row_max(S + r * N, KC);
+        if (kc > 0) w.m_cur[r] = std::max(w.m_cur[r], w.m_prev[r]);
+        sdpa_sub_exp(S + r * N, KC, w.m_cur[r], true, tm);
+      }
+      sdpa_row_sums(S, N, QC, KC, tm, w.s, w.l_cur.data());
+      float* O = kc == 0 ? w.acc.data() : w.O.data();
+      sdpa_matmul_decoded(S, N, QC, KC, vd[kvh], k_low, 0, D, tm, w.s, O, D);
+      if (kc == 0) {
+        w.l_prev = w.l_cur;
+      } else {
+        for (int64_t r = 0; r < QC; ++r) {
+          const float alpha = sdpa_sub_exp1(w.m_prev[r], w.m_cur[r], cfg.exp_approx_mode, tm);
+          w.l_prev[r] = sdpa_add1(w.l_cur[r], sdpa_mul1(w.l_prev[r], alpha, tm), tm);
+          sdpa_mul_bcast(&w.acc[r * D], D, alpha, tm);
+          sdpa_add(&w.acc[r * D], &w.O[r * D], D, tm);
+        }
+      }
+      w.m_prev = w.m_cur;
+    }
+    for (int64_t r = 0; r < QC; ++r) {
+      sdpa_mul_bcast(&w.acc[r * D], D, sdpa_recip1(w.l_prev[r], tm), tm);
+      pack_from_dst(&w.acc[r * D], out.matrix(bh) + (q_low + r) * D, D, cfg.output, cfg.fp32_dest_acc_en,
+                    cfg.bfp8_pack_precise);
+    }
+  });
+}
+
+}  // namespace mha::ttsim

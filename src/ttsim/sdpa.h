@@ -1,0 +1,59 @@
+#pragma once
+// ttnn.transformer.scaled_dot_product_attention (prefill) as tt-metal's SDPA
+// compute kernel computes it (docs/TTSIM.md, "SDPA"): FlashAttention-2 over
+// chunks of Q (q_chunk_size rows) and K (k_chunk_size keys), every
+// intermediate in its circular buffer's format (bfloat16), the steps of
+// sdpa_common.h in the kernel's order.
+#include <optional>
+
+#include "ttsim/exec.h"
+#include "ttsim/matrix_unit.h"
+#include "ttsim/tile.h"
+
+namespace mha::ttsim {
+
+struct SdpaConfig {
+  // SDPAProgramConfig: chunk sizes in rows / keys, multiples of 32 that
+  // divide the sequence length; exp_approx_mode picks the exp of the
+  // rescale factor exp(m_old - m_new) (the chunk's exps are always approx).
+  int64_t q_chunk_size = 32, k_chunk_size = 32;
+  bool exp_approx_mode = true;
+  bool is_causal = true;
+  std::optional<float> scale;  // unset: 1/sqrt(dh) in float32
+  // The compute kernel config: fidelity of every FPU step, Dst mode, the
+  // reciprocal's approx mode. TT-NN's SDPA defaults: HiFi2, approx on, 16-bit Dst.
+  MathFidelity math_fidelity = MathFidelity::HiFi2;
+  bool fp32_dest_acc_en = false;
+  bool math_approx_mode = true;
+  DataFormat output = DataFormat::Bfloat16;
+  bool bfp8_pack_precise = false;  // the output's pack source (packer.h)
+};
+
+// The scale as the reader puts it in its bf16 scalar tile: the float's top
+// 16 bits (truncation).
+float sdpa_scale_bf16(const SdpaConfig& cfg, int64_t dh);
+
+// out = SDPA(q, k, v [+ mask]).
+//   q: (b, nqh, s, dh); k, v: (b, nkv, s_k, dh), nqh a multiple of nkv
+//   (query head h reads kv head h / (nqh / nkv)); mask: nullptr or
+//   (b, 1 or nqh, s, s_k), added to the scaled scores (non-causal only).
+//   Causal needs s_k == s. out: (b, nqh, s, dh) in cfg.output.
+// Work is split over (batch x head, q chunk) on ex's pool; ex.isa Scalar
+// runs the lane models. Throws InputError on shapes or chunk sizes the op
+// does not take.
+void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask, TileTensor& out,
+             const SdpaConfig& cfg, const Exec& ex = Exec{});
+
+// The oracle: the kernel's loops written out literally, one (q chunk, k
+// chunk) pair at a time, every step on the scalar lane models, one thread.
+// Bit-identical to tt_sdpa by construction of both from the same steps;
+// tests compare them.
+void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
+                    TileTensor& out, const SdpaConfig& cfg);
+
+// Why the op cannot take these shapes / this config, or "" (shapes are the
+// logical ones: q (b, nqh, s, dh), k and v (b, nkv, s_k, dh), mask
+// (b, 1 or nqh, s, s_k) or empty).
+std::string sdpa_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask, const SdpaConfig& cfg);
+
+}  // namespace mha::ttsim

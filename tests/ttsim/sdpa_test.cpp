@@ -1,0 +1,212 @@
+// SDPA prefill (src/ttsim/sdpa.h): the fast path bit for bit against the
+// oracle (every instruction set this CPU runs, program configs, formats,
+// edge values), and the op's refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ttsim/sdpa.h"
+#include "ttsim/simd/kernels.h"
+#include "ttsim/tile.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+using namespace mha;
+using namespace mha::ttsim;
+
+namespace {
+
+std::vector<float> randn(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = scale * d(g);
+  return v;
+}
+
+TileTensor tiles(const Shape& s, uint32_t seed, DataFormat f, float scale = 1.0f) {
+  const std::vector<float> v = randn(shape_numel(s), seed, scale);
+  return to_tile_layout(v.data(), s, f);
+}
+
+::testing::AssertionResult same_bits(const TileTensor& a, const TileTensor& b) {
+  if (a.data.size() != b.data.size()) return ::testing::AssertionFailure() << "sizes differ";
+  for (size_t i = 0; i < a.data.size(); ++i)
+    if (std::memcmp(&a.data[i], &b.data[i], 4) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << a.data[i] << " vs " << b.data[i];
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<simd::Isa> vector_isas() {
+  std::vector<simd::Isa> v;
+  for (simd::Isa i : {simd::Isa::Avx2, simd::Isa::Avx512})
+    if (simd::kernels_for(i)) v.push_back(i);
+  return v;
+}
+
+struct Case {
+  const char* name;
+  Shape q, kv;
+  SdpaConfig cfg;
+  DataFormat fq = DataFormat::Bfloat16, fkv = DataFormat::Bfloat16;
+  bool mask = false;
+  float scale = 1.0f;  // of the inputs' values
+};
+
+void expect_fast_equals_oracle(const Case& c) {
+  const TileTensor q = tiles(c.q, 1, c.fq, c.scale), k = tiles(c.kv, 2, c.fkv, c.scale), v = tiles(c.kv, 3, c.fkv);
+  TileTensor m;
+  if (c.mask) {
+    // Half the keys masked with -1e9 (tt-metal's test mask), as bfloat4_b.
+    const Shape ms{c.q[0], 1, c.q[2], c.kv[2]};
+    std::vector<float> mv(static_cast<size_t>(shape_numel(ms)));
+    std::mt19937 g(7);
+    for (float& x : mv) x = (g() & 1) ? -1e9f : 0.0f;
+    m = to_tile_layout(mv.data(), ms, DataFormat::Bfp4_b);
+  }
+  TileTensor want;
+  tt_sdpa_oracle(q, k, v, c.mask ? &m : nullptr, want, c.cfg);
+  for (simd::Isa isa : vector_isas()) {
+    static ThreadPool three(3);  // results never depend on the thread count
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &three}) {
+      TileTensor got;
+      tt_sdpa(q, k, v, c.mask ? &m : nullptr, got, c.cfg, Exec{isa, pool});
+      EXPECT_TRUE(same_bits(got, want)) << c.name << " on " << simd::isa_name(isa);
+    }
+  }
+  // The output is a softmax-weighted mean of V: finite, and not all zero.
+  double norm = 0;
+  for (float x : want.data) {
+    ASSERT_TRUE(std::isfinite(x)) << c.name;
+    norm += std::fabs(x);
+  }
+  EXPECT_GT(norm, 0.0) << c.name;
+}
+
+SdpaConfig cfg(int64_t qc, int64_t kc, bool causal = true) {
+  SdpaConfig c;
+  c.q_chunk_size = qc;
+  c.k_chunk_size = kc;
+  c.is_causal = causal;
+  return c;
+}
+
+}  // namespace
+
+TEST(TtsimSdpa, FastEqualsOracleAcrossProgramConfigs) {
+  std::vector<Case> cases;
+  for (auto [qc, kc] : {std::pair<int, int>{32, 32}, {64, 32}, {32, 64}, {128, 64}, {64, 128}})
+    for (bool causal : {true, false}) cases.push_back({"chunks", {1, 2, 128, 64}, {1, 2, 128, 64}, cfg(qc, kc, causal)});
+  // GQA (4 query heads on 2 kv heads), batch 2, dh 40 (padded to 64), dh 128.
+  cases.push_back({"gqa", {2, 4, 64, 64}, {2, 2, 64, 64}, cfg(32, 32)});
+  cases.push_back({"mqa", {1, 3, 64, 32}, {1, 1, 64, 32}, cfg(32, 64)});
+  cases.push_back({"dh40", {1, 2, 96, 40}, {1, 2, 96, 40}, cfg(32, 32)});
+  cases.push_back({"dh128", {1, 1, 64, 128}, {1, 1, 64, 128}, cfg(64, 32)});
+  // Non-causal with a bfloat4_b mask, and K longer than Q.
+  Case mk{"mask", {1, 2, 64, 64}, {1, 2, 96, 64}, cfg(32, 32, false)};
+  mk.mask = true;
+  cases.push_back(mk);
+  cases.push_back({"sk>sq", {1, 2, 64, 64}, {1, 2, 128, 64}, cfg(64, 64, false)});
+  for (const Case& c : cases) expect_fast_equals_oracle(c);
+}
+
+TEST(TtsimSdpa, FastEqualsOracleAcrossComputeConfigsAndFormats) {
+  std::vector<Case> cases;
+  for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4})
+    for (bool fp32 : {false, true}) {
+      Case c{"fidelity x dst", {1, 2, 96, 64}, {1, 1, 96, 64}, cfg(32, 32)};
+      c.cfg.math_fidelity = f;
+      c.cfg.fp32_dest_acc_en = fp32;
+      cases.push_back(c);
+    }
+  for (bool exp_approx : {false, true})
+    for (bool approx : {false, true})
+      for (bool fp32 : {false, true}) {
+        Case c{"exp x recip approx", {1, 1, 128, 64}, {1, 1, 128, 64}, cfg(32, 32)};
+        c.cfg.exp_approx_mode = exp_approx;
+        c.cfg.math_approx_mode = approx;
+        c.cfg.fp32_dest_acc_en = fp32;
+        cases.push_back(c);
+      }
+  for (DataFormat in : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b})
+    for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Float32}) {
+      Case c{"formats", {1, 2, 64, 64}, {1, 2, 64, 64}, cfg(32, 32)};
+      c.fq = c.fkv = in;
+      c.cfg.output = out;
+      c.cfg.fp32_dest_acc_en = out == DataFormat::Float32;
+      cases.push_back(c);
+    }
+  Case precise{"bfp8 precise", {1, 1, 64, 64}, {1, 1, 64, 64}, cfg(32, 32)};
+  precise.cfg.output = DataFormat::Bfp8_b;
+  precise.cfg.bfp8_pack_precise = true;
+  cases.push_back(precise);
+  for (const Case& c : cases) expect_fast_equals_oracle(c);
+}
+
+// Scores far beyond exp's range (inputs x30: |q.k| * scale ~ 1e3), tiny
+// inputs (1e-20: denormal products flush), a scale of 1, and rows of equal
+// scores.
+TEST(TtsimSdpa, FastEqualsOracleOnEdgeValues) {
+  std::vector<Case> cases;
+  for (float s : {30.0f, 1e-20f, 1e10f}) {
+    Case c{"scaled inputs", {1, 2, 64, 64}, {1, 1, 64, 64}, cfg(32, 32)};
+    c.scale = s;
+    cases.push_back(c);
+    c.cfg.fp32_dest_acc_en = true;
+    cases.push_back(c);
+  }
+  Case one{"scale 1", {1, 1, 64, 32}, {1, 1, 64, 32}, cfg(32, 32, false)};
+  one.cfg.scale = 1.0f;
+  one.scale = 4.0f;
+  cases.push_back(one);
+  for (const Case& c : cases) expect_fast_equals_oracle(c);
+  // Equal scores (Q zero): every row is the running mean of V's rows.
+  const TileTensor q = to_tile_layout(std::vector<float>(64 * 32, 0.0f).data(), {1, 1, 64, 32}, DataFormat::Bfloat16);
+  const TileTensor k = tiles({1, 1, 64, 32}, 4, DataFormat::Bfloat16), v = tiles({1, 1, 64, 32}, 5, DataFormat::Bfloat16);
+  TileTensor want, got;
+  tt_sdpa_oracle(q, k, v, nullptr, want, cfg(32, 32));
+  for (simd::Isa isa : vector_isas()) {
+    tt_sdpa(q, k, v, nullptr, got, cfg(32, 32), Exec{isa, nullptr});
+    EXPECT_TRUE(same_bits(got, want));
+  }
+  // Row 0 sees key 0 only: V's row 0 times p * (1/p) for p = exp(0) in fast
+  // approx mode and the approximate reciprocal, packed to bf16 steps, so
+  // within a few percent of V's row (not exactly: the device is not).
+  for (int64_t c = 0; c < 32; ++c) EXPECT_NEAR(want.at(0, 0, c), v.at(0, 0, c), 0.05 * std::fabs(v.at(0, 0, c)) + 1e-6);
+}
+
+// The scale as the reader writes it: the float's top 16 bits.
+TEST(TtsimSdpa, ScaleIsTruncatedToBf16) {
+  SdpaConfig c;
+  EXPECT_EQ(sdpa_scale_bf16(c, 64), 0.125f);
+  const float s = 1.0f / std::sqrt(128.0f);  // 0x3db504f3
+  uint32_t u;
+  const float t = sdpa_scale_bf16(c, 128);
+  std::memcpy(&u, &t, 4);
+  EXPECT_EQ(u, 0x3db50000u) << s;
+  c.scale = 0.1f;  // 0x3dcccccd: truncation gives 0x3dcc, rounding would give 0x3dcd
+  const float t2 = sdpa_scale_bf16(c, 64);
+  std::memcpy(&u, &t2, 4);
+  EXPECT_EQ(u, 0x3dcc0000u);
+}
+
+TEST(TtsimSdpa, RefusesWhatTheOpDoesNotTake) {
+  const Shape q{1, 4, 64, 64}, kv{1, 2, 64, 64};
+  EXPECT_EQ(sdpa_problem(q, kv, kv, nullptr, cfg(32, 32)), "");
+  EXPECT_NE(sdpa_problem(q, Shape{1, 3, 64, 64}, Shape{1, 3, 64, 64}, nullptr, cfg(32, 32)).find("multiple of nkv"),
+            std::string::npos);
+  EXPECT_NE(sdpa_problem(q, kv, kv, nullptr, cfg(48, 32)).find("q_chunk_size: expected a positive multiple of 32"),
+            std::string::npos);
+  EXPECT_NE(sdpa_problem(q, kv, kv, nullptr, cfg(128, 32)).find("does not divide"), std::string::npos);
+  EXPECT_NE(sdpa_problem(q, Shape{1, 2, 96, 64}, Shape{1, 2, 96, 64}, nullptr, cfg(32, 32)).find("causal"),
+            std::string::npos);
+  const Shape m{1, 1, 64, 64};
+  EXPECT_NE(sdpa_problem(q, kv, kv, &m, cfg(32, 32)).find("is_causal=false"), std::string::npos);
+  EXPECT_EQ(sdpa_problem(q, kv, kv, &m, cfg(32, 32, false)), "");
+  const Shape bad{1, 2, 64, 64};
+  EXPECT_NE(sdpa_problem(q, kv, kv, &bad, cfg(32, 32, false)).find("expected MASK"), std::string::npos);
+  EXPECT_NE(sdpa_problem(Shape{4, 64, 64}, kv, kv, nullptr, cfg(32, 32)).find("4-D"), std::string::npos);
+}

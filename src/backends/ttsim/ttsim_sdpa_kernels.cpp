@@ -5,11 +5,8 @@
 #include "backends/ttsim/ttsim_matmul_program.h"
 #include "ttsim/kv_cache.h"
 #include "ttsim/rotary_llama.h"
-#include "ttsim/sdpa_decode.h"
-#if __has_include("ttsim/sdpa.h")
 #include "ttsim/sdpa.h"
-#define MHA_HAVE_TT_SDPA 1
-#endif
+#include "ttsim/sdpa_decode.h"
 #include "util/error.h"
 
 namespace mha::ttsim {
@@ -72,7 +69,6 @@ TileTensor k_sdpa(TtDevice& dev, const TileTensor& q, const TileTensor& k, const
   dev.program(op, cfg_key(cfg) + ",chunk=" + std::to_string(chunk) + ",exp_approx=" + (exp_approx ? "1" : "0"),
               {&q, &k, &v});
   dev.check_memory(op, {&q, &k, &v}, q.shape, cfg.output);
-#ifdef MHA_HAVE_TT_SDPA
   SdpaConfig c;
   c.q_chunk_size = c.k_chunk_size = std::min(chunk, q.prows);
   c.exp_approx_mode = exp_approx;
@@ -86,10 +82,6 @@ TileTensor k_sdpa(TtDevice& dev, const TileTensor& q, const TileTensor& k, const
   TileTensor out;
   tt_sdpa(q, k, v, nullptr, out, c, dev.exec());
   return out;
-#else
-  (void)scale, (void)exp_approx;
-  throw InputError("tt-sim: " + std::string(op) + " is not in this build");
-#endif
 }
 
 TileTensor k_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor& k, const TileTensor& v,

@@ -39,7 +39,7 @@ class TtSimBackend : public Backend {
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
     validate_inputs(spec, in);
     require_supported(*this, spec, in);
-    if (path(spec, &in) == AttentionKernel::Sdpa) {
+    if (path(spec, &in, opt.need_weights) == AttentionKernel::Sdpa) {
       if (opt.need_weights)
         throw InputError("tt-sim: attention \"sdpa\" returns no attention weights (set attention to \"ops\")");
       const SdpaPlan& p = sdpa_plan(spec);
@@ -89,9 +89,12 @@ class TtSimBackend : public Backend {
  private:
   // The option when given, else the spec's default where SDPA can run it
   // on these inputs (`in` null: a decode session), else the op sequence.
-  AttentionKernel path(const AttentionSpec& spec, const AttentionInputs* in) const {
+  // A run that asks for attention weights (torch_mha's default) takes the
+  // op sequence when it can (a rotary spec cannot).
+  AttentionKernel path(const AttentionSpec& spec, const AttentionInputs* in, bool need_weights = false) const {
     if (opt_.attention) return *opt_.attention;
-    if (spec.attention == AttentionKernel::Sdpa && !sdpa_unsupported(spec, in)) return AttentionKernel::Sdpa;
+    if (spec.attention == AttentionKernel::Sdpa && !sdpa_unsupported(spec, in) && !(need_weights && !spec.rope))
+      return AttentionKernel::Sdpa;
     return AttentionKernel::Ops;
   }
 

@@ -54,6 +54,8 @@ class SdpaDecodeSession : public DecodeSession {
 
   int64_t length() const override { return len_; }
 
+  std::string cache_format() const override { return format_name(r_.cache); }
+
   int64_t cache_bytes() const override {
     return 2 * opt_.batch * d_.Hkv * ((len_ + kTile - 1) / kTile) * (d_.dh / kTile) * tile_bytes(r_.cache);
   }

@@ -46,6 +46,12 @@ nlohmann::ordered_json positions_flag(const std::string& v) {
   return out;
 }
 
+std::string number_str(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
 // --page-table FILE: a [b, blocks] table of block ids (any numeric dtype).
 nlohmann::ordered_json page_table_flag(const std::string& spec) {
   const Tensor t = io::read_tensor(spec);
@@ -58,7 +64,7 @@ nlohmann::ordered_json page_table_flag(const std::string& spec) {
     for (int64_t j = 0; j < t.shape()[1]; ++j) {
       const double x = v[static_cast<size_t>(u * t.shape()[1] + j)];
       if (!(x >= 0) || x != std::floor(x) || x > 2147483647.0)
-        throw InputError(spec + ": expected block ids (non-negative integers), found " + std::to_string(x) + " at [" +
+        throw InputError(spec + ": expected block ids (non-negative integers), found " + number_str(x) + " at [" +
                          std::to_string(u) + ", " + std::to_string(j) + "]");
       row.push_back(static_cast<int64_t>(x));
     }

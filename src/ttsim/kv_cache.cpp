@@ -1,5 +1,6 @@
 #include "ttsim/kv_cache.h"
 
+#include <algorithm>
 #include <string>
 
 #include "ttsim/matrix_unit.h"
@@ -28,7 +29,7 @@ const float* row_ptr(const TileTensor& t, int64_t m, int64_t r) { return t.matri
 void repack_tile_rows(TileTensor& cache, int64_t m, int64_t row, const float* src, DataFormat src_format,
                       const CacheWriteConfig& cfg) {
   const bool fp32 = cfg.fp32_dest_acc_en;
-  const DataFormat interm = fp32 && src_format == DataFormat::Float32 ? DataFormat::Float32 : DataFormat::Bfloat16;
+  const DataFormat interm = fp32 ? DataFormat::Float32 : DataFormat::Bfloat16;
   const int64_t W = cache.pcols, r0 = row / kTile * kTile;
   std::vector<float> buf(static_cast<size_t>(W));
   for (int64_t r = r0; r < r0 + kTile; ++r) {
@@ -51,24 +52,29 @@ void check_position(int64_t pos, int64_t limit, const std::string& what) {
 
 }  // namespace
 
-void tt_fill_cache(TileTensor& cache, const TileTensor& x, int64_t batch_idx, const CacheWriteConfig& cfg) {
+void tt_fill_cache(TileTensor& cache, const TileTensor& x, int64_t batch_idx, int64_t update_idx,
+                   const CacheWriteConfig& cfg) {
   check_4d(cache, "fill_cache cache");
   check_4d(x, "fill_cache input");
   const Shape& cs = cache.shape;
   const Shape& xs = x.shape;
-  if (xs[0] != 1 || xs[1] != cs[1] || xs[3] != cs[3] || xs[2] > cs[2])
-    throw InputError("fill_cache: input " + shape_str(xs) + " does not fit cache " + shape_str(cs) +
-                     " (expected [1, nkv, s <= S, dh] with the cache's nkv and dh)");
+  if (xs[0] != 1 || xs[1] != cs[1] || xs[3] != cs[3] || update_idx + xs[2] > cs[2])
+    throw InputError("fill_cache: input " + shape_str(xs) + " at update_idx " + std::to_string(update_idx) +
+                     " does not fit cache " + shape_str(cs) +
+                     " (expected [1, nkv, s, dh] with the cache's nkv and dh, update_idx + s <= S)");
   check_position(batch_idx, cs[0], "fill_cache batch_idx");
+  if (update_idx < 0 || update_idx % kTile != 0)
+    throw InputError("fill_cache: update_idx " + std::to_string(update_idx) + " must be a multiple of 32 (whole tiles)");
   if (x.format != cache.format)
     throw InputError(std::string("fill_cache: input dtype ") + format_name(x.format) + " differs from the cache's " +
                      format_name(cache.format) + " (TT-NN copies whole tiles: expected the same dtype)");
   (void)cfg;  // a tile copy: no compute kernel, the tiles keep their bits
+  const int64_t rows = std::min(x.prows, cache.prows - update_idx);
   for (int64_t h = 0; h < cs[1]; ++h)
-    for (int64_t r = 0; r < x.prows && r < cache.prows; ++r) {
+    for (int64_t r = 0; r < rows; ++r) {
       const float* in = row_ptr(x, h, r);
-      float* out = row_ptr(cache, batch_idx * cs[1] + h, r);
-      for (int64_t c = 0; c < cache.pcols; ++c) out[c] = in[c];
+      float* out = row_ptr(cache, batch_idx * cs[1] + h, update_idx + r);
+      std::copy(in, in + cache.pcols, out);
     }
 }
 
@@ -82,10 +88,14 @@ void tt_update_cache(TileTensor& cache, const TileTensor& x, int64_t update_idx,
     throw InputError("update_cache: input " + shape_str(xs) + " does not fit cache " + shape_str(cs) +
                      " (expected [1, nkv, users, dh] with the cache's nkv and dh)");
   check_position(update_idx, cs[2], "update_cache update_idx");
-  check_position(batch_offset, cs[0], "update_cache batch_offset");
+  // Cache user u takes the input's row batch_offset + u of the input's
+  // (padded) tile of users; padding rows are zeros as on the device.
+  if (batch_offset < 0 || batch_offset + cs[0] > x.prows)
+    throw InputError("update_cache: batch_offset " + std::to_string(batch_offset) + " + " + std::to_string(cs[0]) +
+                     " cache users passes the input's " + std::to_string(x.prows) + " (padded) user rows");
   for (int64_t h = 0; h < cs[1]; ++h)
-    for (int64_t u = 0; u < xs[2] && batch_offset + u < cs[0]; ++u)
-      repack_tile_rows(cache, (batch_offset + u) * cs[1] + h, update_idx, row_ptr(x, h, u), x.format, cfg);
+    for (int64_t u = 0; u < cs[0]; ++u)
+      repack_tile_rows(cache, u * cs[1] + h, update_idx, row_ptr(x, h, batch_offset + u), x.format, cfg);
 }
 
 void tt_paged_update_cache(TileTensor& cache, const TileTensor& x, const std::vector<int64_t>& cur_pos,

@@ -7,12 +7,13 @@
 //
 // update_cache's compute kernel untilizes the cache tile that holds the row
 // (pack_untilize into an intermediate buffer: Float16_b, or Float32 when
-// fp32_dest_acc_en and the input is float32), lets the writer overwrite the
+// fp32_dest_acc_en), lets the writer overwrite the
 // row, then tilizes the whole block back into the cache format. So the whole
 // 32-row tile is re-packed: the new row's face rows get their shared exponent
 // from the packer (Bfp8_b pack source), the other rows survive unchanged
 // whenever they are exact in the intermediate format (always, for block-float
-// and bf16 caches; a float32 cache with a bf16 intermediate is rounded).
+// and bf16 caches; a float32 cache goes through the unpacker's TF32 or
+// bf16 cut, and with a bf16 intermediate through bf16).
 #include <cstdint>
 #include <vector>
 
@@ -25,15 +26,18 @@ struct CacheWriteConfig {
   bool bfp8_pack_precise = false;
 };
 
-// ttnn.fill_cache(cache, x, batch_idx): cache [b, nkv, S, dh], x [1, nkv, s, dh]
-// with s <= S: cache[batch_idx, :, 0:s, :] = x, packed to the cache format
-// (tiles copied through Dst). Throws InputError on shapes or batch_idx.
-void tt_fill_cache(TileTensor& cache, const TileTensor& x, int64_t batch_idx, const CacheWriteConfig& cfg);
+// ttnn.fill_cache(cache, x, batch_idx, update_idx): cache [b, nkv, S, dh],
+// x [1, nkv, s, dh] of the cache's dtype: cache[batch_idx, :, update_idx :
+// update_idx + s, :] = x, whole tiles copied (no compute kernel: the bits
+// move unchanged). update_idx a multiple of 32. InputError on shapes, dtypes
+// or indices.
+void tt_fill_cache(TileTensor& cache, const TileTensor& x, int64_t batch_idx, int64_t update_idx,
+                   const CacheWriteConfig& cfg);
 
 // ttnn.update_cache(cache, x, update_idx, batch_offset): cache [b, nkv, S, dh],
-// x [1, nkv, users, dh] (users padded to a tile on the device): for every
-// user u < users with batch_offset + u < b, cache[batch_offset + u, h,
-// update_idx, :] = x[0, h, u, :], re-packing the tile as the kernel does.
+// x [1, nkv, users, dh] (users padded to a tile of 32 on the device): every
+// cache user u < b takes input row batch_offset + u, cache[u, h, update_idx,
+// :] = x[0, h, batch_offset + u, :], re-packing the tile as the kernel does.
 void tt_update_cache(TileTensor& cache, const TileTensor& x, int64_t update_idx, int64_t batch_offset,
                      const CacheWriteConfig& cfg);
 

@@ -1,5 +1,9 @@
 #include "ttsim/operands.h"
 
+#include <immintrin.h>
+
+#include <cstring>
+
 #include "ttsim/fpu_internal.h"
 #include "ttsim/matrix_unit.h"
 
@@ -49,18 +53,39 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
   for (int64_t k = 0; k < K; ++k)
     for (int64_t n0 = 0; n0 < N; n0 += 16) {
       const int64_t o = (k0 + k) * out.ld + n0;
-      uint32_t bits = 0;
+      // The 16 Src values (a strided gather when b is read transposed).
+      uint32_t u[16];
       for (int64_t j = 0; j < 16; ++j) {
-        const SrcDatum d = encode_srca(unpack_to_src(b[k * ks + (n0 + j) * ns], f, fp32));
-        out.exp[o + j] = d.zero ? simd::kZeroExp : d.exp;
-        // Doubled, so the kernel's alignment can round with one shift.
-        out.pcs[o + j] = d.zero ? 0 : static_cast<int32_t>((2u * d.piece[0]) | ((2u * d.piece[1]) << 16));
-        out.neg32[o + j] = d.sign ? -1 : 0;
-        out.exp16[o + j] = static_cast<int16_t>(out.exp[o + j]);
-        out.pc16_hi[o + j] = static_cast<int16_t>(d.zero ? 0 : 2 * d.piece[0]);
-        out.pc16_lo[o + j] = static_cast<int16_t>(d.zero ? 0 : 2 * d.piece[1]);
-        bits |= static_cast<uint32_t>(d.sign) << j;
+        const float x = unpack_to_src(b[k * ks + (n0 + j) * ns], f, fp32);
+        std::memcpy(&u[j], &x, 4);
       }
+      // encode_srca's fields for 16 lanes on AVX2 (the whole binary requires
+      // it): exponent (kZeroExp for exponent field 0), the doubled pieces
+      // (hidden + 4 bits, next 5 bits; doubled so the kernel's alignment can
+      // round with one shift), the sign mask, and their 16-bit copies.
+      uint32_t bits = 0;
+      __m256i exs[2], his[2], los[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + 8 * h));
+        const __m256i e = _mm256_and_si256(_mm256_srli_epi32(v, 23), _mm256_set1_epi32(255));
+        const __m256i m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(v, 13), _mm256_set1_epi32(0x3ff)),
+                                          _mm256_set1_epi32(0x400));
+        const __m256i zero = _mm256_cmpeq_epi32(e, _mm256_setzero_si256());
+        his[h] = _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_srli_epi32(m, 6), 1));
+        los[h] = _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(m, 1), _mm256_set1_epi32(31)), 1));
+        exs[h] = _mm256_blendv_epi8(e, _mm256_set1_epi32(simd::kZeroExp), zero);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.exp[o + 8 * h]), exs[h]);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.pcs[o + 8 * h]),
+                            _mm256_or_si256(his[h], _mm256_slli_epi32(los[h], 16)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.neg32[o + 8 * h]), _mm256_srai_epi32(v, 31));
+        bits |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(v))) << (8 * h);
+      }
+      // 32 -> 16 bits (every value fits): packs works per 128-bit lane, the
+      // permute puts the 16 results back in order.
+      auto pack16 = [](__m256i a, __m256i b) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8); };
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.exp16[o]), pack16(exs[0], exs[1]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.pc16_hi[o]), pack16(his[0], his[1]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.pc16_lo[o]), pack16(los[0], los[1]));
       out.neg16[o / 16] = static_cast<uint16_t>(bits);
       out.pos16[o / 16] = static_cast<uint16_t>(~bits);
     }

@@ -15,7 +15,10 @@ TileMath::TileMath(MathFidelity f, bool fp32_dest, bool math_approx, const simd:
     : fidelity(f), phases(fidelity_phase_count(f)), fp32(fp32_dest), approx(math_approx), kern(k) {}
 
 void sdpa_pack_bf16(float* x, int64_t n, const TileMath& m) {
-  if (m.fp32) pack_from_dst(x, x, n, DataFormat::Bfloat16, true, false);
+  // A 16-bit Dst holds bf16 values already, but the packer still turns NaN
+  // into Inf and flushes denormals (an SFPU store can leave one: the fast
+  // approx exp of a very negative input) to +0.
+  pack_from_dst(x, x, n, DataFormat::Bfloat16, m.fp32, false);
 }
 
 void sdpa_mul_bcast(float* x, int64_t n, float s, const TileMath& m) {

@@ -5,8 +5,8 @@
 // SFPU instruction the kernel runs, and packs the Dst result back to the
 // CB's format. Every intermediate CB of SDPA (qk_im, out_im, out_acc, the
 // max/sum statistics) is Float16_b whatever fp32_dest_acc_en says, so
-// "pack" here is Dst -> bfloat16: identity for a 16-bit Dst, the packer's
-// round half away from zero for an FP32 Dst.
+// "pack" here is Dst -> bfloat16 as the packer writes it: for a 16-bit Dst
+// NaN -> Inf and denormals -> +0, for an FP32 Dst round half away from zero.
 //
 // Rows are independent in every step, so a caller may run any subset of
 // rows. A "column" CB (a statistic: row max, row sum, exp(m_old - m_new),

@@ -7,10 +7,8 @@
 #include <limits>
 #include <string>
 
-#include "tensor/half.h"
-#include "ttsim/fpu_internal.h"
-#include "ttsim/operands.h"
 #include "ttsim/packer.h"
+#include "ttsim/sdpa_common.h"
 #include "ttsim/sfpu.h"
 #include "ttsim/sfpu_mad.h"
 #include "util/error.h"
@@ -29,18 +27,20 @@ struct Partial {
   std::vector<float> m, l, o;
 };
 
+// The kernel's compute config (tm: the shared SDPA steps of sdpa_common.h,
+// lane models or vector kernels) and the op's shape.
 struct Ctx {
   const SdpaDecodeConfig& cfg;
+  TileMath tm;
   float scale, scale_bf16;  // fp32 scale (scores' exp), bf16-cut scale (statistics)
   bool fp32;
   int64_t G, dh, C;  // q rows per kv head, head dim (padded), chunk length
 };
 
 // A Dst value packed to a bfloat16 circular buffer.
-float pack_bf16(float dst, bool fp32) {
-  float out;
-  pack_from_dst(&dst, &out, 1, DataFormat::Bfloat16, fp32, false);
-  return out;
+float pack_bf16(float dst, const Ctx& c) {
+  sdpa_pack_bf16(&dst, 1, c.tm);
+  return dst;
 }
 
 // exp(d * scale) as the statistics helpers compute it on the SFPU
@@ -58,20 +58,16 @@ float stat_exp_lane(float d, const Ctx& c) {
 // sub_exp_block: ELWSUB of the two bf16 operands into Dst, the statistics
 // exp on the SFPU, stored to Dst and packed to bf16.
 float sub_exp_stat(float a, float b, const Ctx& c) {
-  return pack_bf16(sfpu_store(stat_exp_lane(fpu_add(a, -b, c.fp32), c), c.fp32), c.fp32);
+  return pack_bf16(sfpu_store(stat_exp_lane(fpu_add(a, -b, c.fp32), c), c.fp32), c);
 }
 
 // The scores' exp in sub_exp_block_bcast_cols_inplace: ELWSUB of the row max
 // (broadcast over columns) into Dst, exp_tile<true, true> with the fp32 scale
 // folded into the fast approx constants, stored and packed to bf16.
+// (sdpa_common.h's sdpa_sub_exp is the prefill kernel's unscaled exp.)
 float sub_exp_scores(float s, float m, const Ctx& c) {
-  return pack_bf16(sfpu_store(sfpu_exp_fast_approx_scaled(fpu_add(s, -m, c.fp32), c.scale), c.fp32), c.fp32);
+  return pack_bf16(sfpu_store(sfpu_exp_fast_approx_scaled(fpu_add(s, -m, c.fp32), c.scale), c.fp32), c);
 }
-
-float mul_bf16(float in0, float in1, const Ctx& c) {  // in0 in SrcA, in1 in SrcB
-  return pack_bf16(fpu_mul(in0, in1, c.cfg.math_fidelity, c.fp32), c.fp32);
-}
-float add_bf16(float in0, float in1, const Ctx& c) { return pack_bf16(fpu_add(in0, in1, c.fp32), c.fp32); }
 
 // tree_reduction.hpp's binary tree over N ranks (rank 0 the root): the child
 // rank received at each round, kNone where there is none.
@@ -106,62 +102,18 @@ void core_chunks(int64_t num_chunks, int64_t core, int64_t N, int64_t& start, in
 
 // Reused buffers of one worker thread (cores run one after another on it).
 struct Scratch {
-  std::vector<simd::ARec> arec;
-  detail::In1Buffer in1;
-  std::vector<detail::SrcDatum> sa, sb;
-  std::vector<uint32_t> dst;
-  std::vector<float> qk, p, cur_max, sums, pv;
+  SdpaScratch mm;  // the shared matmul / reduce steps' work space
+  std::vector<float> qk, p, mask, cur_max, sums, pv, kchunk, vchunk;
 };
-
-// dst (rows x N, FP32 bit patterns, row stride N) = in0 @ in1 with all of K
-// in Dst (one K block: the kernel's qk_in0_block_w = DHt and out_in0_block_w
-// = Sk_chunk_t), in0 element (r, k) at a[r*lda + k] (SrcB), in1 element
-// (k, n) at b[k*ks + n*ns] (SrcA). Only the rows asked for are computed: a
-// row of the output depends on its own in0 row alone. Vector kernels when
-// `kern`, else the lane model (the oracle), in the LLK's order: per K tile,
-// phases outer, the two 16-wide K faces inner.
-void lane_matmul(const float* a, int64_t lda, DataFormat af, int64_t rows, const float* b, int64_t ks, int64_t ns,
-                 DataFormat bf, int64_t K, int64_t N, const Ctx& c, const simd::KernelTable* kern, Scratch& s) {
-  const int P = fidelity_phase_count(c.cfg.math_fidelity);
-  s.dst.assign(static_cast<size_t>(rows * N), 0u);
-  if (kern) {
-    s.arec.resize(static_cast<size_t>(rows * K * P));
-    detail::decode_in0(a, lda, rows, K, af, c.fp32, P, s.arec.data());
-    s.in1.resize(K, N);
-    detail::decode_in1(b, ks, ns, K, N, bf, c.fp32, s.in1, 0);
-    kern->mvmul(s.arec.data(), K * P, rows, s.in1.view(), N, K / kTile, P, c.fp32, s.dst.data(), N);
-    return;
-  }
-  s.sb.resize(static_cast<size_t>(K));
-  s.sa.resize(static_cast<size_t>(K * N));
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) s.sa[n * K + k] = detail::encode_srca(unpack_to_src(b[k * ks + n * ns], bf, c.fp32));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t k = 0; k < K; ++k) s.sb[k] = detail::encode_srcb(unpack_to_src(a[r * lda + k], af, c.fp32));
-    for (int64_t n = 0; n < N; ++n) {
-      uint32_t acc = 0;
-      for (int64_t kt = 0; kt < K; kt += kTile)
-        for (int ph = 0; ph < P; ++ph)
-          for (int64_t kf = kt; kf < kt + kTile; kf += kFace)
-            acc = detail::dot16(&s.sb[kf], &s.sa[n * K + kf], acc, ph, c.fp32);
-      s.dst[r * N + n] = acc;
-    }
-  }
-}
 
 // The flash loop of one core over chunks [c0, c1) of one (user, kv head):
 // q (G rows of dh, Q's format), K and V rows of position `pos` at
 // kv_row(false/true, pos). The mask (-inf past cur_pos) is added on the last
 // chunk of the whole range, which core 0 owns.
-void run_core(const Ctx& c, const float* q, DataFormat qfmt, const std::function<const float*(bool v, int64_t pos)>& kv_row,
-              int64_t ld_kv, DataFormat kfmt, DataFormat vfmt, int64_t c0, int64_t c1, int64_t num_chunks,
-              int64_t cur_pos, const simd::KernelTable* kern, Scratch& s, Partial& out) {
+void run_core(const Ctx& c, const float* q, const std::function<const float*(bool v, int64_t pos)>& kv_row,
+              int64_t ld_kv, int64_t c0, int64_t c1, int64_t num_chunks, int64_t cur_pos, Scratch& s, Partial& out) {
   const int64_t C = c.C, G = c.G, dh = c.dh;
-  const int P = fidelity_phase_count(c.cfg.math_fidelity);
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  const detail::SrcDatum one = detail::encode_srcb(1.0f);
-  const detail::SrcDatum ones16[16] = {one, one, one, one, one, one, one, one,
-                                       one, one, one, one, one, one, one, one};
   out.has_data = true;
   out.m.assign(static_cast<size_t>(G), neg_inf);
   out.l.assign(static_cast<size_t>(G), 0.0f);
@@ -171,50 +123,53 @@ void run_core(const Ctx& c, const float* q, DataFormat qfmt, const std::function
   s.cur_max.resize(static_cast<size_t>(G));
   s.sums.resize(static_cast<size_t>(G));
   s.pv.resize(static_cast<size_t>(G * dh));
-  std::vector<detail::SrcDatum> ea(static_cast<size_t>(C));
   for (int64_t j = c0; j < c1; ++j) {
-    // QK = Q @ K_chunk^T (K rows read in place: element (d, x) is row x's d),
-    // packed to the bf16 qk buffer. A chunk lies in one page (pages are whole
-    // multiples of the chunk, or the chunk is a power of two of tiles within one).
+    // The chunk's K and V rows: read in place when they are consecutive in
+    // memory (a contiguous cache, or a chunk inside one page), else gathered
+    // page by page, as the reader kernel fetches them through the page table.
     const float* k0 = kv_row(false, j * C);
-    lane_matmul(q, dh, qfmt, G, k0, 1, ld_kv, kfmt, dh, C, c, kern, s);
-    for (int64_t i = 0; i < G * C; ++i) s.qk[i] = pack_bf16(f32_from_bits(s.dst[i]), c.fp32);
+    const float* v0 = kv_row(true, j * C);
+    if (kv_row(false, j * C + C - 1) != k0 + (C - 1) * ld_kv) {
+      s.kchunk.resize(static_cast<size_t>(C * ld_kv));
+      s.vchunk.resize(static_cast<size_t>(C * ld_kv));
+      for (int64_t x = 0; x < C; ++x) {
+        std::copy(kv_row(false, j * C + x), kv_row(false, j * C + x) + ld_kv, &s.kchunk[x * ld_kv]);
+        std::copy(kv_row(true, j * C + x), kv_row(true, j * C + x) + ld_kv, &s.vchunk[x * ld_kv]);
+      }
+      k0 = s.kchunk.data();
+      v0 = s.vchunk.data();
+    }
+    // QK = Q @ K_chunk^T (element (d, x) is row x's d), packed to bf16.
+    sdpa_matmul(q, dh, G, dh, k0, 1, ld_kv, C, c.tm, s.mm, s.qk.data(), C);
+    if (j == num_chunks - 1) {  // QK += MASK (add_block_inplace: ELWADD, packed)
+      s.mask.resize(static_cast<size_t>(C));
+      for (int64_t x = 0; x < C; ++x) s.mask[x] = j * C + x > cur_pos ? neg_inf : 0.0f;
+      for (int64_t r = 0; r < G; ++r) sdpa_add(&s.qk[r * C], s.mask.data(), C, c.tm);
+    }
     for (int64_t r = 0; r < G; ++r) {
-      float* sc = &s.qk[r * C];
-      if (j == num_chunks - 1)  // QK += MASK (add_block_inplace: ELWADD, packed)
-        for (int64_t x = 0; x < C; ++x) sc[x] = add_bf16(sc[x], j * C + x > cur_pos ? neg_inf : 0.0f, c);
       // reduce_c MAX over the chunk, then the eltwise max with the previous max.
-      float m = sc[0];
-      for (int64_t x = 1; x < C; ++x) m = std::max(m, sc[x]);
+      float m = sdpa_row_max(&s.qk[r * C], C);
       if (j > c0) m = std::max(m, out.m[r]);
       s.cur_max[r] = m;
-      float* pr = &s.p[r * C];
-      for (int64_t x = 0; x < C; ++x) pr[x] = sub_exp_scores(sc[x], m, c);
-      // reduce_c SUM: the matrix unit against the 1.0 scaler, P in SrcA.
-      for (int64_t x = 0; x < C; ++x) ea[x] = detail::encode_srca(pr[x]);
-      uint32_t acc = 0;
-      for (int64_t kt = 0; kt < C; kt += kTile)
-        for (int ph = 0; ph < P; ++ph)
-          for (int64_t kf = kt; kf < kt + kTile; kf += kFace) acc = detail::dot16(ones16, &ea[kf], acc, ph, c.fp32);
-      s.sums[r] = pack_bf16(f32_from_bits(acc), c.fp32);
+      for (int64_t x = 0; x < C; ++x) s.p[r * C + x] = sub_exp_scores(s.qk[r * C + x], m, c);
     }
+    // reduce_c SUM: the matrix unit against the 1.0 scaler, P in SrcA, packed.
+    sdpa_row_sums(s.p.data(), C, G, C, c.tm, s.mm, s.sums.data());
     // OUT_IM = P @ V_chunk, packed to bf16.
-    lane_matmul(s.p.data(), C, DataFormat::Bfloat16, G, kv_row(true, j * C), ld_kv, 1, vfmt, C, dh, c, kern, s);
-    for (int64_t i = 0; i < G * dh; ++i) s.pv[i] = pack_bf16(f32_from_bits(s.dst[i]), c.fp32);
+    sdpa_matmul(s.p.data(), C, G, C, v0, ld_kv, 1, dh, c.tm, s.mm, s.pv.data(), dh);
     for (int64_t r = 0; r < G; ++r) {
+      float* o = &out.o[r * dh];
       if (j == c0) {  // the first chunk's matmul writes the accumulator itself
-        std::copy(&s.pv[r * dh], &s.pv[(r + 1) * dh], &out.o[r * dh]);
+        std::copy(&s.pv[r * dh], &s.pv[(r + 1) * dh], o);
         out.l[r] = s.sums[r];
         out.m[r] = s.cur_max[r];
         continue;
       }
       const float emd = sub_exp_stat(out.m[r], s.cur_max[r], c);  // EXP_MAX_DIFF = exp(PREV_MAX - CUR_MAX)
-      const float prev_sum = mul_bf16(out.l[r], emd, c);          // PREV_SUM *= EXP_MAX_DIFF
-      for (int64_t d = 0; d < dh; ++d) {                          // OUT_ACC = OUT_ACC * EXP_MAX_DIFF + OUT_IM
-        float& o = out.o[r * dh + d];
-        o = add_bf16(mul_bf16(o, emd, c), s.pv[r * dh + d], c);
-      }
-      out.l[r] = add_bf16(s.sums[r], prev_sum, c);  // CUR_SUM += PREV_SUM
+      const float prev_sum = sdpa_mul1(out.l[r], emd, c.tm);      // PREV_SUM *= EXP_MAX_DIFF
+      sdpa_mul_bcast(o, dh, emd, c.tm);                           // OUT_ACC *= EXP_MAX_DIFF
+      out.l[r] = sdpa_add1(s.sums[r], prev_sum, c.tm);            // CUR_SUM += PREV_SUM
+      sdpa_add(o, &s.pv[r * dh], dh, c.tm);                       // OUT_ACC += OUT_IM
       out.m[r] = s.cur_max[r];
     }
   }
@@ -225,19 +180,21 @@ void run_core(const Ctx& c, const float* q, DataFormat qfmt, const std::function
 // and add on the FPU: the child's (m, l, o) merged into acc.
 void merge_child(Partial& acc, const Partial& child, const Ctx& c) {
   const bool fp32 = c.fp32;
+  std::vector<float> child_o(static_cast<size_t>(c.dh));
   for (int64_t r = 0; r < c.G; ++r) {
     const float m = std::max(acc.m[r], child.m[r]);
     const float e_prev = stat_exp_lane(sfpu_add(acc.m[r], -m), c);
     const float e_child = stat_exp_lane(sfpu_add(child.m[r], -m), c);
     const float l_child = sfpu_store(sfpu_mul(e_child, child.l[r]), fp32);
     const float l_prev = sfpu_store(sfpu_mul(e_prev, acc.l[r]), fp32);
-    acc.l[r] = pack_bf16(sfpu_store(sfpu_add(l_child, l_prev), fp32), fp32);
+    acc.l[r] = pack_bf16(sfpu_store(sfpu_add(l_child, l_prev), fp32), c);
     acc.m[r] = m;
-    const float emd = pack_bf16(sfpu_store(e_prev, fp32), fp32), emd2 = pack_bf16(sfpu_store(e_child, fp32), fp32);
-    for (int64_t d = 0; d < c.dh; ++d) {
-      float& o = acc.o[r * c.dh + d];
-      o = add_bf16(mul_bf16(o, emd, c), mul_bf16(child.o[r * c.dh + d], emd2, c), c);
-    }
+    const float emd = pack_bf16(sfpu_store(e_prev, fp32), c), emd2 = pack_bf16(sfpu_store(e_child, fp32), c);
+    float* o = &acc.o[r * c.dh];
+    std::copy(&child.o[r * c.dh], &child.o[(r + 1) * c.dh], child_o.begin());  // OUT_ACC_2 <- CHILD_OUT
+    sdpa_mul_bcast(o, c.dh, emd, c.tm);                                         // OUT_ACC *= EXP_MAX_DIFF
+    sdpa_mul_bcast(child_o.data(), c.dh, emd2, c.tm);                           // OUT_ACC_2 *= EXP_MAX_DIFF_2
+    sdpa_add(o, child_o.data(), c.dh, c.tm);                                    // OUT_ACC += OUT_ACC_2
   }
 }
 
@@ -288,6 +245,10 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
   if (k.shape.size() != 4 || v.shape != k.shape)
     throw InputError("sdpa_decode: K " + shape_str(k.shape) + " and V " + shape_str(v.shape) +
                      " must both be [b, nkv, S, dh] (or [blocks, nkv, block_size, dh] with a page table)");
+  for (const TileTensor* t : {&q, &k, &v})
+    if (t->format == DataFormat::Float32)
+      throw InputError(std::string("sdpa_decode: ") + (t == &q ? "Q" : t == &k ? "K" : "V") +
+                       " is float32; expected bfloat16, bfloat8_b or bfloat4_b (what the kernel's circular buffers take)");
   const int64_t B = q.shape[1], nh = q.shape[2], dh = q.shape[3], nkv = k.shape[1];
   if (k.shape[3] != dh)
     throw InputError("sdpa_decode: head dim of K/V is " + std::to_string(k.shape[3]) + ", Q's is " + std::to_string(dh));
@@ -354,6 +315,7 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     for (int64_t h = 0; h < nkv; ++h) jobs.push_back({b, h, C, valid / C});
   }
   std::vector<std::vector<Partial>> parts(jobs.size(), std::vector<Partial>(static_cast<size_t>(N)));
+  const TileMath tm(cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.math_approx_mode, ex.kernels());
   std::vector<Scratch> scratch(static_cast<size_t>(ex.threads()));
   ex.parallel_for(static_cast<int64_t>(jobs.size()) * N, [&](int64_t t, int th) {
     const Job& jb = jobs[static_cast<size_t>(t / N)];
@@ -361,28 +323,28 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     int64_t c0 = 0, c1 = 0;
     core_chunks(jb.num_chunks, core, N, c0, c1);
     if (c0 == c1) return;
-    Ctx c{cfg, scale, scale_bf16, cfg.fp32_dest_acc_en, G, q.pcols, jb.C};
+    Ctx c{cfg, tm, scale, scale_bf16, cfg.fp32_dest_acc_en, G, q.pcols, jb.C};
     auto kv_row = [&](bool is_v, int64_t pos) -> const float* {
       const TileTensor& t = is_v ? v : k;
       const int64_t mb = page_table ? (*page_table)[static_cast<size_t>(jb.b)][static_cast<size_t>(pos / block)] : jb.b;
       return t.matrix(mb * nkv + jb.h) + (pos % block) * t.pcols;
     };
-    run_core(c, q.matrix(jb.b) + jb.h * G * q.pcols, q.format, kv_row, k.pcols, k.format, v.format, c0, c1,
-             jb.num_chunks, cur_pos[static_cast<size_t>(jb.b)], ex.kernels(), scratch[static_cast<size_t>(th)],
+    run_core(c, q.matrix(jb.b) + jb.h * G * q.pcols, kv_row, k.pcols, c0, c1, jb.num_chunks,
+             cur_pos[static_cast<size_t>(jb.b)], scratch[static_cast<size_t>(th)],
              parts[static_cast<size_t>(t / N)][static_cast<size_t>(core)]);
   });
   TileTensor out = make_tile_tensor(q.shape, cfg.output);
   ex.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j, int) {
     const Job& jb = jobs[static_cast<size_t>(j)];
-    Ctx c{cfg, scale, scale_bf16, cfg.fp32_dest_acc_en, G, q.pcols, jb.C};
+    Ctx c{cfg, tm, scale, scale_bf16, cfg.fp32_dest_acc_en, G, q.pcols, jb.C};
     Partial acc = reduce_rank(parts[static_cast<size_t>(j)], 0, static_cast<uint32_t>(N), jb.num_chunks, c);
-    std::vector<float> row(static_cast<size_t>(q.pcols));
     for (int64_t r = 0; r < G; ++r) {
-      // recip_block_inplace (the legacy-compatible reciprocal), then OUT *= 1/SUM.
-      const float recip = pack_bf16(sfpu_reciprocal_legacy(acc.l[r], cfg.math_approx_mode, c.fp32), c.fp32);
-      for (int64_t d = 0; d < q.pcols; ++d)
-        row[d] = unpack_to_src(mul_bf16(acc.o[r * q.pcols + d], recip, c), DataFormat::Bfloat16, c.fp32);
-      pack_from_dst(row.data(), out.matrix(jb.b) + (jb.h * G + r) * q.pcols, q.pcols, cfg.output, c.fp32, false);
+      // recip_block_inplace (the legacy-compatible reciprocal), then OUT *=
+      // 1/SUM into the bf16 accumulator, moved to the output's format.
+      const float recip = sdpa_recip1(acc.l[r], c.tm);
+      float* o = &acc.o[r * q.pcols];
+      sdpa_mul_bcast(o, q.pcols, recip, c.tm);
+      pack_from_dst(o, out.matrix(jb.b) + (jb.h * G + r) * q.pcols, q.pcols, cfg.output, c.fp32, false);
     }
   });
   return out;

@@ -151,7 +151,8 @@ TileTensor run_fill_cache(OpCall& c) {
     throw InputError("fill-cache: the output is the cache, in its dtype; --output-dtype does not apply");
   TileTensor cache = c.in[0];
   TtDevice::OpTimer timer(c.dev, c.program);
-  tt_fill_cache(cache, c.in[1], param_int(c.params, "batch_idx", 0), CacheWriteConfig{});
+  tt_fill_cache(cache, c.in[1], param_int(c.params, "batch_idx", 0), param_int(c.params, "update_idx", 0),
+                CacheWriteConfig{});
   return cache;
 }
 
@@ -212,10 +213,13 @@ extern const TtOpDesc kOpUpdateCache = {
 
 extern const TtOpDesc kOpFillCache = {
     "fill-cache", "CACHE X",
-    "ttnn.fill_cache: X [1, nkv, s, dh] copied tile by tile into user batch_idx's rows 0..s of CACHE [b, nkv, S, dh] "
+    "ttnn.fill_cache: X [1, nkv, s, dh] copied tile by tile into user batch_idx's rows update_idx.. of CACHE "
+    "[b, nkv, S, dh] "
     "(same dtype); writes the updated cache",
     "a tile copy (no compute config)", 2, 2, false, false,
-    {{"batch_idx", "the user (--batch-idx), required"}}, check_fill_cache, nullptr, run_fill_cache};
+    {{"batch_idx", "the user (--batch-idx), required"},
+     {"update_idx", "the first row, a multiple of 32 (--update-idx; default 0)"}},
+    check_fill_cache, nullptr, run_fill_cache};
 
 extern const TtOpDesc kOpRotaryLlama = {
     "rotary-llama", "X COS SIN [TRANS]",

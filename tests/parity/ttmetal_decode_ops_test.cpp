@@ -1,0 +1,25 @@
+// tt-metal's own unit tests for the decode-time ops (sdpa_decode,
+// rotary_embedding_llama, update_cache/fill_cache), a few cases of each,
+// through `mha op` against torch with tt-metal's PCC thresholds
+// (scripts/ttmetal_decode_tests.py --quick; the larger runs are in
+// docs/TTSIM.md).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "support/test_support.h"
+
+namespace mha::test {
+
+TEST(TtMetalDecodeOps, QuickSubsetPassesTtMetalsThresholds) {
+  const CommandResult r = run_command("cd " + shell_quote(source_dir()) +
+                                      " && /usr/bin/python3 scripts/ttmetal_decode_tests.py --quick --mha " +
+                                      shell_quote(MHA_BINARY));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("| sdpa_decode |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| rotary_embedding_llama |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| update_cache |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
+}  // namespace mha::test

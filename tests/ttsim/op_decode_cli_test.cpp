@@ -1,0 +1,171 @@
+// `mha op` for the decode-time ops (sdpa-decode, update-cache, fill-cache,
+// rotary-llama): bit for bit against the numeric core called directly, the
+// flags that spell the ops' params, and their exit-2 errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "io/tensor_file.h"
+#include "support/test_support.h"
+#include "ttsim/kv_cache.h"
+#include "ttsim/rotary_llama.h"
+#include "ttsim/sdpa_decode.h"
+#include "ttsim/tile.h"
+
+using namespace mha;
+using namespace mha::test;
+using namespace mha::ttsim;
+
+namespace {
+
+Tensor randn(const Shape& s, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+  for (float& x : v) x = d(g);
+  return Tensor::from_f32(s, v);
+}
+
+::testing::AssertionResult same_bits(const Tensor& got, const TileTensor& want_t) {
+  const Tensor want = to_tensor(want_t);
+  if (got.shape() != want.shape())
+    return ::testing::AssertionFailure() << "shape " << shape_str(got.shape()) << " vs " << shape_str(want.shape());
+  for (int64_t i = 0; i < got.numel(); ++i)
+    if (std::memcmp(got.data<float>() + i, want.data<float>() + i, 4) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << got.data<float>()[i] << " vs "
+                                           << want.data<float>()[i];
+  return ::testing::AssertionSuccess();
+}
+
+struct OpFiles {
+  TempDir dir;
+  std::string in(const std::string& name, const Tensor& t) {
+    io::write_npy(dir.file(name), t);
+    return shell_quote(dir.file(name));
+  }
+  Tensor op(const std::string& args) {
+    CommandResult r = run_mha("op " + args + " -o " + shell_quote(dir.file("out.npy")));
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    return io::read_tensor(dir.file("out.npy"));
+  }
+};
+
+}  // namespace
+
+TEST(OpDecodeCli, SdpaDecodeBitForBitWithTheCore) {
+  OpFiles r;
+  const Tensor q = randn({1, 2, 8, 64}, 1), k = randn({2, 2, 512, 64}, 2), v = randn({2, 2, 512, 64}, 3);
+  const std::string qi = r.in("q.npy", q), ki = r.in("k.npy", k), vi = r.in("v.npy", v);
+  // Defaults: bf16, HiFi2, approx on, k_chunk_size 512 (largest power of 2 dividing 512), 8x8 grid.
+  const TileTensor tq = to_tile_layout(q, DataFormat::Bfloat16), tk = to_tile_layout(k, DataFormat::Bfloat16),
+                   tv = to_tile_layout(v, DataFormat::Bfloat16);
+  EXPECT_TRUE(same_bits(r.op("sdpa-decode " + qi + " " + ki + " " + vi + " --cur-pos 7,300"),
+                        tt_sdpa_decode(tq, tk, tv, {7, 300}, nullptr, SdpaDecodeConfig{})));
+  // Program config keys and a bfloat8_b cache.
+  SdpaDecodeConfig c;
+  c.k_chunk_size = 64;
+  c.exp_approx_mode = false;
+  c.math_fidelity = MathFidelity::HiFi4;
+  c.fp32_dest_acc_en = true;
+  c.grid_y = 2;
+  c.grid_x = 3;
+  const TileTensor k8 = to_tile_layout(k, DataFormat::Bfp8_b), v8 = to_tile_layout(v, DataFormat::Bfp8_b);
+  EXPECT_TRUE(same_bits(r.op("sdpa-decode " + qi + " " + ki + " " + vi +
+                             " --cur-pos 511,64 --in1-dtype bfloat8_b --in2-dtype bfloat8_b --math-fidelity HiFi4 "
+                             "--fp32-dest-acc-en --option k_chunk_size=64 --option exp_approx_mode=false "
+                             "--option core_grid=[2,3] --option threads=2"),
+                        tt_sdpa_decode(tq, k8, v8, {511, 64}, nullptr, c)));
+  // Paged: blocks [4, 2, 256, 64] with an int32 page table.
+  const Tensor kp = randn({4, 2, 256, 64}, 4), vp = randn({4, 2, 256, 64}, 5);
+  Tensor table(DType::I32, {2, 2});  // as torch saves an int32 table
+  const int32_t ids[4] = {3, 1, 0, 2};
+  std::memcpy(table.data<int32_t>(), ids, sizeof ids);
+  const std::vector<std::vector<int64_t>> pt = {{3, 1}, {0, 2}};
+  EXPECT_TRUE(same_bits(r.op("sdpa-decode " + qi + " " + r.in("kp.npy", kp) + " " + r.in("vp.npy", vp) +
+                             " --cur-pos 300,511 --page-table " + r.in("t.npy", table)),
+                        tt_sdpa_decode(tq, to_tile_layout(kp, DataFormat::Bfloat16), to_tile_layout(vp, DataFormat::Bfloat16),
+                                       {300, 511}, &pt, SdpaDecodeConfig{})));
+}
+
+TEST(OpDecodeCli, CacheOpsWriteTheCacheInItsDtype) {
+  OpFiles r;
+  const Tensor cache = randn({4, 2, 64, 64}, 6), x = randn({1, 2, 32, 64}, 7);
+  const std::string ci = r.in("c.npy", cache), xi = r.in("x.npy", x);
+  TileTensor want = to_tile_layout(cache, DataFormat::Bfp8_b);
+  tt_update_cache(want, to_tile_layout(x, DataFormat::Bfloat16), 33, 5, CacheWriteConfig{});
+  EXPECT_TRUE(same_bits(r.op("update-cache " + ci + " " + xi + " --update-idx 33 --batch-offset 5 --in0-dtype bfloat8_b"),
+                        want));
+  // paged_update_cache through a page table; user 1 skipped.
+  const Tensor xp = randn({1, 2, 8, 64}, 8);
+  const Tensor table = Tensor::from_f32({2, 2}, {2, 0, 1, 3});
+  const std::vector<std::vector<int64_t>> pt = {{2, 0}, {1, 3}};
+  TileTensor want2 = to_tile_layout(cache, DataFormat::Bfloat16);
+  tt_paged_update_cache(want2, to_tile_layout(xp, DataFormat::Bfloat16), {70, -1}, &pt, CacheWriteConfig{});
+  EXPECT_TRUE(same_bits(r.op("update-cache " + ci + " " + r.in("xp.npy", xp) + " --cur-pos 70,-1 --page-table " +
+                             r.in("t.npy", table)),
+                        want2));
+  TileTensor want3 = to_tile_layout(cache, DataFormat::Bfloat16);
+  tt_fill_cache(want3, to_tile_layout(x, DataFormat::Bfloat16), 3, 32, CacheWriteConfig{});
+  EXPECT_TRUE(same_bits(r.op("fill-cache " + ci + " " + xi + " --batch-idx 3 --update-idx 32"), want3));
+}
+
+TEST(OpDecodeCli, RotaryBuildsTheTransformationTileWhenOmitted) {
+  OpFiles r;
+  const Tensor x = randn({1, 4, 64, 64}, 9), cos = randn({1, 1, 64, 64}, 10), sin = randn({1, 1, 64, 64}, 11);
+  const std::string xi = r.in("x.npy", x), ci = r.in("c.npy", cos), si = r.in("s.npy", sin);
+  ComputeConfig c;
+  c.math_fidelity = MathFidelity::HiFi4;
+  const TileTensor want = tt_rotary_llama(to_tile_layout(x, DataFormat::Bfloat16), to_tile_layout(cos, DataFormat::Bfloat16),
+                                          to_tile_layout(sin, DataFormat::Bfloat16),
+                                          rotary_llama_trans_mat(DataFormat::Bfloat16), RotaryMode::Prefill, c);
+  EXPECT_TRUE(same_bits(r.op("rotary-llama " + xi + " " + ci + " " + si), want));
+  const Tensor t = to_tensor(rotary_llama_trans_mat(DataFormat::Bfloat16));
+  EXPECT_TRUE(same_bits(r.op("rotary-llama " + xi + " " + ci + " " + si + " " + r.in("t.npy", t)), want));
+}
+
+TEST(OpDecodeCli, ErrorsAreOneLineExit2AndWriteNothing) {
+  TempDir dir;
+  auto in = [&](const std::string& name, const Tensor& t) {
+    io::write_npy(dir.file(name), t);
+    return shell_quote(dir.file(name)) + " ";
+  };
+  const std::string q = in("q.npy", randn({1, 2, 4, 64}, 1)), k = in("k.npy", randn({2, 1, 256, 64}, 2));
+  const std::string c = in("c.npy", randn({2, 1, 64, 64}, 3)), x = in("x.npy", randn({1, 1, 32, 64}, 4));
+  const std::string bad_table = in("bt.npy", Tensor::from_f32({2, 1}, {0.5f, 1.0f}));
+  const std::string table = in("t.npy", Tensor::from_f32({2, 1}, {0.0f, 1.0f}));
+  const std::string out = " -o " + shell_quote(dir.file("o.npy"));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"sdpa-decode " + q + k + k + out, "sdpa-decode: --cur-pos P,... (the cur_pos param) is required"},
+      {"sdpa-decode " + q + k + k + out + " --cur-pos 1", "expected 2 cur_pos values (one per user), found 1"},
+      {"sdpa-decode " + q + k + k + out + " --cur-pos 1,256", "cur_pos[1] = 256, expected [0, 256)"},
+      {"sdpa-decode " + q + k + k + out + " --cur-pos 1,x", "--cur-pos: expected comma-separated positions"},
+      {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --option k_chunk_size=96",
+       "op options.k_chunk_size: expected 0 (TT-NN's default) or a power of 2"},
+      {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --page-table " + bad_table,
+       "expected block ids (non-negative integers), found 0.5 at [0, 0]"},
+      {"sdpa-decode " + q + k + out + " --cur-pos 1,2", "sdpa-decode: expected inputs Q K V, found 2 inputs"},
+      {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --in1-dtype float32", "sdpa_decode: K is float32; expected"},
+      {"add " + q + q + out + " --cur-pos 1", "--cur-pos: add does not take it"},
+      {"update-cache " + c + x + out, "update-cache: give --update-idx N (ttnn.update_cache) or --cur-pos P,..."},
+      {"update-cache " + c + x + out + " --update-idx 64", "update_cache update_idx: expected a position in [0, 64)"},
+      {"update-cache " + c + x + out + " --update-idx 3 --page-table " + table,
+       "--page-table goes with --cur-pos"},
+      {"fill-cache " + c + x + out + " --batch-idx 0 --dtype bfloat8_b --in1-dtype bfloat16",
+       "fill_cache: input dtype bfloat16 differs from the cache's bfloat8_b"},
+      {"fill-cache " + c + x + out, "fill-cache: --batch-idx N (the batch_idx param) is required"},
+      {"rotary-llama " + x + x + out, "rotary-llama: expected inputs X COS SIN [TRANS], found 2 inputs"},
+      {"rotary-llama " + x + c + c + out, "expected COS/SIN [1, 1 or nh, S, dh]"},
+  };
+  for (const auto& [args, needle] : cases) {
+    CommandResult r = run_mha("op " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(std::ifstream(dir.file("o.npy")).good()) << args;
+  }
+}

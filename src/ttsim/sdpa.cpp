@@ -5,6 +5,7 @@
 // (batch x head, q chunk) on the pool.
 #include "ttsim/sdpa.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -1,7 +1,7 @@
 #include "ttsim/sdpa_common.h"
 
 #include <algorithm>
-#include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "ttsim/fpu_internal.h"

@@ -1,5 +1,6 @@
 // The SDPA oracle: tt-metal's sdpa.cpp loop nest written out one (q chunk,
 // k chunk) pair at a time on the scalar lane models (docs/TTSIM.md, "SDPA").
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>

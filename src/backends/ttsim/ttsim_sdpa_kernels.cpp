@@ -52,7 +52,7 @@ void k_fill_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x, int64_t
   const char* op = "ttnn.fill_cache";
   TtDevice::OpTimer timer(dev, op);
   dev.program(op, "", {&cache, &x});
-  tt_fill_cache(cache, x, batch_idx, CacheWriteConfig{});
+  tt_fill_cache(cache, x, batch_idx, /*update_idx=*/0, CacheWriteConfig{});
 }
 
 void k_update_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x, const std::vector<int64_t>& cur_pos) {

@@ -240,9 +240,9 @@ TEST(TtSimSdpa, CausalModulesDecodeLikeCpu) {
     const Tensor x = gen.randn({1, P + T, 64});
     DecodeOptions opt;
     opt.max_tokens = P + T;
-    auto tt = ttsim();
+    auto tt = ttsim(), cpu = make_backend("cpu", ordered_json::object(), "backend");  // sessions use their pools
     ASSERT_FALSE(tt->supports_decode(spec)) << m.variant << ": " << *tt->supports_decode(spec);
-    auto sc = make_backend("cpu", ordered_json::object(), "backend")->start_decode(spec, opt);
+    auto sc = cpu->start_decode(spec, opt);
     auto st = tt->start_decode(spec, opt);
     Tensor got(DType::F32, {1, P + T, 64}), want(DType::F32, {1, P + T, 64});
     auto rows = [&](int64_t r0, int64_t n) {

@@ -45,6 +45,9 @@ class DecodeSession {
   // Bytes of K and V the session holds at its current length (what one
   // decode step reads besides the weights).
   virtual int64_t cache_bytes() const = 0;
+  // The format the cache holds K and V in, as reports name it ("bfloat8_b"
+  // on tt-sim); "" for the options' cache_dtype (the host backends).
+  virtual std::string cache_format() const { return ""; }
   // Benchmarks only: appends n positions whose keys and values are
   // pseudo-random (uniform in [-1, 1), from `seed`) without projecting or
   // attending anything, so that a decode step can be timed at a context

@@ -133,7 +133,7 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
                   static_cast<long long>(d.prompt), fmt("%.3f", d.prefill_ms).c_str(), static_cast<long long>(d.tokens),
                   fmt("%.3f", d.step_median_ms).c_str(), fmt("%.3f", d.step_min_ms).c_str(),
                   fmt("%.3f", d.step_max_ms).c_str(), fmt("%.1f", d.tokens_per_s()).c_str(),
-                  cache_dtype_name(d.cache_dtype), static_cast<long long>(d.cache_bytes));
+                  d.cache_format.c_str(), static_cast<long long>(d.cache_bytes));
     s += buf;
     if (d.depth > 0) {
       std::snprintf(buf, sizeof buf, "decode: after a synthetic context of %lld positions (timing only: the output is "

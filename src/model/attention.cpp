@@ -7,6 +7,8 @@
 
 namespace mha {
 
+const char* attention_kernel_name(AttentionKernel k) { return k == AttentionKernel::Sdpa ? "sdpa" : "ops"; }
+
 const char* op_sequence_name(OpSequence s) {
   switch (s) {
     case OpSequence::Book: return "book";

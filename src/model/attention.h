@@ -53,6 +53,16 @@ enum class OpSequence {
 };
 const char* op_sequence_name(OpSequence s);
 
+// How a device with TT-NN's fused attention kernels runs the module's
+// attention core: Ops, the op sequence above one op at a time (matmul,
+// softmax, add); Sdpa, TT-NN's transformer kernels as tt_transformers'
+// Llama attention calls them (fused QKV linear, nlp_create_qkv_heads,
+// rotary_embedding_llama, fill_cache / paged_update_cache, SDPA or SDPA
+// decode, nlp_concat_heads, output linear). The variant sets the module's
+// default; tt-sim's "attention" option overrides it where both apply.
+enum class AttentionKernel { Ops, Sdpa };
+const char* attention_kernel_name(AttentionKernel k);
+
 // A fresh identity per constructed spec, so that backends can key plan
 // caches on it (addresses get reused; copies are identical so share it).
 uint64_t new_spec_uid();
@@ -68,6 +78,7 @@ struct AttentionSpec {
   uint64_t uid = new_spec_uid();  // plan-cache identity; never edit a spec after running it
   std::string variant;  // for messages only
   OpSequence ops = OpSequence::Book;
+  AttentionKernel attention = AttentionKernel::Ops;
   int64_t num_heads = 1;
   int64_t num_kv_heads = 1;  // == num_heads except for grouped-query attention
   int64_t head_dim = 1;      // dh: query/key width per head

@@ -197,7 +197,7 @@ RunReport execute_decode(const DecodeConfig& d, const AttentionSpec& spec, const
   rep.backend_name = backend.name();
   rep.timing.flops = attention_flops(spec, in);
   DecodeTiming dt;
-  dt.prompt = P, dt.tokens = T, dt.depth = d.depth, dt.cache_dtype = d.cache_dtype;
+  dt.prompt = P, dt.tokens = T, dt.depth = d.depth;
   std::vector<double> prefills;
   auto once = [&](bool record) -> Tensor {
     std::unique_ptr<DecodeSession> session = backend.start_decode(spec, opt);
@@ -219,6 +219,7 @@ RunReport execute_decode(const DecodeConfig& d, const AttentionSpec& spec, const
       place(y, P + i, 1);
     }
     dt.cache_bytes = session->cache_bytes();
+    dt.cache_format = session->cache_format().empty() ? cache_dtype_name(d.cache_dtype) : session->cache_format();
     return out;
   };
   // iterations 0 (runs of minutes): the first run's phases are the ones reported.
@@ -246,7 +247,7 @@ nlohmann::json decode_json(const DecodeTiming& d) {
   return {{"prompt", d.prompt},
           {"tokens", d.tokens},
           {"depth", d.depth},
-          {"cache_dtype", cache_dtype_name(d.cache_dtype)},
+          {"cache_dtype", d.cache_format},
           {"prefill_ms", d.prefill_ms},
           {"step_median_ms", d.step_median_ms},
           {"step_min_ms", d.step_min_ms},

@@ -46,7 +46,7 @@ TensorMap load_weights(const Variant& v, const WeightsConfig& w);
 // pool every step of the cached iterations.
 struct DecodeTiming {
   int64_t prompt = 0, tokens = 0, depth = 0;
-  CacheDtype cache_dtype = CacheDtype::Float32;
+  std::string cache_format = "float32";  // the session's cache_format(), else decode.cache_dtype
   double prefill_ms = 0;  // median over cached iterations (the first's when there are none)
   std::vector<double> step_ms;
   double step_median_ms = 0, step_min_ms = 0, step_max_ms = 0;

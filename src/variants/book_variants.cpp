@@ -175,6 +175,7 @@ class BookMha : public BookVariant {
     s.k = linear_projection(w, "W_key", p_.qkv_bias);
     s.v = linear_projection(w, "W_value", p_.qkv_bias);
     s.out = linear_projection(w, "out_proj", true);
+    s.attention = AttentionKernel::Sdpa;  // causal: TT-NN would run it as its Llama attention does
     return s;
   }
 };

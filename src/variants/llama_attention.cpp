@@ -141,6 +141,7 @@ class LlamaAttention : public Variant {
     s.causal = true;
     s.window = p_.window;
     s.rope = RotaryEmbedding{p_.theta};
+    s.attention = AttentionKernel::Sdpa;  // tt_transformers' Llama attention
     return s;
   }
 

@@ -111,6 +111,7 @@ class TorchMha : public Variant {
     // Causal needs no mask unless extra key columns exist, which torch pads
     // as unmasked; then build_mask materialises it.
     s.causal = opt.is_causal && !add_bias_kv_ && !add_zero_attn_;
+    if (s.causal) s.attention = AttentionKernel::Sdpa;  // TT-NN's causal attention is its SDPA
     return s;
   }
 

@@ -198,7 +198,8 @@ TEST(RunErrors, KeyPaddingMaskDtypesAsTorch113) {
 }
 
 // llama_attention: params, position_ids and the padding mask are checked
-// with one line each; tt-sim says it has no rotary embedding.
+// with one line each; tt-sim says why its SDPA path (the only one with a
+// rotary embedding) does not take a 4-wide head.
 TEST(RunErrors, LlamaAttentionInputs) {
   TempDir dir;
   auto py = run_python("import numpy as np\nd = '" + dir.path() + "/'\n"
@@ -241,5 +242,5 @@ TEST(RunErrors, LlamaAttentionInputs) {
   expect_input_error(run_config(dir, llama(good, in("attention_mask", "mask2.npy"))),
                      "inputs.attention_mask: expected 1 (attend) or 0 (padding)");
   expect_input_error(run_config(dir, llama(good, ""), "--backend tt-sim"),
-                     "rotary position embeddings are not implemented on tt-sim");
+                     "rotary embeddings run only as SDPA, and the SDPA pipeline needs a head_dim that is a multiple of 32");
 }

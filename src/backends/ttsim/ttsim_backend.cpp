@@ -6,6 +6,8 @@
 #include <tuple>
 
 #include "backends/ttsim/ttsim_pipeline.h"
+#include "backends/ttsim/ttsim_sdpa.h"
+#include "backends/decode.h"
 #include "util/error.h"
 
 namespace mha {
@@ -23,12 +25,26 @@ class TtSimBackend : public Backend {
   std::string name() const override { return "tt-sim"; }
 
   std::optional<std::string> supports(const AttentionSpec& spec, const AttentionInputs& in) const override {
+    if (path(spec, &in) == AttentionKernel::Sdpa) {
+      if (auto why = sdpa_unsupported(spec, &in)) return "attention \"sdpa\": " + *why;
+      return std::nullopt;
+    }
+    if (spec.rope) {
+      if (opt_.attention) return std::string("attention \"ops\" has no rotary embedding op; use \"sdpa\"");
+      if (auto why = sdpa_unsupported(spec, &in)) return "rotary embeddings run only as SDPA, and " + *why;
+    }
     return tt_supports(spec, in);
   }
 
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
     validate_inputs(spec, in);
     require_supported(*this, spec, in);
+    if (path(spec, &in, opt.need_weights) == AttentionKernel::Sdpa) {
+      if (opt.need_weights)
+        throw InputError("tt-sim: attention \"sdpa\" returns no attention weights (set attention to \"ops\")");
+      const SdpaPlan& p = sdpa_plan(spec);
+      return run_sdpa_prefill(dev_, p.recipe, p.weights, spec, in, opt);
+    }
     auto it = plans_.find(spec.uid);
     if (it == plans_.end()) {
       Plan p;
@@ -36,8 +52,23 @@ class TtSimBackend : public Backend {
       p.weights = convert_weights(spec, p.recipe);
       it = plans_.emplace(spec.uid, std::move(p)).first;
     }
-    last_ = it->second.recipe;
+    last_ = recipe_json(it->second.recipe);
     return run_pipeline(dev_, it->second.recipe, it->second.weights, spec, in, opt);
+  }
+
+  // Decode runs the SDPA pipeline (prefill into the device's KV cache, then
+  // SDPA decode per token).
+  std::optional<std::string> supports_decode(const AttentionSpec& spec) const override {
+    if (opt_.attention == AttentionKernel::Ops)
+      return std::string("attention \"ops\" has no KV cache; tt-sim decodes with attention \"sdpa\"");
+    if (auto why = decode_unsupported(spec)) return why;
+    if (auto why = sdpa_unsupported(spec, nullptr)) return "attention \"sdpa\": " + *why;
+    return std::nullopt;
+  }
+  std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt) override {
+    if (supports_decode(spec)) return Backend::start_decode(spec, opt);  // throws the reason
+    const SdpaPlan& p = sdpa_plan(spec);
+    return make_sdpa_decode(dev_, p.recipe, p.weights, spec, opt);
   }
 
   CacheStats cache_stats() const override { return dev_.stats(); }
@@ -53,20 +84,48 @@ class TtSimBackend : public Backend {
                         // Host execution: the lane kernels chosen at run time and the pool size.
                         {"simd", simd::isa_name(opt_.isa)},
                         {"threads", threads()}};
-    if (last_) j.update(recipe_json(*last_));
+    if (last_) j.update(*last_);
     j["program_cache"] = dev_.per_op_json();
     return j;
   }
 
  private:
+  // The option when given, else the spec's default where SDPA can run it
+  // on these inputs (`in` null: a decode session), else the op sequence.
+  // A run that asks for attention weights (torch_mha's default) takes the
+  // op sequence when it can (a rotary spec cannot).
+  AttentionKernel path(const AttentionSpec& spec, const AttentionInputs* in, bool need_weights = false) const {
+    if (opt_.attention) return *opt_.attention;
+    if (spec.attention == AttentionKernel::Sdpa && !sdpa_unsupported(spec, in) && !(need_weights && !spec.rope))
+      return AttentionKernel::Sdpa;
+    return AttentionKernel::Ops;
+  }
+
   struct Plan {
     Recipe recipe;
     DeviceWeights weights;
   };
+  struct SdpaPlan {
+    SdpaRecipe recipe;
+    SdpaWeights weights;
+  };
+  const SdpaPlan& sdpa_plan(const AttentionSpec& spec) {
+    auto it = sdpa_plans_.find(spec.uid);
+    if (it == sdpa_plans_.end()) {
+      SdpaPlan p;
+      p.recipe = make_sdpa_recipe(opt_);
+      p.weights = convert_sdpa_weights(spec, p.recipe);
+      it = sdpa_plans_.emplace(spec.uid, std::move(p)).first;
+    }
+    last_ = sdpa_recipe_json(it->second.recipe);
+    return it->second;
+  }
+
   TtDevice dev_;
   TtOptions opt_;
   std::map<uint64_t, Plan> plans_;
-  std::optional<Recipe> last_;
+  std::map<uint64_t, SdpaPlan> sdpa_plans_;  // node-based: decode sessions keep references
+  std::optional<nlohmann::json> last_;
 };
 
 }  // namespace

@@ -88,6 +88,15 @@ TtOptions parse_tt_options(const ordered_json& options, const std::string& json_
       } catch (const InputError& e) {
         throw InputError(w + ": " + e.what());
       }
+    } else if (key == "attention") {
+      const std::string s = string_value(v, w, "\"sdpa\" or \"ops\"");
+      if (s == "sdpa") o.attention = AttentionKernel::Sdpa;
+      else if (s == "ops") o.attention = AttentionKernel::Ops;
+      else bad(w, "\"sdpa\" or \"ops\"", v);
+    } else if (key == "kv_cache_dtype") {
+      const std::string s = string_value(v, w, "\"bfloat16\", \"bfloat8_b\" or \"bfloat4_b\"");
+      if (s != "bfloat16" && s != "bfloat8_b" && s != "bfloat4_b") bad(w, "\"bfloat16\", \"bfloat8_b\" or \"bfloat4_b\"", v);
+      o.kv_cache_dtype = format_from_name(s);
     } else if (key == "threads") {
       if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024) bad(w, "an integer from 1 to 1024", v);
       o.threads = static_cast<int>(v.get<int64_t>());
@@ -95,7 +104,8 @@ TtOptions parse_tt_options(const ordered_json& options, const std::string& json_
       o.isa = isa_from_name(string_value(v, w, "\"auto\", \"scalar\", \"avx2\" or \"avx512\""));
     } else {
       throw InputError(w + ": unknown tt-sim option (expected device, dtype, math_fidelity, fp32_dest_acc_en, "
-                           "math_approx_mode, packer_l1_acc, bfp8_pack_precise, memory_config, core_grid, numerics, threads, kernels), found " +
+                           "math_approx_mode, packer_l1_acc, bfp8_pack_precise, memory_config, core_grid, numerics, attention, kv_cache_dtype, "
+                           "threads, kernels), found " +
                        v.dump());
     }
   }

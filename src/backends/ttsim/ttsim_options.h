@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/attention.h"
 #include "ttsim/exec.h"
 #include "ttsim/formats.h"
 #include "ttsim/matrix_unit.h"
@@ -40,6 +41,13 @@ struct TtOptions {
   std::optional<MemoryKind> memory;
   std::optional<int> grid_y, grid_x;  // core_grid [y, x]
   Numerics numerics = Numerics::Exact;
+  // "attention": the spec's default (AttentionKernel) unless given; "sdpa"
+  // where the spec cannot run as SDPA is refused, and "ops" for a spec with
+  // a rotary embedding (the op-by-op pipelines have no rotary op).
+  std::optional<AttentionKernel> attention;
+  // The SDPA pipeline's KV cache (and SDPA's K/V) dtype; unset: bfloat8_b,
+  // tt_transformers' KV_CACHE precision.
+  std::optional<DataFormat> kv_cache_dtype;
   // Host execution only (never changes a result bit): worker threads (0:
   // one per hardware thread) and the lane kernels' instruction set.
   int threads = 0;

@@ -1,0 +1,109 @@
+#include <algorithm>
+#include <cmath>
+
+#include "backends/ttsim/ttsim_sdpa.h"
+#include "backends/ttsim/ttsim_sdpa_kernels.h"
+#include "backends/ttsim/ttsim_sdpa_steps.h"
+#include "ttsim/rotary_llama.h"
+
+namespace mha::ttsim {
+
+// tt_transformers' get_padded_prefill_len: 128 up to 128 tokens, then the
+// smaller of the next power of two and the next multiple of 2048. Padding
+// rows come after every real row, so the causal mask keeps them out of the
+// real rows' results; only the chunk size (by padded length) depends on it.
+int64_t padded_prefill_len(int64_t L) {
+  if (L <= 128) return 128;
+  int64_t p = 1;
+  while (p < L) p *= 2;
+  return std::min(p, (L + 2047) / 2048 * 2048);
+}
+
+// Rows [0, L) of user b of x [B, L, E] as the device tensor [1, 1, Lp, E].
+TileTensor user_rows(const Tensor& x, int64_t b, int64_t Lp, DataFormat f) {
+  const int64_t L = x.dim(1), E = x.dim(2);
+  std::vector<float> v(static_cast<size_t>(Lp * E), 0.0f);
+  std::copy_n(x.data<float>() + b * L * E, L * E, v.data());
+  return to_tile_layout(v.data(), {1, 1, Lp, E}, f);
+}
+
+// Rows [0, rows) of every matrix of t, row-major [batch, rows, cols].
+std::vector<float> first_rows(const TileTensor& t, int64_t rows) {
+  std::vector<float> v(static_cast<size_t>(t.batch * rows * t.cols));
+  for (int64_t m = 0; m < t.batch; ++m)
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(t.matrix(m) + r * t.pcols, t.cols, &v[(m * rows + r) * t.cols]);
+  return v;
+}
+
+namespace {
+
+// A stage tensor [B, ...] filled one user's block at a time.
+struct StageBuf {
+  Tensor t;
+  void put(int64_t b, const std::vector<float>& v) {
+    std::copy(v.begin(), v.end(), t.data<float>() + b * static_cast<int64_t>(v.size()));
+  }
+};
+
+}  // namespace
+
+PrefillOut sdpa_prefill_user(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const AttentionSpec& spec,
+                             const TileTensor& x, const RopeTable* rope, int64_t b, TileTensor* cache_k,
+                             TileTensor* cache_v) {
+  const SdpaDims d = sdpa_dims(spec);
+  const int64_t Lp = x.rows;
+  QkvHeads h = create_qkv_heads(dev, d, sdpa_qkv_linear(dev, r, w, x, true));
+  if (rope) {
+    const RotaryTables t = rotary_prefill_tables(*rope, b, Lp);
+    const TileTensor trans = rotary_llama_trans_mat(DataFormat::Bfloat16);
+    h.q = k_rotary_llama(dev, h.q, t.cos, t.sin, trans, r.rotary, false);
+    h.k = k_rotary_llama(dev, h.k, t.cos, t.sin, trans, r.rotary, false);
+  }
+  PrefillOut o;
+  o.k = k_typecast(dev, h.k, r.cache);
+  o.v = k_typecast(dev, h.v, r.cache);
+  if (cache_k) k_fill_cache(dev, *cache_k, o.k, b);
+  if (cache_v) k_fill_cache(dev, *cache_v, o.v, b);
+  const TileTensor q8 = k_typecast(dev, h.q, r.q_sdpa);
+  ComputeConfig c = r.sdpa_prefill;
+  c.output = r.q_sdpa;
+  const TileTensor attn = k_sdpa(dev, q8, o.k, o.v, static_cast<float>(spec.scale), SdpaRecipe::chunk(Lp),
+                                 r.exp_approx_prefill, c);
+  o.ctx = concat_heads(dev, attn);
+  o.out = spec.out ? sdpa_out_linear(dev, r, w, o.ctx, true) : o.ctx;
+  o.q = std::move(h.q);
+  return o;
+}
+
+AttentionResult run_sdpa_prefill(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const AttentionSpec& spec,
+                                 const AttentionInputs& in, const RunOptions& opt) {
+  const SdpaDims d = sdpa_dims(spec);
+  const int64_t B = in.query.dim(0), L = in.query.dim(1), Lp = padded_prefill_len(L);
+  dev.set_memory(MemoryKind::DRAM);  // the model's prefill tensors live in DRAM
+  dev.set_resident(w.all());
+  std::optional<RopeTable> rope;
+  if (spec.rope) rope = rope_table(spec, in);
+  AttentionResult res;
+  res.output = Tensor(DType::F32, {B, L, d.E_out});
+  StageBuf q{Tensor(DType::F32, {B, d.H, L, d.dh})}, k{Tensor(DType::F32, {B, d.Hkv, L, d.dh})},
+      v{Tensor(DType::F32, {B, d.Hkv, L, d.dh})}, ctx{Tensor(DType::F32, {B, L, d.H * d.dh})};
+  for (int64_t b = 0; b < B; ++b) {
+    const PrefillOut o =
+        sdpa_prefill_user(dev, r, w, spec, user_rows(in.query, b, Lp, r.act), rope ? &*rope : nullptr, b, nullptr,
+                          nullptr);
+    const std::vector<float> y = first_rows(o.out, L);
+    std::copy(y.begin(), y.end(), res.output.data<float>() + b * L * d.E_out);
+    if (!opt.collect_stages) continue;
+    std::vector<float> qs = first_rows(o.q, L), ks = first_rows(o.k, L);
+    if (spec.rope) meta_to_hf(qs, d.dh), meta_to_hf(ks, d.dh);
+    q.put(b, qs);
+    k.put(b, ks);
+    v.put(b, first_rows(o.v, L));
+    ctx.put(b, first_rows(o.ctx, L));
+  }
+  if (opt.collect_stages)
+    res.stages = {{"q", q.t}, {"k", k.t}, {"v", v.t}, {"context", ctx.t}, {"output", res.output}};
+  return res;
+}
+
+}  // namespace mha::ttsim

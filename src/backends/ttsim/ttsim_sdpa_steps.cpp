@@ -1,0 +1,167 @@
+#include "backends/ttsim/ttsim_sdpa_steps.h"
+
+#include <algorithm>
+
+#include "backends/ttsim/ttsim_sdpa_kernels.h"
+
+namespace mha::ttsim {
+
+SdpaDims sdpa_dims(const AttentionSpec& spec) {
+  return {spec.num_heads, spec.num_kv_heads, spec.head_dim, spec.q_in(), spec.out_dim()};
+}
+
+namespace {
+
+// The bias add the model writes as `x + bias` (ttnn.add, broadcast over rows).
+TileTensor add_bias(TtDevice& dev, const TileTensor& y, const std::optional<TileTensor>& b, const ComputeConfig& c) {
+  if (!b) return y;
+  return op_add(dev, "ttnn.add", y, *b, y.format, c.fp32_dest_acc_en, c.bfp8_pack_precise);
+}
+
+// XQKV_PREFILL_PROGCFG (MatmulMultiCoreReuseMultiCastProgramConfig,
+// in0_block_w = 1): K passes Dst one tile at a time; the 2D factory's
+// packer L1 accumulation and intermediate format rules (kblock.h).
+MatmulBlocking xqkv_prefill_blocking(const TileTensor& x, const ComputeConfig& c) {
+  MatmulBlocking b;
+  b.in0_block_w = 1;
+  b.packer_l1_acc = x.pcols / kTile > 2;
+  b.interm = c.fp32_dest_acc_en ? DataFormat::Float32 : b.packer_l1_acc ? DataFormat::Bfloat16 : c.output;
+  return b;
+}
+
+// Head `h`'s columns [c0 + h dh, +dh) of rows [0, rows) of matrix m of src
+// into matrix `dst_m` of dst (whole padded rows: a head is whole tiles).
+void copy_head(const TileTensor& src, int64_t m, int64_t c0, TileTensor& dst, int64_t dst_m, int64_t dh) {
+  for (int64_t r = 0; r < src.prows; ++r)
+    std::copy_n(src.matrix(m) + r * src.pcols + c0, dh, dst.matrix(dst_m) + r * dst.pcols);
+}
+
+// A head split is whole-tile data movement: the values move exactly; the
+// op is registered as one program over its input.
+TileTensor moved(TtDevice& dev, const char* op, const TileTensor& in, TileTensor t) {
+  TtDevice::OpTimer timer(dev, op);
+  dev.check_memory(op, {&in}, t.shape, t.format);
+  return t;
+}
+
+}  // namespace
+
+TileTensor sdpa_qkv_linear(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const TileTensor& x,
+                           bool prefill) {
+  ComputeConfig c = r.qkv;
+  c.output = r.act;
+  const MatmulBlocking blk = xqkv_prefill_blocking(x, c);
+  return add_bias(dev, k_linear(dev, "ttnn.linear", x, w.wqkv, c, r.grid, prefill ? &blk : nullptr), w.bqkv, c);
+}
+
+TileTensor sdpa_out_linear(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const TileTensor& ctx,
+                           bool prefill) {
+  ComputeConfig c = r.wo;
+  c.output = prefill ? r.out_prefill : r.out_decode;
+  return add_bias(dev, k_linear(dev, prefill ? "ttnn.linear" : "ttnn.matmul", ctx, w.wo, c, r.grid, nullptr), w.bo, c);
+}
+
+QkvHeads create_qkv_heads(TtDevice& dev, const SdpaDims& d, const TileTensor& xqkv) {
+  const char* op = "ttnn.experimental.nlp_create_qkv_heads";
+  dev.program(op, "num_heads=" + std::to_string(d.H) + ",num_kv_heads=" + std::to_string(d.Hkv), {&xqkv});
+  const int64_t s = xqkv.rows;
+  QkvHeads h{make_tile_tensor({1, d.H, s, d.dh}, xqkv.format), make_tile_tensor({1, d.Hkv, s, d.dh}, xqkv.format),
+             make_tile_tensor({1, d.Hkv, s, d.dh}, xqkv.format)};
+  for (int64_t i = 0; i < d.H; ++i) copy_head(xqkv, 0, i * d.dh, h.q, i, d.dh);
+  for (int64_t i = 0; i < d.Hkv; ++i) {
+    copy_head(xqkv, 0, (d.H + i) * d.dh, h.k, i, d.dh);
+    copy_head(xqkv, 0, (d.H + d.Hkv + i) * d.dh, h.v, i, d.dh);
+  }
+  h.q = moved(dev, op, xqkv, std::move(h.q));
+  return h;
+}
+
+QkvHeads create_qkv_heads_decode(TtDevice& dev, const SdpaDims& d, const TileTensor& xqkv) {
+  const char* op = "ttnn.experimental.nlp_create_qkv_heads_decode";
+  dev.program(op, "num_heads=" + std::to_string(d.H) + ",num_kv_heads=" + std::to_string(d.Hkv), {&xqkv});
+  const int64_t users = xqkv.rows;
+  QkvHeads h{make_tile_tensor({1, users, d.H, d.dh}, xqkv.format),
+             make_tile_tensor({1, users, d.Hkv, d.dh}, xqkv.format),
+             make_tile_tensor({1, users, d.Hkv, d.dh}, xqkv.format)};
+  // Row u of xqkv holds user u's heads side by side; each becomes a row of
+  // that user's [heads, dh] matrix.
+  for (int64_t u = 0; u < users; ++u) {
+    const float* row = xqkv.matrix(0) + u * xqkv.pcols;
+    for (int64_t i = 0; i < d.H; ++i) std::copy_n(row + i * d.dh, d.dh, h.q.matrix(u) + i * h.q.pcols);
+    for (int64_t i = 0; i < d.Hkv; ++i) {
+      std::copy_n(row + (d.H + i) * d.dh, d.dh, h.k.matrix(u) + i * h.k.pcols);
+      std::copy_n(row + (d.H + d.Hkv + i) * d.dh, d.dh, h.v.matrix(u) + i * h.v.pcols);
+    }
+  }
+  h.q = moved(dev, op, xqkv, std::move(h.q));
+  return h;
+}
+
+TileTensor concat_heads(TtDevice& dev, const TileTensor& ctx) {
+  const char* op = "ttnn.experimental.nlp_concat_heads";
+  dev.program(op, "", {&ctx});
+  const int64_t H = ctx.batch, dh = ctx.cols;
+  TileTensor out = make_tile_tensor({1, 1, ctx.rows, H * dh}, ctx.format);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t r = 0; r < ctx.prows; ++r) std::copy_n(ctx.matrix(h) + r * ctx.pcols, dh, out.matrix(0) + r * out.pcols + h * dh);
+  return moved(dev, op, ctx, std::move(out));
+}
+
+TileTensor concat_heads_decode(TtDevice& dev, const TileTensor& ctx) {
+  const char* op = "ttnn.experimental.nlp_concat_heads_decode";
+  dev.program(op, "", {&ctx});
+  const int64_t users = ctx.batch, H = ctx.rows, dh = ctx.cols;
+  TileTensor out = make_tile_tensor({1, 1, users, H * dh}, ctx.format);
+  for (int64_t u = 0; u < users; ++u)
+    for (int64_t h = 0; h < H; ++h) std::copy_n(ctx.matrix(u) + h * ctx.pcols, dh, out.matrix(0) + u * out.pcols + h * dh);
+  return moved(dev, op, ctx, std::move(out));
+}
+
+namespace {
+
+// One table row in Meta order: columns 2f and 2f + 1 take frequency f.
+void meta_row(const float* c, const float* s, int64_t half, float* cos_out, float* sin_out) {
+  for (int64_t f = 0; f < half; ++f) {
+    cos_out[2 * f] = cos_out[2 * f + 1] = c[f];
+    sin_out[2 * f] = sin_out[2 * f + 1] = s[f];
+  }
+}
+
+}  // namespace
+
+RotaryTables rotary_prefill_tables(const RopeTable& t, int64_t b, int64_t rows) {
+  const int64_t dh = 2 * t.half;
+  std::vector<float> c(static_cast<size_t>(rows * dh), 0.0f), s(c.size(), 0.0f);
+  for (int64_t i = 0; i < rows; ++i) {
+    if (i < t.L) {
+      meta_row(t.cos_at(b, i), t.sin_at(b, i), t.half, &c[i * dh], &s[i * dh]);
+    } else {
+      std::fill_n(&c[i * dh], dh, 1.0f);  // angle 0 for the padding rows
+    }
+  }
+  return {to_tile_layout(c.data(), {1, 1, rows, dh}, DataFormat::Bfloat16),
+          to_tile_layout(s.data(), {1, 1, rows, dh}, DataFormat::Bfloat16)};
+}
+
+RotaryTables rotary_decode_tables(const std::vector<RopeTable>& per_user) {
+  const int64_t users = static_cast<int64_t>(per_user.size()), dh = 2 * per_user.front().half;
+  std::vector<float> c(static_cast<size_t>(users * dh)), s(c.size());
+  for (int64_t u = 0; u < users; ++u)
+    meta_row(per_user[u].cos_at(0, 0), per_user[u].sin_at(0, 0), per_user[u].half, &c[u * dh], &s[u * dh]);
+  return {to_tile_layout(c.data(), {1, users, 1, dh}, DataFormat::Bfloat16),
+          to_tile_layout(s.data(), {1, users, 1, dh}, DataFormat::Bfloat16)};
+}
+
+void meta_to_hf(std::vector<float>& v, int64_t dh) {
+  const int64_t half = dh / 2;
+  std::vector<float> tmp(static_cast<size_t>(dh));
+  for (size_t r = 0; r + dh <= v.size(); r += dh) {
+    for (int64_t i = 0; i < half; ++i) {
+      tmp[i] = v[r + 2 * i];
+      tmp[half + i] = v[r + 2 * i + 1];
+    }
+    std::copy(tmp.begin(), tmp.end(), v.begin() + r);
+  }
+}
+
+}  // namespace mha::ttsim

@@ -489,6 +489,7 @@ RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& re
   base.threads = threads;
   base.L = L;
   base.spec = spec;
+  base.spec.out.reset();  // travels cast to the ring's dtype, as out_w / out_b
   for (Projection* p : {&base.spec.q, &base.spec.k, &base.spec.v}) {
     p->weight = p->weight.cast(dt);
     p->bias = cast_opt(p->bias, dt);

@@ -1,10 +1,6 @@
 #include "backends/backend.h"
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/reference/reference_backend.h"
-#include "backends/ttsim/ttsim_backend.h"
 #include "util/error.h"
-#include "util/text.h"
 
 namespace mha {
 
@@ -13,31 +9,11 @@ void require_supported(const Backend& backend, const AttentionSpec& spec, const 
     throw InputError("backend " + backend.name() + " cannot run variant " + spec.variant + ": " + *why);
 }
 
-const char* cache_dtype_name(CacheDtype d) {
-  switch (d) {
-    case CacheDtype::Float32: return "float32";
-    case CacheDtype::Bfloat16: return "bfloat16";
-  }
-  return "?";
-}
-
 std::unique_ptr<DecodeSession> Backend::start_decode(const AttentionSpec& spec, const DecodeOptions& opt) {
   (void)opt;
   auto why = supports_decode(spec);
   throw InputError("backend " + name() + " cannot decode variant " + spec.variant + ": " +
                    (why ? *why : std::string("no KV-cache decode")));
-}
-
-std::unique_ptr<Backend> make_backend(const std::string& name, const nlohmann::ordered_json& options,
-                                      const std::string& json_path) {
-  if (name == "reference") {
-    for (auto it = options.begin(); it != options.end(); ++it)
-      throw InputError(json_path + "." + printable(it.key()) + ": unknown key for backend 'reference' (it takes no options)");
-    return make_reference_backend();
-  }
-  if (name == "cpu") return make_cpu_backend(options, json_path);
-  if (name == "tt-sim") return make_ttsim_backend(options, json_path);
-  throw InputError(json_path + ".name: unknown backend '" + printable(name) + "': expected reference, cpu or tt-sim");
 }
 
 }  // namespace mha

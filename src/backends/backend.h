@@ -66,8 +66,9 @@ class Backend {
 // backend.supports() gives a reason.
 void require_supported(const Backend& backend, const AttentionSpec& spec, const AttentionInputs& in);
 
-// Names: "reference", "cpu", "tt-sim". `options` is the config's "backend"
-// object (without "name"); `json_path` locates it for error messages.
+// The backend registered as `name` (backends/registry.h) with `options`, the
+// config's "backend" object (without "name"); `json_path` locates it for
+// error messages. InputError naming the known backends for an unknown name.
 std::unique_ptr<Backend> make_backend(const std::string& name, const nlohmann::ordered_json& options,
                                       const std::string& json_path);
 

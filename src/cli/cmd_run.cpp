@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 
+#include "backends/registry.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "compare/report.h"
@@ -223,7 +224,7 @@ void add_run(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<RunFlags>();
   auto* sub = app.add_subcommand("run", "Run an attention variant from a JSON config");
   sub->add_option("--config,-c", flags->config, "config file (see configs/)")->required();
-  sub->add_option("--backend,-b", flags->backend, "override the config's backend: reference, cpu, tt-sim");
+  sub->add_option("--backend,-b", flags->backend, "override the config's backend: " + backend_help());
   sub->add_option("--output,-o", flags->output, "save the output tensor as .npy");
   sub->add_option("--attn-weights", flags->attn_weights, "save the attention weights as .npy");
   sub->add_option("--dump-stages", flags->dump_stages, "save every intermediate tensor as DIR/NAME.npy");

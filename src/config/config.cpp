@@ -149,9 +149,8 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
     if (dc.depth > (int64_t{1} << 24))
       throw InputError("decode.depth: expected at most 16777216 positions, found " + std::to_string(dc.depth));
     if (find(d, "cache_dtype")) {
-      const std::string t = as_string(d["cache_dtype"], "decode.cache_dtype");
-      if (t == "float32") dc.cache_dtype = CacheDtype::Float32;
-      else if (t == "bfloat16") dc.cache_dtype = CacheDtype::Bfloat16;
+      const auto t = cache_dtype_from_name(as_string(d["cache_dtype"], "decode.cache_dtype"));
+      if (t) dc.cache_dtype = *t;
       else throw InputError("decode.cache_dtype: expected \"float32\" or \"bfloat16\", found " + json_brief(d["cache_dtype"]));
     }
     c.decode = dc;

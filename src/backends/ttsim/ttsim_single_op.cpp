@@ -117,7 +117,6 @@ TtOp tt_op_from_name(const std::string& name) {
   throw InputError("unknown op '" + printable(name) + "': expected one of " + all);
 }
 
-const char* tt_op_name(TtOp op) { return def(op).name; }
 const char* tt_op_operands(TtOp op) { return def(op).operands; }
 
 void check_op_inputs(TtOp op, int n, bool scalar) {

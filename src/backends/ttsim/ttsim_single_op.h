@@ -20,7 +20,6 @@ enum class TtOp { Matmul, Linear, Add, Multiply, Softmax, Exp, Reciprocal, ToDev
 // "matmul", "linear", "add", "multiply", "softmax", "exp", "reciprocal",
 // "to-device"; throws InputError listing them.
 TtOp tt_op_from_name(const std::string& name);
-const char* tt_op_name(TtOp op);
 // The op's operands, e.g. "A B [BIAS]" (for messages and --help).
 const char* tt_op_operands(TtOp op);
 

@@ -200,7 +200,8 @@ Tensor ring_pass(RingWork& w, int64_t me, int64_t N, bool last) {
   // K|V travels in S sub-blocks of len rows (a causal rank's two chunks, or
   // the two halves of a contiguous block; one when n is odd), so a rank
   // holds S + 1 of them (attended and sent, next, arriving) instead of two
-  // whole blocks: at 131072 tokens on 2 ranks, 64 MiB less at the peak.
+  // whole blocks: a quarter less K|V memory per rank (docs/BENCHMARKS.md,
+  // "131072-token ring attention on 2 ranks").
   // Sub-block layout, per batch: K [len, kw] then V [len, vw].
   const int64_t S = n % 2 == 0 ? 2 : 1, len = n / S, sblk = len * (kw + vw);
   // Every buffer the ring steps use is agreed on before the first block

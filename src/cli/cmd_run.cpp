@@ -206,8 +206,10 @@ int run_command(const RunFlags& f) {
     outs.stage(f.attn_weights, [&](const std::string& tmp) { io::write_npy(tmp, *rep.result.weights); });
   }
   if (!f.dump_stages.empty())
-    for (const auto& [name, t] : rep.result.stages)
-      outs.stage_in_folder(f.dump_stages, name + ".npy", [&](const std::string& tmp) { io::write_npy(tmp, t); });
+    for (const auto& stage : rep.result.stages) {
+      const Tensor& t = stage.second;  // a named reference: C++17 lambdas cannot capture a structured binding
+      outs.stage_in_folder(f.dump_stages, stage.first + ".npy", [&](const std::string& tmp) { io::write_npy(tmp, t); });
+    }
   const std::string json = f.json.empty() ? "" : report_json(run, rep, stages_json).dump(2) + "\n";
   if (!f.json.empty() && f.json != "-") outs.stage_bytes(f.json, json);
   outs.commit();

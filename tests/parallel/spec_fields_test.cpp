@@ -20,7 +20,7 @@
 #include "tensor/tensor_ops.h"
 
 namespace mha {
-namespace {
+namespace spec_fields_test {
 
 // The number of members of an aggregate: the most initialisers T{...}
 // accepts, each one converting to whatever its member is.
@@ -38,6 +38,12 @@ constexpr std::size_t member_count() {
   if constexpr (brace_initialisable<T, std::make_index_sequence<N + 1>>::value) return member_count<T, N + 1>();
   else return N;
 }
+
+}  // namespace spec_fields_test
+
+namespace {
+
+using spec_fields_test::member_count;
 
 TEST(SpecFields, VisitorListsEveryMember) {
   static_assert(std::is_aggregate<AttentionSpec>::value && std::is_aggregate<Projection>::value, "");

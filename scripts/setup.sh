@@ -4,17 +4,19 @@
 # Extra arguments go to cmake's configure.
 #
 # MHA_SETUP=tests (scripts/test.sh sets it) also installs what the test suites
-# and the fuzzers need (GoogleTest, PyTorch and numpy for the parity oracles,
-# clang + libFuzzer, iproute2) and builds every target. Those packages
-# install while `mha` compiles, which needs none of them.
+# and the fuzzers need and builds every target. GoogleTest, which the suites
+# compile against, installs first; the rest (PyTorch and numpy for the parity
+# oracles, clang + libFuzzer, iproute2), which only running them needs,
+# downloads and unpacks while everything compiles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make libcli11-dev nlohmann-json3-dev libopenblas-dev libspdlog-dev zlib1g-dev
           openmpi-bin libopenmpi-dev)  # mpirun -np N mha run (src/parallel/)
-test_packages=(libgtest-dev python3-torch python3-numpy python3-matplotlib
+test_packages=(python3-torch python3-numpy python3-matplotlib
                clang libclang-rt-14-dev  # clang + libFuzzer: the sanitizer build, scripts/fuzz.sh
                iproute2)  # ip netns: tests/parallel's two-hosts-over-TCP test
+if [ "${MHA_SETUP:-}" = "tests" ]; then packages+=(libgtest-dev); fi
 
 missing() {
   local p
@@ -49,19 +51,16 @@ if [ "${MHA_SETUP:-}" != "tests" ]; then
 fi
 
 mapfile -t need < <(missing "${test_packages[@]}")
+apt_pid=""
 if [ ${#need[@]} -gt 0 ]; then
-  # The test packages download and unpack while the library and the CLI
-  # compile (they need none of them); apt's output goes to a log.
   log="$(mktemp)"
   if [ "$updated" = 0 ]; then $SUDO apt-get update -q >"$log" 2>&1; updated=1; fi
   (install "${need[@]}") >>"$log" 2>&1 &
   apt_pid=$!
-  configure "$@"
-  cmake --build "$build_dir" -j"$(nproc)" --target mha
+fi
+configure "$@"
+cmake --build "$build_dir" -j"$(nproc)"
+if [ -n "$apt_pid" ]; then
   if ! wait "$apt_pid"; then cat "$log" >&2; echo "setup: installing ${need[*]} failed" >&2; exit 1; fi
   rm -f "$log"
-else
-  install "${need[@]}"
 fi
-configure "$@"  # again: GoogleTest may be new
-cmake --build "$build_dir" -j"$(nproc)"

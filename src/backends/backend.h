@@ -99,15 +99,9 @@ class Backend {
 // backend.supports() gives a reason.
 void require_supported(const Backend& backend, const AttentionSpec& spec, const AttentionInputs& in);
 
-// Names: "reference", "cpu", "tt-sim". `options` is the config's "backend"
-// object (without "name"); `json_path` locates it for error messages.
-// A backend make_backend creates by `name` besides the built-in ones (a
-// backend defined outside src/, as tests/parallel's): `options` is the
-// config's backend object without "name". Register before any make_backend
-// call, on every rank.
-using MakeBackendFn = std::unique_ptr<Backend> (*)(const nlohmann::ordered_json& options, const std::string& json_path);
-void register_backend(const std::string& name, MakeBackendFn make);
-
+// The backend registered as `name` (backends/registry.h) with `options`, the
+// config's "backend" object (without "name"); `json_path` locates it for
+// error messages. InputError naming the known backends for an unknown name.
 std::unique_ptr<Backend> make_backend(const std::string& name, const nlohmann::ordered_json& options,
                                       const std::string& json_path);
 

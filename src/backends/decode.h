@@ -18,14 +18,9 @@
 #include <string>
 
 #include "model/attention.h"
+#include "model/cache_dtype.h"
 
 namespace mha {
-
-// The element type the cache stores K and V in. Bfloat16 halves the bytes a
-// decode step reads; values are rounded to nearest even when appended and
-// widened when attended.
-enum class CacheDtype { Float32, Bfloat16 };
-const char* cache_dtype_name(CacheDtype d);
 
 struct DecodeOptions {
   CacheDtype cache_dtype = CacheDtype::Float32;

@@ -113,9 +113,8 @@ std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
       throw InputError(p + ".threads: expected at most " + std::to_string(kMaxThreads) + ", found " + std::to_string(threads));
     r.threads = static_cast<int>(threads);
     if (find(o, "cache_dtype")) {
-      std::string d = as_string(o["cache_dtype"], p + ".cache_dtype");
-      if (d == "float32") r.cache_dtype = CacheDtype::Float32;
-      else if (d == "bfloat16") r.cache_dtype = CacheDtype::Bfloat16;
+      const std::string d = as_string(o["cache_dtype"], p + ".cache_dtype");
+      if (auto t = cache_dtype_from_name(d)) r.cache_dtype = *t;
       else throw InputError(p + ".cache_dtype: expected float32 or bfloat16, found '" + printable(d) + "'");
     }
     if (find(o, "backend_options")) r.backend_options = require_object(o["backend_options"], p + ".backend_options");

@@ -9,6 +9,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_parallel.h"
+#include "backends/registry.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "io/output_set.h"
@@ -106,9 +107,8 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
     else if (c == "0" || c == "false" || c == "no") causal.push_back(false);
     else throw InputError("--causal: expected a comma list of 0/1, found '" + printable(c) + "'");
   }
-  CacheDtype cache = CacheDtype::Float32;
-  if (f.kv_cache == "bfloat16") cache = CacheDtype::Bfloat16;
-  else if (!f.kv_cache.empty() && f.kv_cache != "float32")
+  const std::optional<CacheDtype> cache = cache_dtype_from_name(f.kv_cache.empty() ? "float32" : f.kv_cache);
+  if (!cache)
     throw InputError("--kv-cache: expected float32 or bfloat16, found '" + printable(f.kv_cache) + "'");
   // What each row times: (phase, tokens) pairs.
   std::vector<std::pair<bench::Phase, int64_t>> tests;
@@ -152,7 +152,7 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
                       r.variant = v, r.backend = be, r.batch = b, r.hidden = h, r.heads = n, r.kv_heads = kv;
                       r.phase = phase, r.seq = tokens, r.depth = d, r.causal = c;
                       r.threads = static_cast<int>(t);
-                      r.cache_dtype = cache;
+                      r.cache_dtype = *cache;
                       r.backend_options = options;
                       rows.push_back(r);
                     }
@@ -254,7 +254,7 @@ void add_bench(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<BenchFlags>();
   auto* sub = app.add_subcommand("bench", "Time variants and backends over shapes (llama-bench style with -p/-n/-d/-t), against the machine's sgemm rate and memory bandwidth");
   sub->add_option("--variant", f->variant, "comma list of variants (default torch_mha)");
-  sub->add_option("--backend", f->backend, "comma list of backends: reference, cpu, tt-sim (default cpu)");
+  sub->add_option("--backend", f->backend, "comma list of backends (default cpu): " + backend_help());
   sub->add_option("--batch", f->batch, "comma list of batch sizes (default 1)");
   sub->add_option("--seq", f->seq, "comma list of sequence lengths (default 512)");
   sub->add_option("--hidden", f->hidden, "comma list of model widths (default 1024)");

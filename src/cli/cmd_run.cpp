@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 
+#include "backends/registry.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "compare/report.h"
@@ -201,8 +202,10 @@ int run_command(const RunFlags& f) {
     outs.stage(f.attn_weights, [&](const std::string& tmp) { io::write_npy(tmp, *rep.result.weights); });
   }
   if (!f.dump_stages.empty())
-    for (const auto& [name, t] : rep.result.stages)
-      outs.stage_in_folder(f.dump_stages, name + ".npy", [&](const std::string& tmp) { io::write_npy(tmp, t); });
+    for (const auto& stage : rep.result.stages) {
+      const Tensor& t = stage.second;  // a named reference: C++17 lambdas cannot capture a structured binding
+      outs.stage_in_folder(f.dump_stages, stage.first + ".npy", [&](const std::string& tmp) { io::write_npy(tmp, t); });
+    }
   const std::string json = f.json.empty() ? "" : report_json(run, rep, stages_json).dump(2) + "\n";
   if (!f.json.empty() && f.json != "-") outs.stage_bytes(f.json, json);
   outs.commit();
@@ -219,7 +222,7 @@ void add_run(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<RunFlags>();
   auto* sub = app.add_subcommand("run", "Run an attention variant from a JSON config");
   sub->add_option("--config,-c", flags->config, "config file (see configs/)")->required();
-  sub->add_option("--backend,-b", flags->backend, "override the config's backend: reference, cpu, tt-sim");
+  sub->add_option("--backend,-b", flags->backend, "override the config's backend: " + backend_help());
   sub->add_option("--output,-o", flags->output, "save the output tensor as .npy");
   sub->add_option("--attn-weights", flags->attn_weights, "save the attention weights as .npy");
   sub->add_option("--dump-stages", flags->dump_stages, "save every intermediate tensor as DIR/NAME.npy");

@@ -158,9 +158,8 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
                             std::to_string(dc.prompt) + " + " + std::to_string(dc.tokens) + ")";
     checked_add(checked_add(dc.depth, dc.prompt, sum), dc.tokens, sum);
     if (find(d, "cache_dtype")) {
-      const std::string t = as_string(d["cache_dtype"], "decode.cache_dtype");
-      if (t == "float32") dc.cache_dtype = CacheDtype::Float32;
-      else if (t == "bfloat16") dc.cache_dtype = CacheDtype::Bfloat16;
+      const auto t = cache_dtype_from_name(as_string(d["cache_dtype"], "decode.cache_dtype"));
+      if (t) dc.cache_dtype = *t;
       else throw InputError("decode.cache_dtype: expected \"float32\" or \"bfloat16\", found " + json_brief(d["cache_dtype"]));
     }
     c.decode = dc;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/decode.h"
 #include "config/json_util.h"
+#include "model/cache_dtype.h"
 #include "tensor/tensor.h"
 
 namespace mha {

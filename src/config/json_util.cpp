@@ -170,15 +170,6 @@ int64_t get_int(const ordered_json& obj, const char* key, const std::string& pat
   return as_int(*v, path + "." + key, min_value);
 }
 
-double get_number(const ordered_json& obj, const char* key, const std::string& path, std::optional<double> dflt) {
-  const ordered_json* v = find(obj, key);
-  if (!v) {
-    if (!dflt) throw InputError(path + "." + key + ": required key is missing");
-    return *dflt;
-  }
-  return as_number(*v, path + "." + key);
-}
-
 bool get_bool(const ordered_json& obj, const char* key, const std::string& path, std::optional<bool> dflt) {
   const ordered_json* v = find(obj, key);
   if (!v) {

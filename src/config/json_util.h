@@ -38,7 +38,6 @@ uint64_t as_seed(const ordered_json& v, const std::string& path);
 // obj[key] converted, or the default when the key is absent.
 int64_t get_int(const ordered_json& obj, const char* key, const std::string& path, std::optional<int64_t> dflt,
                 int64_t min_value = INT64_MIN);
-double get_number(const ordered_json& obj, const char* key, const std::string& path, std::optional<double> dflt);
 bool get_bool(const ordered_json& obj, const char* key, const std::string& path, std::optional<bool> dflt);
 
 }  // namespace mha

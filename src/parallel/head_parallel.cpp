@@ -23,13 +23,6 @@ Tensor rows_of(const Tensor& t, int64_t start, int64_t count) {
   return r;
 }
 
-Projection rows_of(const Projection& p, int64_t start, int64_t count) {
-  Projection r;
-  r.weight = rows_of(p.weight, start, count);
-  if (p.bias) r.bias = rows_of(*p.bias, start, count);
-  return r;
-}
-
 // mask [Bm, H, Lm, St] -> [Bm, count, Lm, St], heads [start, start + count).
 Tensor mask_heads(const Tensor& m, int64_t start, int64_t count) {
   const int64_t Bm = m.dim(0), Hm = m.dim(1), inner = m.dim(2) * m.dim(3);
@@ -89,32 +82,6 @@ Tensor pass(Backend& backend, const Work& w) {
 }
 
 }  // namespace
-
-AttentionSpec heads_share(const AttentionSpec& s, int64_t part, int64_t parts) {
-  if (s.num_heads % parts != 0 || s.num_kv_heads % parts != 0)
-    throw InputError("parallel.heads: " + std::to_string(s.num_heads) + " heads (" + std::to_string(s.num_kv_heads) +
-                     " key/value heads) do not split into " + std::to_string(parts) + " equal shares");
-  const int64_t h = s.num_heads / parts, g = s.num_kv_heads / parts;
-  AttentionSpec r;
-  r.variant = s.variant;
-  r.ops = s.ops;
-  r.num_heads = h;
-  r.num_kv_heads = g;
-  r.head_dim = s.head_dim;
-  r.head_dim_v = s.head_dim_v;
-  r.q = rows_of(s.q, part * h * s.head_dim, h * s.head_dim);
-  r.k = rows_of(s.k, part * g * s.head_dim, g * s.head_dim);
-  r.v = rows_of(s.v, part * g * s.head_dim_v, g * s.head_dim_v);
-  r.scale = s.scale;
-  r.causal = s.causal;
-  r.window = s.window;
-  if (s.bias_k) r.bias_k = rows_of(*s.bias_k, part * g * s.head_dim, g * s.head_dim);
-  if (s.bias_v) r.bias_v = rows_of(*s.bias_v, part * g * s.head_dim_v, g * s.head_dim_v);
-  r.add_zero_attn = s.add_zero_attn;
-  r.rope = s.rope;
-  r.dropout = s.dropout;
-  return r;
-}
 
 AttentionInputs inputs_share(const AttentionSpec& s, const AttentionInputs& in, int64_t part, int64_t parts) {
   AttentionInputs r = in;

@@ -66,7 +66,6 @@ class OutputSink {
   OutputSink(const Shape& shape, DType dtype, bool keep_whole, const std::string& file);
   void put(const uint8_t* rows, const Chunks& chunks);
   void close();  // every row is in: flushes the file
-  bool keeps_whole() const { return keep_whole_; }
   const Tensor& whole() const { return whole_; }
   const OutputRows& edges() const { return edges_; }
 

@@ -2,6 +2,9 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
+
+#include "model/spec_fields.h"
 
 namespace mha::parallel {
 
@@ -57,54 +60,69 @@ std::optional<Tensor> Reader::opt_tensor() {
 
 namespace {
 
-void write_projection(Writer& w, const Projection& p) {
-  w.tensor(p.weight);
-  w.opt_tensor(p.bias);
+template <class T>
+struct no_encoding : std::false_type {};
+
+// One field of a spec, by its type; get() reads what put() wrote.
+template <class T>
+void put(Writer& w, const T& x) {
+  if constexpr (std::is_same<T, std::string>::value) {
+    w.str(x);
+  } else if constexpr (std::is_integral<T>::value || std::is_enum<T>::value) {
+    w.i64(static_cast<int64_t>(x));
+  } else if constexpr (std::is_same<T, double>::value) {
+    w.f64(x);
+  } else if constexpr (std::is_same<T, Tensor>::value) {
+    w.tensor(x);
+  } else if constexpr (std::is_same<T, Projection>::value) {
+    visit_projection(x, [&](const char*, const auto& field, ProjectionAxis) { put(w, field); });
+  } else if constexpr (std::is_same<T, RotaryEmbedding>::value) {
+    w.f64(x.theta);
+  } else if constexpr (is_optional<T>::value) {
+    w.i64(x ? 1 : 0);
+    if (x) put(w, *x);
+  } else {
+    static_assert(no_encoding<T>::value, "a spec field of a type the wire format cannot encode");
+  }
 }
-Projection read_projection(Reader& r) {
-  Projection p;
-  p.weight = r.tensor();
-  p.bias = r.opt_tensor();
-  return p;
+
+template <class T>
+void get(Reader& r, T& x) {
+  if constexpr (std::is_same<T, std::string>::value) {
+    x = r.str();
+  } else if constexpr (std::is_same<T, bool>::value) {
+    x = r.i64() != 0;
+  } else if constexpr (std::is_integral<T>::value || std::is_enum<T>::value) {
+    x = static_cast<T>(r.i64());
+  } else if constexpr (std::is_same<T, double>::value) {
+    x = r.f64();
+  } else if constexpr (std::is_same<T, Tensor>::value) {
+    x = r.tensor();
+  } else if constexpr (std::is_same<T, Projection>::value) {
+    visit_projection(x, [&](const char*, auto& field, ProjectionAxis) { get(r, field); });
+  } else if constexpr (std::is_same<T, RotaryEmbedding>::value) {
+    x.theta = r.f64();
+  } else if constexpr (is_optional<T>::value) {
+    if (r.i64()) {
+      x.emplace();
+      get(r, *x);
+    } else {
+      x.reset();
+    }
+  } else {
+    static_assert(no_encoding<T>::value, "a spec field of a type the wire format cannot encode");
+  }
 }
 
 }  // namespace
 
 void write_spec(Writer& w, const AttentionSpec& s) {
-  w.str(s.variant);
-  for (int64_t v : {static_cast<int64_t>(s.ops), s.num_heads, s.num_kv_heads, s.head_dim, s.head_dim_v,
-                    static_cast<int64_t>(s.causal), s.window, static_cast<int64_t>(s.add_zero_attn),
-                    static_cast<int64_t>(s.rope.has_value())})
-    w.i64(v);
-  w.f64(s.scale);
-  w.f64(s.dropout);
-  w.f64(s.rope ? s.rope->theta : 0.0);
-  for (const Projection* p : {&s.q, &s.k, &s.v}) write_projection(w, *p);
-  w.opt_tensor(s.bias_k);
-  w.opt_tensor(s.bias_v);
+  visit_spec(s, [&](const char*, const auto& field, HeadLayout) { put(w, field); });
 }
 
 AttentionSpec read_spec(Reader& r) {
   AttentionSpec s;
-  s.variant = r.str();
-  s.ops = static_cast<OpSequence>(r.i64());
-  s.num_heads = r.i64();
-  s.num_kv_heads = r.i64();
-  s.head_dim = r.i64();
-  s.head_dim_v = r.i64();
-  s.causal = r.i64() != 0;
-  s.window = r.i64();
-  s.add_zero_attn = r.i64() != 0;
-  const bool rope = r.i64() != 0;
-  s.scale = r.f64();
-  s.dropout = r.f64();
-  const double theta = r.f64();
-  if (rope) s.rope = RotaryEmbedding{theta};
-  s.q = read_projection(r);
-  s.k = read_projection(r);
-  s.v = read_projection(r);
-  s.bias_k = r.opt_tensor();
-  s.bias_v = r.opt_tensor();
+  visit_spec(s, [&](const char*, auto& field, HeadLayout) { get(r, field); });
   return s;
 }
 

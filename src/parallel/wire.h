@@ -38,8 +38,8 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
-// A spec's projections (q, k, v; not out or the fused copy) and every
-// scalar field; inputs with their tensors.
+// Every field of a spec (model/spec_fields.h) but its uid: the reader's
+// spec is a new one for plan caches. Inputs with their tensors.
 void write_spec(Writer& w, const AttentionSpec& s);
 AttentionSpec read_spec(Reader& r);
 void write_inputs(Writer& w, const AttentionInputs& in);

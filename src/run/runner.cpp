@@ -12,6 +12,7 @@
 
 #include "init/torch_generator.h"
 #include "io/tensor_file.h"
+#include "model/spec_fields.h"
 #include "run/checkpoint_weights.h"
 #include "run/passes.h"
 #include "util/error.h"
@@ -131,24 +132,11 @@ nlohmann::json timing_json(const Timing& t) {
 namespace {
 
 Tensor narrow(const Tensor& t) { return t.dtype() == DType::F64 ? t.cast(DType::F32) : t; }
-void narrow(Projection& p) {
-  p.weight = narrow(p.weight);
-  if (p.bias) p.bias = narrow(*p.bias);
-  if (p.weight_in_out) p.weight_in_out = narrow(*p.weight_in_out);
-}
 
 // float64 weights and inputs (from float64 files) as float32, for a backend
-// that computes in float32: what it was always given. A fresh uid, as the
-// narrowed spec is a different spec for plan caches.
+// that computes in float32: what it was always given.
 std::pair<AttentionSpec, AttentionInputs> narrowed_to_f32(const AttentionSpec& spec, const AttentionInputs& in) {
-  std::pair<AttentionSpec, AttentionInputs> r{spec, in};
-  AttentionSpec& s = r.first;
-  s.uid = new_spec_uid();
-  for (Projection* p : {&s.q, &s.k, &s.v}) narrow(*p);
-  if (s.out) narrow(*s.out);
-  if (s.qkv_fused) narrow(*s.qkv_fused);
-  if (s.bias_k) s.bias_k = narrow(*s.bias_k);
-  if (s.bias_v) s.bias_v = narrow(*s.bias_v);
+  std::pair<AttentionSpec, AttentionInputs> r{spec_as_f32(spec), in};
   AttentionInputs& i = r.second;
   for (Tensor* t : {&i.query, &i.key, &i.value}) *t = narrow(*t);
   if (i.mask) i.mask = narrow(*i.mask);
@@ -156,10 +144,7 @@ std::pair<AttentionSpec, AttentionInputs> narrowed_to_f32(const AttentionSpec& s
 }
 
 bool holds_f64(const AttentionSpec& s, const AttentionInputs& in) {
-  bool f64 = false;
-  for (const Projection* p : {&s.q, &s.k, &s.v, s.out ? &*s.out : nullptr})
-    if (p) f64 = f64 || p->weight.dtype() == DType::F64 || (p->bias && p->bias->dtype() == DType::F64);
-  for (const std::optional<Tensor>* b : {&s.bias_k, &s.bias_v}) f64 = f64 || (*b && (*b)->dtype() == DType::F64);
+  bool f64 = spec_holds_f64(s);
   for (const Tensor* t : {&in.query, &in.key, &in.value}) f64 = f64 || t->dtype() == DType::F64;
   return f64;
 }

@@ -1,8 +1,5 @@
 #include "tensor/dtype.h"
 
-#include "util/error.h"
-#include "util/text.h"
-
 namespace mha {
 
 std::size_t dtype_size(DType t) {
@@ -36,15 +33,6 @@ const char* dtype_name(DType t) {
 
 bool dtype_is_float(DType t) {
   return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
-}
-
-DType dtype_from_name(const std::string& name) {
-  for (DType t : {DType::Bool, DType::I8, DType::I16, DType::I32, DType::I64, DType::U8, DType::U16,
-                  DType::U32, DType::U64, DType::F16, DType::BF16, DType::F32, DType::F64}) {
-    if (name == dtype_name(t)) return t;
-  }
-  throw InputError("unknown dtype '" + printable(name) + "': expected one of bool, int8..int64, uint8..uint64, "
-                   "float16, bfloat16, float32, float64");
 }
 
 }  // namespace mha

@@ -11,7 +11,5 @@ enum class DType { Bool, I8, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F
 std::size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // numpy-style: "float32", "bfloat16", "bool", ...
 bool dtype_is_float(DType t);
-// Parses a numpy-style name ("float32", "bool", "bfloat16", ...); throws InputError.
-DType dtype_from_name(const std::string& name);
 
 }  // namespace mha

@@ -7,9 +7,27 @@
 #include "variants/common.h"
 #include "variants/registry.h"
 #include "init/torch_init.h"
+#include "variants/module_init.h"
 #include "tensor/tensor_ops.h"
 
 namespace mha {
+
+// The module's `init: torch` weights (variants/module_init.h).
+NamedTensors init_mha_001(TorchGenerator& gen, int64_t d_model, int64_t n_head) {
+  check_init_size(d_model, "d_model");
+  check_init_heads(d_model, n_head, "d_model");
+  NamedTensors r;
+  for (const char* name : {"Q.", "K.", "V.", "O."}) append_named(r, init_linear(gen, d_model, d_model, true, name));
+  return r;
+}
+
+NamedTensors init_mha_v2_001(TorchGenerator& gen, int64_t d_model, int64_t n_head) {
+  check_init_size(d_model, "d_model");
+  check_init_heads(d_model, n_head, "d_model");
+  NamedTensors r = init_linear(gen, d_model, 3 * d_model, true, "qkv_linear.");
+  append_named(r, init_linear(gen, d_model, d_model, true, "O."));
+  return r;
+}
 
 namespace {
 

@@ -11,9 +11,35 @@
 #include "variants/common.h"
 #include "variants/registry.h"
 #include "init/torch_init.h"
+#include "variants/module_init.h"
 #include "tensor/tensor_ops.h"
 
 namespace mha {
+
+// The module's `init: torch` weights (variants/module_init.h).
+NamedTensors init_causal_attention(TorchGenerator& gen, int64_t d_in, int64_t d_out, bool qkv_bias) {
+  NamedTensors r;
+  for (const char* name : {"W_query.", "W_key.", "W_value."})
+    append_named(r, init_linear(gen, d_in, d_out, qkv_bias, name));
+  return r;
+}
+
+NamedTensors init_mha_wrapper(TorchGenerator& gen, int64_t d_in, int64_t d_out, int64_t num_heads,
+                              bool qkv_bias) {
+  check_init_size(num_heads, "num_heads");
+  NamedTensors r;
+  for (int64_t i = 0; i < num_heads; ++i)
+    append_named(r, init_causal_attention(gen, d_in, d_out, qkv_bias), "heads." + std::to_string(i) + ".");
+  return r;
+}
+
+NamedTensors init_book_mha(TorchGenerator& gen, int64_t d_in, int64_t d_out, int64_t num_heads,
+                           bool qkv_bias) {
+  check_init_size(num_heads, "num_heads");
+  NamedTensors r = init_causal_attention(gen, d_in, d_out, qkv_bias);
+  append_named(r, init_linear(gen, d_out, d_out, true, "out_proj."));
+  return r;
+}
 
 namespace {
 

@@ -13,9 +13,38 @@
 #include "variants/common.h"
 #include "variants/registry.h"
 #include "init/torch_init.h"
+#include "variants/module_init.h"
 #include "tensor/tensor_ops.h"
 
 namespace mha {
+
+// The module's `init: torch` weights (variants/module_init.h).
+NamedTensors init_torch_mha(TorchGenerator& gen, const TorchMhaParams& p) {
+  const int64_t e = p.embed_dim;
+  const int64_t kdim = p.kdim < 0 ? e : p.kdim, vdim = p.vdim < 0 ? e : p.vdim;
+  check_init_size(e, "embed_dim");
+  check_init_heads(e, p.num_heads, "embed_dim");
+  NamedTensors out_proj = init_linear(gen, e, e, p.bias, "out_proj.");
+
+  NamedTensors r;
+  if (kdim == e && vdim == e) {
+    r.emplace_back("in_proj_weight", xavier_uniform(gen, {3 * e, e}));
+  } else {
+    r.emplace_back("q_proj_weight", xavier_uniform(gen, {e, e}));
+    r.emplace_back("k_proj_weight", xavier_uniform(gen, {e, kdim}));
+    r.emplace_back("v_proj_weight", xavier_uniform(gen, {e, vdim}));
+  }
+  if (p.bias) {
+    r.emplace_back("in_proj_bias", Tensor(DType::F32, {3 * e}));
+    out_proj[1].second = Tensor(DType::F32, {e});  // constant_(0) after its draws
+  }
+  if (p.add_bias_kv) {
+    r.emplace_back("bias_k", xavier_normal(gen, {1, 1, e}));
+    r.emplace_back("bias_v", xavier_normal(gen, {1, 1, e}));
+  }
+  append_named(r, std::move(out_proj));
+  return r;
+}
 
 namespace {
 

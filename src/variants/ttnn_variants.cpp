@@ -3,15 +3,73 @@
 // Weights are stored (in x out) and used as x @ W + b; the mask is additive,
 // shape (b, 1, 1, s).
 #include <cmath>
+#include <cstring>
 
 #include "util/checked_size.h"
 #include "util/error.h"
 #include "variants/common.h"
 #include "variants/registry.h"
 #include "init/torch_init.h"
+#include "variants/module_init.h"
 #include "tensor/tensor_ops.h"
 
 namespace mha {
+
+namespace {
+
+// fuse_ttnn_qkv's pieces.
+const Tensor& find(const NamedTensors& ts, const std::string& name) {
+  for (const auto& [n, t] : ts)
+    if (n == name) return t;
+  throw InputError("init: fuse_ttnn_qkv: missing tensor " + name);
+}
+
+Tensor concat_last(const Tensor& a, const Tensor& b, const Tensor& c) {
+  const int64_t cols = a.dim(-1), rows = a.numel() / (cols ? cols : 1);
+  Shape shape = a.shape();
+  shape.back() = 3 * cols;
+  Tensor t(DType::F32, shape);
+  float* dst = t.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (const Tensor* part : {&a, &b, &c}) {
+      std::memcpy(dst, part->data<float>() + r * cols, sizeof(float) * cols);
+      dst += cols;
+    }
+  return t;
+}
+
+}  // namespace
+
+// The module's `init: torch` / `init: rand` weights (variants/module_init.h).
+NamedTensors init_ttnn_torch(TorchGenerator& gen, int64_t hidden_size) {
+  NamedTensors r;
+  for (const char* name : {"query", "key", "value", "output"}) {
+    NamedTensors lin = init_linear(gen, hidden_size, hidden_size, true);
+    r.emplace_back(std::string(name) + "_weight", transpose2d(lin[0].second));
+    r.emplace_back(std::string(name) + "_bias", std::move(lin[1].second));
+  }
+  return r;
+}
+
+NamedTensors init_ttnn_rand(TorchGenerator& gen, int64_t hidden_size) {
+  check_init_size(hidden_size, "hidden_size");
+  NamedTensors r;
+  for (const char* name : {"query", "key", "value", "output"}) {
+    r.emplace_back(std::string(name) + "_weight", gen.rand({hidden_size, hidden_size}));
+    r.emplace_back(std::string(name) + "_bias", gen.rand({hidden_size}));
+  }
+  return r;
+}
+
+NamedTensors fuse_ttnn_qkv(const NamedTensors& w) {
+  NamedTensors r;
+  r.emplace_back("fused_qkv_weight",
+                 concat_last(find(w, "query_weight"), find(w, "key_weight"), find(w, "value_weight")));
+  r.emplace_back("fused_qkv_bias", concat_last(find(w, "query_bias"), find(w, "key_bias"), find(w, "value_bias")));
+  r.emplace_back("self_output_weight", find(w, "output_weight"));
+  r.emplace_back("self_output_bias", find(w, "output_bias"));
+  return r;
+}
 
 namespace {
 

@@ -67,10 +67,10 @@ TEST_F(CiSurface, JsonDashMeansOnlyJsonOnStdout) {
   r = run_mha("compare " + q("a.npy") + " " + q("a.npy") + " --json -");
   EXPECT_EQ(nlohmann::json::parse(r.out)["passed"], true);
   r = run_mha("inspect " + q("a.npy") + " --json");
-  EXPECT_NO_THROW(nlohmann::json::parse(r.out)) << r.out;
+  EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out;
   r = run_mha("bench --seq 8 --hidden 16 --heads 2 -r 1 --warmup 0 -o json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NO_THROW(nlohmann::json::parse(r.out)) << r.out;  // progress went to stderr
+  EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out;  // progress went to stderr
 }
 
 TEST_F(CiSurface, DtypeMismatchIsReportedAsTorchDoesAndDtypeCasts) {

@@ -22,6 +22,18 @@ TEST(Docs, ReadmeListsEveryConfigAndLinksConfigMd) {
   EXPECT_NE(readme.find("threads=2"), std::string::npos);
 }
 
+// What README says of `mha run -n 0` is what CiSurface.ZeroIterationsRunsOnce
+// checks the binary does: the first run only, no warm-up.
+TEST(Docs, ReadmeSaysMinusNZeroRunsTheFirstRunOnly) {
+  const std::string readme = read_text(source_dir() + "/README.md");
+  EXPECT_NE(readme.find("`-n 0` makes the first run the only one, with no warm-up"), std::string::npos);
+  EXPECT_NE(readme.find("cached runs: none (iterations 0)"), std::string::npos);
+  EXPECT_EQ(readme.find("`-n` must be at least 1"), std::string::npos);
+  const CommandResult r = run_mha("run --help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("0: the first run only"), std::string::npos) << r.out;
+}
+
 TEST(Docs, NoPointerToTheSpecOutsideTheRepository) {
   for (const char* f : {"/README.md", "/docs/CONFIG.md", "/docs/COMPARE.md", "/src/config/config.h"})
     EXPECT_EQ(read_text(source_dir() + f).find("SPEC"), std::string::npos) << f;

@@ -55,7 +55,7 @@ TEST(CompareUlp, CountsRepresentableSteps) {
   EXPECT_EQ(ulp_distance(DType::F32, FLT_MAX, INFINITY), 1);
   EXPECT_EQ(ulp_distance(DType::BF16, 1.0, 1.0078125), 1);
   EXPECT_EQ(ulp_distance(DType::F16, 1.0, 1.0009765625), 1);
-  EXPECT_EQ(ulp_distance(DType::F64, -DBL_MAX, DBL_MAX), 2.0 * 0x7fefffffffffffffULL);
+  EXPECT_EQ(ulp_distance(DType::F64, -DBL_MAX, DBL_MAX), 2.0 * static_cast<double>(0x7fefffffffffffffULL));
   EXPECT_EQ(ulp_distance(DType::I32, -3, 4), 7);
   EXPECT_EQ(ulp_distance(DType::F32, NAN, NAN), 0);
   EXPECT_EQ(ulp_distance(DType::F32, NAN, 1.0), INFINITY);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "init/torch_init.h"
+#include "variants/module_init.h"
 #include "init/torch_oracle.h"
 #include "util/error.h"
 

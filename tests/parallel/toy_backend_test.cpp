@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "backends/backend.h"
+#include "backends/registry.h"
 #include "config/config.h"
 #include "model/mask.h"
 #include "parallel/world.h"
@@ -97,7 +98,7 @@ class ToyBackend : public Backend {
 };
 
 const bool g_registered = [] {
-  register_backend("toy", [](const nlohmann::ordered_json&, const std::string&) -> std::unique_ptr<Backend> {
+  register_backend("toy", "a test backend with partial attention", [](const nlohmann::ordered_json&, const std::string&) -> std::unique_ptr<Backend> {
     return std::make_unique<ToyBackend>();
   });
   return true;

@@ -4,11 +4,10 @@
 //
 // Why not OpenBLAS's threads: after each call its workers spin-wait (up to
 // 2^28 cycles, ~0.1 s) for more work, and the flash kernel that follows the
-// QKV GEMM runs on the pool meanwhile. Measured on seed 002's shape, a
-// spinning worker sharing a core with a pool thread made the attention
-// step take 50 ms instead of 25 in some processes and made first runs
-// erratic. With one set of threads for everything, nothing spins while the
-// pool works.
+// QKV GEMM runs on the pool meanwhile, so a spinning worker sharing a core
+// with a pool thread can double the attention step and makes first runs
+// erratic (docs/BENCHMARKS.md, "First run vs cached run"). With one set of
+// threads for everything, nothing spins while the pool works.
 #include <cstdint>
 
 #include "backends/cpu/cpu_thread_pool.h"
@@ -32,11 +31,11 @@ class SerialBlasScope {
 // Has every pool thread make one concurrent sgemm (shaped to fill a packing
 // panel: 384 deep, 4096 wide) so that OpenBLAS maps and touches a packing
 // buffer for each now, once per backend, and not inside whichever plan runs
-// first. On this VM fresh pages cost a host fault each (free memory is
-// handed back to the host), and seed 002's first run over ten processes
-// was 1.31x a cached run at the median (1.53x at worst) without this, 1.04x
-// (1.18x) with it. It costs a few ms and about 6 MiB of resident buffer
-// per thread, once per backend.
+// first: where fresh pages are dear (a VM that hands freed memory back to
+// its host pays a host fault per page), faulting the buffer in during the
+// first plan made first runs markedly slower than cached ones
+// (docs/BENCHMARKS.md, "First run vs cached run"). It costs a few ms and
+// about 6 MiB of resident buffer per thread, once per backend.
 void warm_blas_buffers(ThreadPool& pool);
 
 // C[m, n] (row stride ldc) = A[m, k] . op(B) + beta * C, row-major, where

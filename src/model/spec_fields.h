@@ -43,6 +43,7 @@ void visit_spec(Spec& s, F&& f) {
   using H = HeadLayout;
   f("variant", s.variant, H::Shared);
   f("ops", s.ops, H::Shared);
+  f("attention", s.attention, H::Shared);
   f("num_heads", s.num_heads, H::QueryCount);
   f("num_kv_heads", s.num_kv_heads, H::KvCount);
   f("head_dim", s.head_dim, H::Shared);
@@ -61,7 +62,7 @@ void visit_spec(Spec& s, F&& f) {
   f("dropout", s.dropout, H::Shared);
   f("qkv_fused", s.qkv_fused, H::QueryKeyValue);
 }
-constexpr int kVisitedSpecFields = 19;  // every member but uid
+constexpr int kVisitedSpecFields = 20;  // every member but uid
 
 template <class P, class F>
 void visit_projection(P& p, F&& f) {

@@ -66,6 +66,7 @@ std::string text(const std::string& x) { return "'" + x + "'"; }
 std::string text(bool x) { return x ? "true" : "false"; }
 std::string text(int64_t x) { return std::to_string(x); }
 std::string text(OpSequence x) { return op_sequence_name(x); }
+std::string text(AttentionKernel x) { return attention_kernel_name(x); }
 std::string text(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%a", x);
@@ -114,6 +115,7 @@ struct Fill {
   void operator()(bool& x) { x = !x; }
   void operator()(int64_t& x) { x = 100 + ++n; }
   void operator()(OpSequence& x) { x = OpSequence::TtnnMhaFused; }
+  void operator()(AttentionKernel& x) { x = AttentionKernel::Sdpa; }
   void operator()(double& x) { x = 0.25 + static_cast<double>(++n); }
   void operator()(RotaryEmbedding& x) { x.theta = 500000.0 + static_cast<double>(++n); }
   void operator()(Tensor& x) { x = tensor(); }

@@ -92,6 +92,14 @@ Tensor rand_tensor(std::mt19937& g, Shape shape, float lo, float hi) {
   return Tensor::from_f32(std::move(shape), std::move(v));
 }
 
+Tensor randn(const Shape& shape, uint32_t seed, float scale, float offset) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (float& x : v) x = offset + scale * d(g);
+  return Tensor::from_f32(shape, std::move(v));
+}
+
 Projection rand_proj(std::mt19937& g, int64_t out, int64_t in, bool bias) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(in));
   Projection p{rand_tensor(g, {out, in}, -bound, bound), std::nullopt};

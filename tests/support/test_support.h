@@ -48,6 +48,9 @@ std::string shell_quote(const std::string& s);
 
 // float32 tensor of uniform values in [lo, hi) from g.
 Tensor rand_tensor(std::mt19937& g, Shape shape, float lo, float hi);
+// float32 tensor of offset + scale * (standard normal values from a
+// generator seeded with seed).
+Tensor randn(const Shape& shape, uint32_t seed, float scale = 1.0f, float offset = 0.0f);
 // A projection [out, in] (and bias [out]) uniform in +-1/sqrt(in), as
 // nn.Linear initialises one.
 Projection rand_proj(std::mt19937& g, int64_t out, int64_t in, bool bias);

@@ -32,14 +32,6 @@ namespace {
 
 const Exec kOracle{simd::Isa::Scalar, nullptr};
 
-Tensor randn(const Shape& s, uint32_t seed, float scale = 1.0f, float offset = 0.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (float& x : v) x = offset + scale * d(g);
-  return Tensor::from_f32(s, v);
-}
-
 // Bit-for-bit equality of two float32 tensors (NaN payloads included).
 ::testing::AssertionResult same_bits(const Tensor& got, const Tensor& want) {
   if (got.shape() != want.shape())

@@ -23,14 +23,6 @@ using namespace mha::ttsim;
 
 namespace {
 
-Tensor randn(const Shape& s, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (float& x : v) x = d(g);
-  return Tensor::from_f32(s, v);
-}
-
 ::testing::AssertionResult same_bits(const Tensor& got, const TileTensor& want_t) {
   const Tensor want = to_tensor(want_t);
   if (got.shape() != want.shape())

@@ -19,14 +19,6 @@ using namespace mha::ttsim;
 
 namespace {
 
-Tensor randn(const Shape& s, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (float& x : v) x = d(g);
-  return Tensor::from_f32(s, v);
-}
-
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.data<float>(), b.data<float>(), 4 * a.numel()) == 0;
 }

@@ -8,7 +8,7 @@ set -eu
 limit=${1:-80}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] || set -- src
-ctags -R --languages=C++ --c++-kinds=f --fields=+ne -o - "$@" |
+ctags -R --languages=C++ --langmap=C++:+.h.inc --c++-kinds=f --fields=+ne -o - "$@" |
   awk -F'\t' -v limit="$limit" '{
     line = 0; end = 0
     for (i = 4; i <= NF; i++) {

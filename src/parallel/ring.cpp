@@ -211,7 +211,7 @@ void pass(Backend& be, RingWork& w, bool last, OutputSink* sink) {
   std::size_t nbytes = 0;
   const uint8_t* y = ring_pass(be, w, me, N, last, nbytes);
   if (me != 0) {
-    send_bytes(std::string(reinterpret_cast<const char*>(y), nbytes), 0);
+    send_bytes(y, static_cast<int64_t>(nbytes), 0);  // from the scratch: no copy beside q and acc
     if (last) w.scratch = RingScratch();
     collectively([] {});
     return;
@@ -228,8 +228,12 @@ void pass(Backend& be, RingWork& w, bool last, OutputSink* sink) {
   deliver(y, 0);
   if (last) w.scratch = RingScratch();
   for (int64_t r = 1; r < N; ++r) {
-    const std::string rows = recv_bytes(static_cast<int>(r));
-    if (rows.size() != nbytes && err.empty()) err = "rank " + std::to_string(r) + " sent a wrong-sized block";
+    // A pass with no sink keeps its buffers for the next: the rows go
+    // through one small piece instead of beside them.
+    std::string rows;
+    const int64_t got = sink ? static_cast<int64_t>((rows = recv_bytes(static_cast<int>(r))).size())
+                             : recv_bytes_dropped(static_cast<int>(r));
+    if (got != static_cast<int64_t>(nbytes) && err.empty()) err = "rank " + std::to_string(r) + " sent a wrong-sized block";
     else deliver(reinterpret_cast<const uint8_t*>(rows.data()), r);
   }
   collectively([&] {

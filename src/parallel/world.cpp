@@ -33,6 +33,9 @@ bool mpi_built() { return true; }
 
 namespace {
 constexpr int64_t kPiece = INT_MAX / 2;  // bytes per MPI call: counts are int
+// send_bytes' messages travel in pieces of this size, so that a receiver
+// that drops a message (recv_bytes_dropped) needs one piece of memory.
+constexpr int64_t kMessagePiece = int64_t{16} << 20;
 
 bool launched_by_mpirun() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"})
@@ -104,27 +107,47 @@ std::string agree(const std::string& my_error) {
   return "rank " + std::to_string(first) + ": " + msg;
 }
 
-void send_bytes(const std::string& bytes, int dest) {
+void send_bytes(const void* data, int64_t n, int dest) {
   if (!g_active) no_mpi();
-  int64_t n = static_cast<int64_t>(bytes.size());
+  const char* bytes = static_cast<const char*>(data);
   MPI_Send(&n, 1, MPI_INT64_T, dest, 0, MPI_COMM_WORLD);
-  for (int64_t o = 0; o < n; o += kPiece)
-    MPI_Send(bytes.data() + o, static_cast<int>(std::min(kPiece, n - o)), MPI_CHAR, dest, 1, MPI_COMM_WORLD);
+  for (int64_t o = 0; o < n; o += kMessagePiece)
+    MPI_Send(bytes + o, static_cast<int>(std::min(kMessagePiece, n - o)), MPI_CHAR, dest, 1, MPI_COMM_WORLD);
   g_sent += n + 8;
 }
 
-std::string recv_bytes(int source) {
-  if (!g_active) no_mpi();
+namespace {
+// send_bytes' size header from `source`.
+int64_t recv_size(int source) {
   int64_t n = 0;
   MPI_Request req;
   MPI_Irecv(&n, 1, MPI_INT64_T, source, 0, MPI_COMM_WORLD, &req);
   wait_idle(&req, 1);
+  return n;
+}
+
+// Piece `o` of a message of n bytes from `source`, into `to`.
+void recv_piece(char* to, int64_t o, int64_t n, int source) {
+  MPI_Request req;
+  MPI_Irecv(to, static_cast<int>(std::min(kMessagePiece, n - o)), MPI_CHAR, source, 1, MPI_COMM_WORLD, &req);
+  wait_idle(&req, 1);
+}
+}  // namespace
+
+std::string recv_bytes(int source) {
+  if (!g_active) no_mpi();
+  const int64_t n = recv_size(source);
   std::string bytes(static_cast<std::size_t>(n), '\0');
-  for (int64_t o = 0; o < n; o += kPiece) {
-    MPI_Irecv(bytes.data() + o, static_cast<int>(std::min(kPiece, n - o)), MPI_CHAR, source, 1, MPI_COMM_WORLD, &req);
-    wait_idle(&req, 1);
-  }
+  for (int64_t o = 0; o < n; o += kMessagePiece) recv_piece(bytes.data() + o, o, n, source);
   return bytes;
+}
+
+int64_t recv_bytes_dropped(int source) {
+  if (!g_active) no_mpi();
+  const int64_t n = recv_size(source);
+  std::vector<char> piece(static_cast<std::size_t>(std::min(kMessagePiece, n)));
+  for (int64_t o = 0; o < n; o += kMessagePiece) recv_piece(piece.data(), o, n, source);
+  return n;
 }
 
 int64_t broadcast_int(int64_t v, int root) {
@@ -198,8 +221,9 @@ bool mpi_built() { return false; }
 MpiSession::MpiSession(int*, char***) { (void)g_active; }
 MpiSession::~MpiSession() = default;
 std::string agree(const std::string& my_error) { return my_error; }
-void send_bytes(const std::string&, int) { no_mpi(); }
+void send_bytes(const void*, int64_t, int) { no_mpi(); }
 std::string recv_bytes(int) { no_mpi(); }
+int64_t recv_bytes_dropped(int) { no_mpi(); }
 int64_t broadcast_int(int64_t v, int) { return v; }
 void barrier() {}
 std::string gather_bytes(const std::string& mine) { return mine; }
@@ -209,6 +233,8 @@ void RingExchange::start(const void*, void*, int64_t, int, int) { no_mpi(); }
 void RingExchange::wait() {}
 
 #endif
+
+void send_bytes(const std::string& bytes, int dest) { send_bytes(bytes.data(), static_cast<int64_t>(bytes.size()), dest); }
 
 int rank() { return g_rank; }
 int size() { return g_size; }

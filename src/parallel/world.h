@@ -44,7 +44,11 @@ std::string agree(const std::string& my_error);
 
 // Point to point, any size (sent in pieces under MPI's int count limit).
 void send_bytes(const std::string& bytes, int dest);
+void send_bytes(const void* data, int64_t n, int dest);  // the same message, from a buffer
 std::string recv_bytes(int source);
+// Receives send_bytes' message from `source` through one piece-sized buffer
+// and drops it; returns its size.
+int64_t recv_bytes_dropped(int source);
 // Rank `root`'s value of `v` on every rank.
 int64_t broadcast_int(int64_t v, int root);
 void barrier();

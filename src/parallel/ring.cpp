@@ -3,6 +3,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -284,22 +285,6 @@ std::optional<Tensor> cast_opt(const std::optional<Tensor>& t, DType d) {
 
 void refuse(const std::string& why) { throw InputError("parallel.sequence: " + why); }
 
-// What can be refused before the inputs are read.
-void check_request(const PreparedRun& prepared, const Backend& backend, const RunRequest& request) {
-  const int64_t N = size();
-  const ParallelConfig& pc = *prepared.config.parallel;
-  if (pc.ranks != N)
-    refuse("the config asks for " + std::to_string(pc.ranks) + " ranks, but mha runs on " + std::to_string(N) +
-           (mpi_built() ? " (start it with mpirun -np " + std::to_string(pc.ranks) + ")"
-                        : " (this mha was built without MPI: install OpenMPI and build with -DMHA_MPI=ON)"));
-  if (request.need_weights || prepared.options.need_weights)
-    refuse("attention weights are not gathered across ranks; drop need_weights / --attn-weights");
-  if (prepared.config.decode) refuse("a decode run keeps one KV cache and is not split across ranks");
-  if (request.collect_stages) refuse("stages are not gathered across ranks; drop --dump-stages / --compare-stages");
-  if (auto why = backend.supports(Capability::PartialAttention, prepared.spec))
-    refuse("backend " + backend.name() + " cannot run ring attention (" + *why + ")");
-}
-
 // What can be refused once the spec and inputs are in the backend's view.
 void check_inputs(const Backend& backend, const AttentionSpec& spec, const AttentionInputs& inputs) {
   if (inputs.mask) refuse("an explicit mask is not split across ranks (causal and window are)");
@@ -335,7 +320,7 @@ RingWork distribute(WorkFor&& work_for, int64_t L, bool causal, DType dt, const 
   return mine;
 }
 
-nlohmann::json parallel_info(const std::optional<StreamPlan>& plan, bool need_whole) {
+nlohmann::json parallel_info(const std::optional<RowSource>& rows, bool need_whole) {
   const std::vector<int64_t> stats = gather_rank_stats();
   const int64_t N = size();
   std::vector<int64_t> sent(N), peak(N);
@@ -344,13 +329,28 @@ nlohmann::json parallel_info(const std::optional<StreamPlan>& plan, bool need_wh
           {"ranks", N},
           {"bytes_sent_per_rank", sent},
           {"peak_rss_bytes_per_rank", peak},
-          {"input", !plan                                        ? "whole on rank 0"
-                    : plan->source.kind == RowSourceKind::Sent ? "rows read by rank 0 per rank"
-                                                               : "rows drawn by each rank"},
+          {"input", !rows                               ? "whole on rank 0"
+                    : rows->kind == RowSourceKind::Sent ? "rows read by rank 0 per rank"
+                                                        : "rows drawn by each rank"},
           {"output", need_whole ? "whole on rank 0" : "rows written as they arrive"}};
 }
 
 }  // namespace
+
+void check_ring_request(const PreparedRun& prepared, const Backend& backend, const RunRequest& request) {
+  const int64_t N = size();
+  const ParallelConfig& pc = *prepared.config.parallel;
+  if (pc.ranks != N)
+    refuse("the config asks for " + std::to_string(pc.ranks) + " ranks, but mha runs on " + std::to_string(N) +
+           (mpi_built() ? " (start it with mpirun -np " + std::to_string(pc.ranks) + ")"
+                        : " (this mha was built without MPI: install OpenMPI and build with -DMHA_MPI=ON)"));
+  if (request.need_weights || prepared.options.need_weights)
+    refuse("attention weights are not gathered across ranks; drop need_weights / --attn-weights");
+  if (prepared.config.decode) refuse("a decode run keeps one KV cache and is not split across ranks");
+  if (request.collect_stages) refuse("stages are not gathered across ranks; drop --dump-stages / --compare-stages");
+  if (auto why = backend.supports(Capability::PartialAttention, prepared.spec))
+    refuse("backend " + backend.name() + " cannot run ring attention (" + *why + ")");
+}
 
 Chunks ring_chunks(int64_t L, int64_t part, int64_t parts, bool causal) {
   if (parts == 1) return {{0, L}};  // one rank holds every row: nothing to split, any length runs
@@ -363,24 +363,15 @@ Chunks ring_chunks(int64_t L, int64_t part, int64_t parts, bool causal) {
   return {{part * c, c}, {(2 * parts - 1 - part) * c, c}};
 }
 
-RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& request, WorkerRelease& release,
-                   const Fault& fault) {
-  check_request(prepared, backend, request);
-  // The inputs: by rows per rank when the run allows it (ring_io.h), else
-  // whole on rank 0. A PreparedRun that already holds them keeps them.
-  std::optional<StreamPlan> plan;
-  if (prepared.inputs.query.ndim() == 0) try {
-      plan = plan_stream(prepared);
-      if (plan) prepared.inputs = plan->checks;
-      else prepare_inputs(prepared);
-    } catch (const InputError& e) {
-      throw InputError(prepared.config.file + ": " + e.what());  // which config the input belongs to
-    }
+RunReport run_ring(PreparedRun& prepared, const RingInput& input, Backend& backend, const RunRequest& request,
+                   WorkerRelease& release, const Fault& fault) {
+  if (prepared.input_state != InputState::Ready) throw std::logic_error("run_ring: the run's inputs are not prepared");
+  const std::optional<RowSource>& rows = input.rows;
   auto f32 = backend_view(prepared, backend);
   const AttentionSpec& spec = f32 ? f32->first : prepared.spec;
   const AttentionInputs& inputs = f32 ? f32->second : prepared.inputs;
   check_inputs(backend, spec, inputs);
-  const Shape x_shape = plan ? plan->source.shape : inputs.query.shape();
+  const Shape x_shape = rows ? rows->shape : inputs.query.shape();
   const int64_t N = size(), B = x_shape[0], L = x_shape[1];
   ring_chunks(L, 0, N, spec.causal);  // refuses an uneven split before the workers start
 
@@ -402,10 +393,10 @@ RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& re
   auto work_for = [&](int64_t r) {
     const Chunks chunks = ring_chunks(L, r, N, spec.causal);
     RingWork w = base;
-    if (!plan) w.x = take_rows(inputs.query.cast(dt), chunks);
-    else if (plan->source.kind == RowSourceKind::Sent) w.x = source_rows(plan->source, chunks, dt);
-    else w.source = plan->source;
-    w.positions = inputs.positions && !plan ? take_rows(*inputs.positions, chunks) : chunk_positions(chunks);
+    if (!rows) w.x = take_rows(inputs.query.cast(dt), chunks);
+    else if (rows->kind == RowSourceKind::Sent) w.x = source_rows(*rows, chunks, dt);
+    else w.source = *rows;
+    w.positions = inputs.positions && !rows ? take_rows(*inputs.positions, chunks) : chunk_positions(chunks);
     return w;
   };
   release.go(WorkerMode::Sequence);
@@ -413,21 +404,21 @@ RunReport run_ring(PreparedRun& prepared, Backend& backend, const RunRequest& re
 
   // The output: whole on rank 0 only when something needs it (ring_io.h).
   const int64_t out_dim = spec.out_dim();
-  const bool need_whole = !plan || prepared.config.reference || B * L * out_dim <= kWholeOutputElements;
-  OutputSink sink({B, L, out_dim}, dt, need_whole, plan ? request.output_file : "");
+  const bool need_whole = !rows || prepared.config.reference || B * L * out_dim <= kWholeOutputElements;
+  OutputSink sink({B, L, out_dim}, dt, need_whole, rows ? request.output_file : "");
   RunReport rep;
   rep.backend_name = backend.name();
   {
     AttentionInputs dims = inputs;  // attention_flops reads [B, L] only
-    if (plan) dims.query = dims.key = dims.value = Tensor(dt, {B, L, 0});
+    if (rows) dims.query = dims.key = dims.value = Tensor(dt, {B, L, 0});
     rep.timing.flops = attention_flops(spec, dims);
   }
   time_passes(rep.timing, warmup, iterations, [&](const Pass& p) { pass(backend, mine, p.last, p.last ? &sink : nullptr); });
   sink.close();
   rep.cache = backend.cache_stats();
   rep.backend_info = backend.describe();
-  rep.backend_info["parallel"] = parallel_info(plan, need_whole);
-  rep.output_written = plan && !request.output_file.empty();
+  rep.backend_info["parallel"] = parallel_info(rows, need_whole);
+  rep.output_written = rows && !request.output_file.empty();
   if (need_whole) {
     AttentionResult result;
     result.output = sink.whole();

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "parallel/ring_io.h"
 #include "parallel/workers.h"
 #include "run/runner.h"
 
@@ -45,12 +46,19 @@ namespace mha::parallel {
 // tokens (see above); InputError when L does not split evenly.
 std::vector<std::pair<int64_t, int64_t>> ring_chunks(int64_t L, int64_t part, int64_t parts, bool causal);
 
-// Rank 0: checks, distributes, runs its block, gathers. backend_info.parallel
-// reports mode, ranks and bytes_sent_per_rank.
+// Rank 0, before any input is read: refuses what a ring cannot run (rank
+// count, attention weights, stages, decode, a backend without the
+// partial-attention primitive).
+void check_ring_request(const PreparedRun& run, const Backend& backend, const RunRequest& request);
+
+// Rank 0, after check_ring_request, with `run`'s inputs prepared as `input`
+// says (ring_io.h, prepare_ring_input; or whole, InputState::Ready):
+// checks the inputs, distributes, runs its block, gathers.
+// backend_info.parallel reports mode, ranks and bytes_sent_per_rank.
 // `fault.bad_shape_rank` (tests): that rank is sent an empty message, which
 // it fails to decode (a failure on one rank).
-RunReport run_ring(PreparedRun& run, Backend& backend, const RunRequest& request, WorkerRelease& release,
-                   const Fault& fault = {});
+RunReport run_ring(PreparedRun& run, const RingInput& input, Backend& backend, const RunRequest& request,
+                   WorkerRelease& release, const Fault& fault = {});
 
 // Every other rank, once rank 0 released it in sequence mode: 0, or 2 when
 // the run failed on any rank (rank 0 prints it).

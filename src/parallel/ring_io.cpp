@@ -18,8 +18,13 @@ bool ends_with_npy(const std::string& s) {
   return tail == ".npy";
 }
 
-}  // namespace
+// A ring run that streams: the source, and the inputs the checks are made on.
+struct StreamPlan {
+  RowSource source;
+  AttentionInputs checks;
+};
 
+// nullopt when the run does not stream (prepare_ring_input).
 std::optional<StreamPlan> plan_stream(const PreparedRun& model) {
   const RunConfig& c = model.config;
   if (c.inputs.size() != 1 || c.inputs[0].name != "x" || !model.variant->self_attends_x()) return std::nullopt;
@@ -52,6 +57,23 @@ std::optional<StreamPlan> plan_stream(const PreparedRun& model) {
   validate_inputs(model.spec, in);
   plan.checks = std::move(in);
   return plan;
+}
+
+}  // namespace
+
+RingInput prepare_ring_input(PreparedRun& run) {
+  try {
+    std::optional<StreamPlan> plan = plan_stream(run);
+    if (!plan) {
+      prepare_inputs(run);
+      return {};
+    }
+    run.inputs = std::move(plan->checks);
+    run.input_state = InputState::Ready;
+    return RingInput{std::move(plan->source)};
+  } catch (const InputError& e) {
+    throw InputError(run.config.file + ": " + e.what());  // which config the input belongs to
+  }
 }
 
 Tensor source_rows(const RowSource& source, const Chunks& chunks, DType dt) {

@@ -42,17 +42,21 @@ struct RowSource {
   std::string npy;     // Sent: the .npy file rank 0 reads by rows
 };
 
-// A ring run that streams: the source, and the variant's inputs for x's
-// shape and dtype (the first min(L, 8) rows, or all L when x has at most 1M
-// elements; zeros), on which the run's checks (shapes, dtype, backend
-// support) are made. nullopt when the run does not qualify: the variant
-// does not declare Variant::self_attends_x, or the config's one input is
-// not x as a rand/randn tensor or a float32/float64 .npy file.
-struct StreamPlan {
-  RowSource source;
-  AttentionInputs checks;
+// Where a ring run's x comes from: rows per rank from `rows`, or (nullopt)
+// whole in PreparedRun::inputs.
+struct RingInput {
+  std::optional<RowSource> rows;
 };
-std::optional<StreamPlan> plan_stream(const PreparedRun& model);
+
+// The inputs of a run from prepare_model (InputState::Pending), the ring's
+// way: rows per rank when the run streams, and then run.inputs holds the
+// variant's inputs for x's shape and dtype (the first min(L, 8) rows, or
+// all L when x has at most 1M elements; zeros), on which the run's checks
+// (shapes, dtype, backend support) are made; else whole, as prepare_inputs
+// reads them. A run streams unless the variant does not declare
+// Variant::self_attends_x, or the config's one input is not x as a
+// rand/randn tensor or a float32/float64 .npy file. Errors name the config.
+RingInput prepare_ring_input(PreparedRun& run);
 
 // Rows `chunks` of x [B, L, E] -> [B, n, E] as `source` gives them
 // (generated, or read from the .npy file), cast to `dt`.

@@ -23,7 +23,15 @@ RunReport drive_run(PreparedRun& run, Backend& backend, const RunRequest& reques
   switch (run_mode(run.config)) {
     case RunMode::Single: return execute_run(run, backend, request);
     case RunMode::Heads: return parallel::run_heads(run, backend, request, release, fault);
-    case RunMode::Sequence: return parallel::run_ring(run, backend, request, release, fault);
+    case RunMode::Sequence: {
+      // What a ring refuses is refused before any input is read; then the
+      // inputs, by rows per rank where the run allows it, unless the caller
+      // built them (a bench row's).
+      parallel::check_ring_request(run, backend, request);
+      const parallel::RingInput input =
+          run.input_state == InputState::Pending ? parallel::prepare_ring_input(run) : parallel::RingInput{};
+      return parallel::run_ring(run, input, backend, request, release, fault);
+    }
   }
   return execute_run(run, backend, request);
 }

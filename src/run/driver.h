@@ -14,11 +14,13 @@ enum class RunMode { Single, Heads, Sequence };
 RunMode run_mode(const RunConfig& config);
 
 // What the mode needs prepared: everything for one process and
-// head-parallel; the model only for a ring run, which reads its inputs by
-// rows per rank where it can (parallel/ring_io.h).
+// head-parallel; the model only for a ring run (InputState::Pending), whose
+// inputs drive_run prepares once the ring's checks pass, by rows per rank
+// where it can (parallel/ring_io.h).
 PreparedRun prepare_for(const RunConfig& config);
 
-// Rank 0: runs `run` in its mode (execute_run, run_heads or run_ring).
+// Rank 0: runs `run` in its mode (execute_run, run_heads or run_ring),
+// first preparing a ring run's pending inputs.
 RunReport drive_run(PreparedRun& run, Backend& backend, const RunRequest& request, parallel::WorkerRelease& release,
                     const parallel::Fault& fault = {});
 

@@ -85,6 +85,7 @@ PreparedRun prepare_model(const RunConfig& config) {
   r.options = r.variant->parse_options(config.options);
   r.weights = load_weights(*r.variant, config.weights);
   r.spec = r.variant->build_spec(r.weights, r.options);
+  r.input_state = InputState::Pending;
   return r;
 }
 
@@ -105,6 +106,7 @@ void prepare_inputs(PreparedRun& r) {
   if (config.decode) check_decode_inputs(*config.decode, r.spec, r.inputs, r.options);
   spdlog::debug("{}: variant {} -> {} heads of {} (value {}), causal {}, out_dim {}", config.file, config.variant,
                 r.spec.num_heads, r.spec.head_dim, r.spec.head_dim_v, r.spec.causal, r.spec.out_dim());
+  r.input_state = InputState::Ready;
 }
 
 void summarize_timing(Timing& t) {

@@ -19,6 +19,12 @@
 
 namespace mha {
 
+// Whether PreparedRun::inputs holds the run's inputs yet.
+enum class InputState {
+  Ready,    // prepare_inputs (or a ring's input preparation) filled them, or the caller built them (bench rows)
+  Pending,  // prepare_model read the model only: the run driver prepares them for the run's mode
+};
+
 struct PreparedRun {
   RunConfig config;
   std::unique_ptr<Variant> variant;
@@ -26,13 +32,15 @@ struct PreparedRun {
   TensorMap weights;
   AttentionSpec spec;
   AttentionInputs inputs;
+  InputState input_state = InputState::Ready;
 };
 
 // Resolves weights (init, file or folder) and inputs (files or rand/randn
 // from one generator seeded by inputs.seed, in config order).
 PreparedRun prepare_run(const RunConfig& config);
-// prepare_run in two steps: the variant, options, weights and spec; then
-// the inputs (a ring run reads them by rows instead when it can).
+// prepare_run in two steps: the variant, options, weights and spec (inputs
+// Pending); then the inputs (a ring run reads them by rows instead when it
+// can: parallel/ring_io.h, prepare_ring_input).
 PreparedRun prepare_model(const RunConfig& config);
 void prepare_inputs(PreparedRun& run);
 

@@ -117,6 +117,38 @@ std::string ring_config(const std::string& x, int ranks, const std::string& back
     "parallel": {"sequence": )" + std::to_string(ranks) + "}}";
 }
 
+// Input preparation is the run driver's, never the ring's: prepare_for reads
+// a ring run's model only, prepare_ring_input reads its inputs (rows per rank
+// for rand / .npy, whole for .npz), and run_ring refuses a run whose inputs
+// are still pending instead of reading them itself.
+TEST(RingMemory, InputsArePreparedBeforeTheRing) {
+  test::TempDir dir;
+  TorchGenerator gen(9);
+  const Tensor x = gen.rand({2, 48, 64});
+  io::write_npy(dir.file("x.npy"), x);
+  io::write_npz(dir.file("x.npz"), {{"x", x}});
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {R"({"rand": [2, 48, 64]})", true}, {'"' + dir.file("x.npy") + '"', true}, {'"' + dir.file("x.npz") + '"', false}};
+  for (const auto& [src, by_rows] : cases) {
+    PreparedRun run = prepare_for(parse_config(ordered_json::parse(ring_config(src, 2, "cpu")), ".", "c"));
+    EXPECT_EQ(run.input_state, InputState::Pending) << src;
+    EXPECT_EQ(run.inputs.query.ndim(), 0) << src;
+    auto backend = make_backend("cpu", ordered_json::object(), "backend");
+    {
+      parallel::WorkerRelease release;
+      EXPECT_THROW(parallel::run_ring(run, {}, *backend, {}, release), std::logic_error) << src;
+    }
+    const parallel::RingInput input = parallel::prepare_ring_input(run);
+    EXPECT_EQ(run.input_state, InputState::Ready) << src;
+    EXPECT_EQ(input.rows.has_value(), by_rows) << src;
+    // Whole: x itself; by rows: the checks' stand-in of x's shape.
+    EXPECT_EQ(run.inputs.query.shape(), (Shape{2, 48, 64})) << src;
+    if (!by_rows) {
+      EXPECT_TRUE(same_bits(run.inputs.query, x)) << src;
+    }
+  }
+}
+
 // The same input drawn per rank (rand), read by rows (.npy) and held whole by
 // rank 0 (.npz, the path every input took before): the same output bits.
 TEST(RingMemory, StreamedRunsMatchTheWholeInputRun) {
@@ -201,7 +233,7 @@ TEST(InsideMpirun, RingFailureOnOneRank) {
   const std::string out = std::getenv("MHA_TEST_OUTPUT");
   parallel::WorkerRelease release;
   RunConfig config = parse_config(ordered_json::parse(ring_config(R"({"randn": [1, 2040, 64]})", parallel::size(), "cpu")), ".", "x");
-  PreparedRun run = prepare_model(config);
+  PreparedRun run = prepare_for(config);
   auto backend = make_backend("cpu", ordered_json::object(), "backend");
   parallel::Fault fault;
   fault.bad_shape_rank = 1;
@@ -211,7 +243,7 @@ TEST(InsideMpirun, RingFailureOnOneRank) {
     RunRequest req;
     req.output_file = outs.temporary(out);
     try {
-      parallel::run_ring(run, *backend, req, release, fault);
+      drive_run(run, *backend, req, release, fault);
       ADD_FAILURE() << "no error";
     } catch (const InputError& e) {
       EXPECT_EQ(std::string(e.what()).rfind("rank 1: ", 0), 0u) << e.what();

@@ -115,17 +115,4 @@ TileTensor op_move(TtDevice& dev, const std::string& op, const TileTensor& in, c
   return t;
 }
 
-std::vector<float> permute4(const std::vector<float>& v, const Shape& s, const int perm[4], Shape& os) {
-  os = {s[perm[0]], s[perm[1]], s[perm[2]], s[perm[3]]};
-  int64_t in_stride[4] = {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
-  int64_t st[4] = {in_stride[perm[0]], in_stride[perm[1]], in_stride[perm[2]], in_stride[perm[3]]};
-  std::vector<float> out(v.size());
-  int64_t o = 0;
-  for (int64_t i0 = 0; i0 < os[0]; ++i0)
-    for (int64_t i1 = 0; i1 < os[1]; ++i1)
-      for (int64_t i2 = 0; i2 < os[2]; ++i2)
-        for (int64_t i3 = 0; i3 < os[3]; ++i3) out[o++] = v[i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3]];
-  return out;
-}
-
 }  // namespace mha::ttsim

@@ -46,7 +46,4 @@ TileTensor op_softmax(TtDevice& dev, const std::string& op, const TileTensor& a,
 TileTensor op_move(TtDevice& dev, const std::string& op, const TileTensor& in, const std::vector<float>& values,
                    const Shape& shape, DataFormat out);
 
-// Row-major permutation of a 4-D array: out dim i is in dim perm[i].
-std::vector<float> permute4(const std::vector<float>& v, const Shape& shape, const int perm[4], Shape& out_shape);
-
 }  // namespace mha::ttsim

@@ -149,6 +149,51 @@ std::string parallel_md(const std::vector<Result>& results) {
   return out + "\nefficiency: 100 x the one-process row's median / the row's median (same total threads)\n";
 }
 
+// One line per row, the parallel columns when any row ran across ranks.
+std::string format_csv(const std::vector<Result>& results) {
+  std::string out;
+  out += "variant,backend,test,batch,seq,depth,hidden,heads,kv_heads,causal,threads,first_ms,mean_ms,stddev_ms,"
+         "median_ms,tokens_per_s,tokens_per_s_sd,gflops,sgemm_percent,bandwidth_percent,bytes_per_token,"
+         "sgemm_gflops,read_gbs,peak_mib,peak_scope,cache_dtype,build,cpu,simd,timestamp,backend_options,skipped";
+  const bool par = any_parallel(results);
+  out += par ? ",mode,ranks,threads_per_rank,efficiency_percent,baseline_threads,baseline_median_ms,passes,"
+               "bytes_sent_max,bytes_sent_per_rank,peak_mib_rank0,peak_mib_max\n"
+             : "\n";
+  for (const Result& r : results) {
+    const Row& w = r.row;
+    const bool ok = r.skipped.empty(), gen = w.phase == Phase::Generate;
+    const Timing& t = r.timing;
+    std::vector<std::string> f = {
+        csv_field(w.variant), csv_field(w.backend), w.test(), std::to_string(w.batch), std::to_string(w.seq),
+        std::to_string(w.depth), std::to_string(w.hidden), std::to_string(w.heads),
+        std::to_string(w.kv_heads > 0 ? w.kv_heads : w.heads), (w.causal || w.phase != Phase::Forward) ? "1" : "0",
+        std::to_string(r.threads), ok ? num(t.first_ms, "%.4f") : "", ok ? num(t.mean_ms, "%.4f") : "",
+        ok ? num(t.stddev_ms, "%.4f") : "", ok ? num(t.median_ms, "%.4f") : "",
+        ok ? num(r.tokens_per_s, "%.2f") : "", ok ? num(r.tokens_per_s_sd, "%.2f") : "",
+        ok ? num(t.gflops_cached(), "%.3f") : "", ok && !gen ? num(r.sgemm_percent, "%.2f") : "",
+        ok && gen ? num(r.bandwidth_percent, "%.2f") : "", ok && gen ? num(r.bytes_per_token, "%.0f") : "",
+        ok ? num(r.rates.sgemm_gflops, "%.1f") : "", ok ? num(r.rates.read_gbs, "%.2f") : "",
+        ok ? num(r.peak_mib, "%.1f") : "", ok ? (r.peak_per_row ? "row" : "process") : "",
+        w.phase != Phase::Forward ? cache_dtype_name(w.cache_dtype) : "", csv_field(build_commit()),
+        csv_field(cpu_model()), csv_field(r.simd), r.timestamp, csv_field(w.effective_backend_options().dump()),
+        csv_field(r.skipped)};
+    if (par) {
+      const ParallelStats p = r.parallel.value_or(ParallelStats{});
+      const bool eff = ok && p.mode.has_value();
+      for (const std::string& x :
+           {std::string(mode_name(p)), std::to_string(p.ranks), std::to_string(p.threads_per_rank),
+            eff ? num(p.efficiency_percent, "%.2f") : "", p.mode ? std::to_string(p.baseline_threads) : "",
+            eff ? num(p.baseline_median_ms, "%.4f") : "", ok ? std::to_string(p.passes) : "",
+            ok ? std::to_string(max_bytes(p)) : "", ok ? bytes_list(p) : "", ok ? num(r.peak_mib, "%.1f") : "",
+            ok ? num(p.peak_mib_max, "%.1f") : ""})
+        f.push_back(x);
+    }
+    for (std::size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + f[i];
+    out += "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_table(const std::vector<Result>& results, const std::string& format, double sgemm_gflops) {
@@ -163,48 +208,7 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
     for (const Result& r : results) out += result_json(r).dump() + "\n";
     return out;
   }
-  if (format == "csv") {
-    out += "variant,backend,test,batch,seq,depth,hidden,heads,kv_heads,causal,threads,first_ms,mean_ms,stddev_ms,"
-           "median_ms,tokens_per_s,tokens_per_s_sd,gflops,sgemm_percent,bandwidth_percent,bytes_per_token,"
-           "sgemm_gflops,read_gbs,peak_mib,peak_scope,cache_dtype,build,cpu,simd,timestamp,backend_options,skipped";
-    const bool par = any_parallel(results);
-    out += par ? ",mode,ranks,threads_per_rank,efficiency_percent,baseline_threads,baseline_median_ms,passes,"
-                 "bytes_sent_max,bytes_sent_per_rank,peak_mib_rank0,peak_mib_max\n"
-               : "\n";
-    for (const Result& r : results) {
-      const Row& w = r.row;
-      const bool ok = r.skipped.empty(), gen = w.phase == Phase::Generate;
-      const Timing& t = r.timing;
-      std::vector<std::string> f = {
-          csv_field(w.variant), csv_field(w.backend), w.test(), std::to_string(w.batch), std::to_string(w.seq),
-          std::to_string(w.depth), std::to_string(w.hidden), std::to_string(w.heads),
-          std::to_string(w.kv_heads > 0 ? w.kv_heads : w.heads), (w.causal || w.phase != Phase::Forward) ? "1" : "0",
-          std::to_string(r.threads), ok ? num(t.first_ms, "%.4f") : "", ok ? num(t.mean_ms, "%.4f") : "",
-          ok ? num(t.stddev_ms, "%.4f") : "", ok ? num(t.median_ms, "%.4f") : "",
-          ok ? num(r.tokens_per_s, "%.2f") : "", ok ? num(r.tokens_per_s_sd, "%.2f") : "",
-          ok ? num(t.gflops_cached(), "%.3f") : "", ok && !gen ? num(r.sgemm_percent, "%.2f") : "",
-          ok && gen ? num(r.bandwidth_percent, "%.2f") : "", ok && gen ? num(r.bytes_per_token, "%.0f") : "",
-          ok ? num(r.rates.sgemm_gflops, "%.1f") : "", ok ? num(r.rates.read_gbs, "%.2f") : "",
-          ok ? num(r.peak_mib, "%.1f") : "", ok ? (r.peak_per_row ? "row" : "process") : "",
-          w.phase != Phase::Forward ? cache_dtype_name(w.cache_dtype) : "", csv_field(build_commit()),
-          csv_field(cpu_model()), csv_field(r.simd), r.timestamp, csv_field(w.effective_backend_options().dump()),
-          csv_field(r.skipped)};
-      if (par) {
-        const ParallelStats p = r.parallel.value_or(ParallelStats{});
-        const bool eff = ok && p.mode.has_value();
-        for (const std::string& x :
-             {std::string(mode_name(p)), std::to_string(p.ranks), std::to_string(p.threads_per_rank),
-              eff ? num(p.efficiency_percent, "%.2f") : "", p.mode ? std::to_string(p.baseline_threads) : "",
-              eff ? num(p.baseline_median_ms, "%.4f") : "", ok ? std::to_string(p.passes) : "",
-              ok ? std::to_string(max_bytes(p)) : "", ok ? bytes_list(p) : "", ok ? num(r.peak_mib, "%.1f") : "",
-              ok ? num(p.peak_mib_max, "%.1f") : ""})
-          f.push_back(x);
-      }
-      for (std::size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + f[i];
-      out += "\n";
-    }
-    return out;
-  }
+  if (format == "csv") return format_csv(results);
   if (format != "md") throw InputError("-o: expected md, csv, json or jsonl, found '" + format + "'");
   out += "build " + std::string(build_commit()) + ", CPU " + cpu_model() + "\n";
   out += "sgemm: " + num(sgemm_gflops, "%.1f") + " GFLOP/s (OpenBLAS, probed at start)\n\n";

@@ -19,9 +19,7 @@ for SDPA decode) are marked "mha" and use thresholds of our own.
 Prints one markdown table row per case (docs/TTSIM.md keeps the table) and exits 1 if any fails.
 """
 import argparse
-import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,38 +27,9 @@ import time
 import numpy as np
 import torch
 
+from mha_op import MhaOp, comp_pcc
+
 FAILED = []
-
-
-def comp_pcc(golden, calculated):
-    """tt-metal's comp_pcc: Pearson correlation of the flattened tensors (1.0 when both are equal)."""
-    g = golden.double().flatten()
-    c = calculated.double().flatten()
-    if torch.equal(g, c):
-        return 1.0
-    g = g - g.mean()
-    c = c - c.mean()
-    return float((g * c).sum() / math.sqrt(float((g * g).sum()) * float((c * c).sum())))
-
-
-class Mha:
-    def __init__(self, binary, threads, tmp):
-        self.binary, self.threads, self.tmp = binary, threads, tmp
-        self.n = 0
-
-    def save(self, t):
-        self.n += 1
-        path = os.path.join(self.tmp, f"in{self.n}.npy")
-        np.save(path, t.float().numpy() if torch.is_tensor(t) else t)
-        return path
-
-    def op(self, args):
-        out = os.path.join(self.tmp, "out.npy")
-        cmd = [self.binary, "op"] + [str(a) for a in args] + ["-o", out, "--option", f"threads={self.threads}"]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(" ".join(cmd) + "\n" + r.stderr)
-        return torch.from_numpy(np.load(out))
 
 
 def report(test, case, want, got, passed, seconds):
@@ -390,7 +359,7 @@ def main():
     level = "quick" if a.quick else "full" if a.full else "subset"
     print("| test | case | tt-metal asserts | measured | result | s |\n|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        mha = Mha(os.path.abspath(a.mha), a.threads, tmp)
+        mha = MhaOp(os.path.abspath(a.mha), a.threads, tmp)
         if a.only in (None, "sdpa_decode"):
             sdpa_decode_tests(mha, level)
             paged_gqa_tests(mha, level)

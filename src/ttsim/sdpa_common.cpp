@@ -53,16 +53,16 @@ void sdpa_sub_exp(float* x, int64_t n, float mx, bool approx_exp, const TileMath
   } else {
     for (int64_t i = 0; i < n; ++i) x[i] = fpu_add(x[i], neg, tm.fp32);
   }
-  for (int64_t i = 0; i < n; ++i) x[i] = sdpa_exp(x[i], approx_exp, tm.fp32);
+  if (tm.kern && exp_algorithm(approx_exp, tm.fp32) == ExpAlgorithm::FastApprox) {
+    tm.kern->exp_fast_approx(x, n, tm.fp32, x);
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = sfpu_exp(x[i], approx_exp, tm.fp32);
+  }
   sdpa_pack_bf16(x, n, tm);
 }
 
-float sdpa_exp(float x, bool approx_exp, bool fp32) {
-  return approx_exp ? sfpu_store(sfpu_exp_lane(x, ExpAlgorithm::Approx), fp32) : sfpu_exp(x, false, fp32);
-}
-
 float sdpa_sub_exp1(float a, float b, bool approx_exp, const TileMath& m) {
-  float x = sdpa_exp(fpu_add(a, -b, m.fp32), approx_exp, m.fp32);
+  float x = sfpu_exp(fpu_add(a, -b, m.fp32), approx_exp, m.fp32);
   sdpa_pack_bf16(&x, 1, m);
   return x;
 }

@@ -49,18 +49,9 @@ void sdpa_add(float* a, const float* b, int64_t n, const TileMath& m);
 // a scaler of 1.0); -inf for a fully masked row.
 float sdpa_row_max(const float* x, int64_t n);
 
-// exp_tile<approx> on one Dst value as the LLK of the revision read (2024)
-// computes it: approx mode is the LLK's approximation branch
-// (ExpAlgorithm::Approx: x/ln2 + 192, integer add and shift; exp(0) = 1),
-// which predates the Schraudolph fast approx (exp(0) = 0.977) that later
-// kernels and TT-NN's softmax use; exact mode is the accurate exp of the
-// Dst mode. Stored to Dst (truncated for a 16-bit Dst).
-float sdpa_exp(float x, bool approx_exp, bool fp32);
-
-// sub_exp_block_bcast_cols_inplace: x = pack(exp(ELWSUB(x, m))) with
-// sdpa_exp in approx mode when `approx_exp` (the kernel hard-codes
-// exp_tile<true> here), else the accurate exp of this Dst mode. Scalar
-// lanes on both paths (no vector kernel models ExpAlgorithm::Approx).
+// sub_exp_block_bcast_cols_inplace: x = pack(exp(ELWSUB(x, m))) with the
+// SFPU exp in approx mode when `approx_exp` (the kernel hard-codes
+// exp_tile<true> here), else the accurate exp of this Dst mode.
 void sdpa_sub_exp(float* x, int64_t n, float m, bool approx_exp, const TileMath& tm);
 
 // sub_exp_block on one statistic: pack(exp(ELWSUB(a, b))) (EXP_APPROX_MODE).

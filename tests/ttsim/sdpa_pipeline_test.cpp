@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <string>
 
@@ -105,6 +106,37 @@ TEST(TtSimSdpa, PrefillStagesTrackCpu) {
   }
 }
 
+// A sliding window (Mistral's: query i sees keys i - W < j <= i) runs as
+// SDPA's sliding_window_size, the same rule: stage by stage against the cpu
+// backend with the floors above, and the window is not ignored: without it
+// the output moves away from cpu's windowed output on the rows past W.
+TEST(TtSimSdpa, SlidingWindowPrefillTracksCpu) {
+  Built b = llama(256, 8, 2, 32, 2, 96);
+  b.spec.window = 40;
+  RunOptions ro;
+  ro.collect_stages = true;
+  auto tt = ttsim();
+  ASSERT_FALSE(tt->supports(b.spec, b.in)) << *tt->supports(b.spec, b.in);
+  AttentionResult r = tt->run(b.spec, b.in, ro);
+  const std::vector<StageComparison> c = compare_stages(b.spec, b.in, r.stages);
+  ASSERT_EQ(c.size(), 5u);
+  const std::map<std::string, double> floor = {
+      {"q", 0.9999}, {"k", 0.9998}, {"v", 0.9998}, {"context", 0.999}, {"output", 0.999}};
+  for (const StageComparison& s : c) {
+    ASSERT_TRUE(s.report) << s.stage;
+    EXPECT_GT(s.report->pcc, floor.at(s.stage)) << s.stage;
+  }
+  auto cpu = make_backend("cpu", ordered_json::object(), "backend");
+  const Tensor want = cpu->run(b.spec, b.in, RunOptions{}).output;
+  Built full = llama(256, 8, 2, 32, 2, 96);
+  const Tensor unwindowed = ttsim()->run(full.spec, full.in, RunOptions{}).output;
+  const double with = pcc(want, r.output), without = pcc(want, unwindowed);
+  std::cout << "[window] output PCC against cpu's windowed output: " << with << " (unwindowed tt-sim: " << without
+            << ")\n";
+  EXPECT_GT(with, 0.999);
+  EXPECT_LT(without, 0.99) << "with the window " << with;
+}
+
 // Decode through the device cache (prompt 64 prefilled, 32 tokens one at a
 // time through SDPA decode) against one causal prefill of all 96 tokens on
 // the same backend: the prompt rows are the same computation (bit for bit).
@@ -186,8 +218,9 @@ TEST(TtSimSdpa, RefusalsSayWhy) {
   EXPECT_NE(ops->supports_decode(l.spec)->find("has no KV cache"), std::string::npos);
   l.spec.window = 12;
   auto tt = ttsim();
-  ASSERT_TRUE(tt->supports(l.spec, l.in));
-  EXPECT_NE(tt->supports(l.spec, l.in)->find("sliding window"), std::string::npos);
+  EXPECT_FALSE(tt->supports(l.spec, l.in));  // prefill: SDPA's sliding_window_size
+  ASSERT_TRUE(tt->supports_decode(l.spec));
+  EXPECT_NE(tt->supports_decode(l.spec)->find("decodes without a sliding window"), std::string::npos);
   EXPECT_THROW(ttsim({{"attention", "flash"}}), InputError);
   EXPECT_THROW(ttsim({{"kv_cache_dtype", "float32"}}), InputError);
   RunOptions weights;

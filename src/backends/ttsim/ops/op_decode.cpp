@@ -68,8 +68,9 @@ std::optional<std::vector<std::vector<int64_t>>> page_table(const nlohmann::orde
 // --- sdpa-decode ------------------------------------------------------------
 
 // The op's own keys (the program config's k_chunk_size and
-// exp_approx_mode, max_cores_per_head_batch, scale), checked, over TT-NN's
-// defaults; check and run both read them here.
+// exp_approx_mode, max_cores_per_head_batch, scale, sliding_window_size,
+// attention_sink), checked, over TT-NN's defaults; check and run both read
+// them here.
 SdpaDecodeConfig decode_params(const nlohmann::ordered_json& p) {
   SdpaDecodeConfig cfg;
   cfg.k_chunk_size = param_int(p, "k_chunk_size", 0);
@@ -82,6 +83,11 @@ SdpaDecodeConfig decode_params(const nlohmann::ordered_json& p) {
   if (p.contains("max_cores_per_head_batch") && cores < 1)
     throw InputError("op options.max_cores_per_head_batch: expected a positive integer");
   cfg.max_cores_per_head_batch = static_cast<int>(cores);
+  cfg.sliding_window_size = param_int(p, "sliding_window_size", 0);
+  if (cfg.sliding_window_size < 0)
+    throw InputError("op options.sliding_window_size: expected 0 (none) or a positive number of positions, found " +
+                     std::to_string(cfg.sliding_window_size));
+  cfg.attention_sink = param_bf16_values(p, "attention_sink", "one per q head");
   if (const auto s = param_number(p, "scale")) {
     if (!(*s > 0 && std::isfinite(*s)))
       throw InputError("op options.scale: expected a positive number, found " + std::to_string(*s));
@@ -111,7 +117,10 @@ TileTensor run_sdpa_decode(OpCall& c) {
   const std::string program = pt ? "ttnn.transformer.paged_scaled_dot_product_attention_decode"
                                   : "ttnn.transformer.scaled_dot_product_attention_decode";
   TtDevice::OpTimer timer(c.dev, program);
-  c.dev.program(program, std::string(fidelity_name(cfg.math_fidelity)) + ",k_chunk=" + std::to_string(cfg.k_chunk_size),
+  c.dev.program(program,
+                std::string(fidelity_name(cfg.math_fidelity)) + ",k_chunk=" + std::to_string(cfg.k_chunk_size) +
+                    ",window=" + std::to_string(cfg.sliding_window_size) +
+                    ",sink=" + (cfg.attention_sink.empty() ? "0" : "1"),
                 {&c.in[0], &c.in[1], &c.in[2]});
   TileTensor out = tt_sdpa_decode(c.in[0], c.in[1], c.in[2], pos, pt ? &*pt : nullptr, cfg, c.dev.exec());
   const int64_t S = pt ? c.in[1].shape[2] * static_cast<int64_t>((*pt)[0].size()) : c.in[1].shape[2];
@@ -123,6 +132,8 @@ TileTensor run_sdpa_decode(OpCall& c) {
                               {"k_chunk_size", sdpa_decode_k_chunk_size(cfg, S, pt.has_value(), pos[0])},
                               {"exp_approx_mode", cfg.exp_approx_mode},
                               {"cores_per_head", g.cores_per_head}};
+  c.info["sliding_window_size"] = cfg.sliding_window_size;
+  if (!cfg.attention_sink.empty()) c.info["attention_sink_bf16"] = cfg.attention_sink;
   return out;
 }
 
@@ -213,7 +224,9 @@ extern const TtOpDesc kOpSdpaDecode = {
      {"k_chunk_size", "0 (default) or a power of 2, multiple of 32"},
      {"exp_approx_mode", "true (default) or false: the statistics' exp"},
      {"max_cores_per_head_batch", "cores per head at most (default: the grid)"},
-     {"scale", "the softmax scale (default 1/sqrt(dh))"}},
+     {"scale", "the softmax scale (default 1/sqrt(dh))"},
+     {"sliding_window_size", "positions per user's window, [cur_pos-W+1, cur_pos] (default 0: none)"},
+     {"attention_sink", "[s0, s1, ...]: one logit per q head, unscaled, held as bf16 (default none)"}},
     check_sdpa_decode, nullptr, run_sdpa_decode};
 
 extern const TtOpDesc kOpUpdateCache = {

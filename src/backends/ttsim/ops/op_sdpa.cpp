@@ -1,30 +1,12 @@
 // ttnn.transformer.scaled_dot_product_attention (prefill): Q K V [MASK] in
 // TT-NN's layouts, the program config and causal flag as --option keys.
-#include <cmath>
-
 #include "backends/ttsim/op_table.h"
-#include "ttsim/formats.h"
 #include "ttsim/sdpa.h"
 #include "util/error.h"
 
 namespace mha::ttsim {
 
 namespace {
-
-// attention_sink: a JSON array of finite numbers, one per query head, held
-// as bfloat16 as TT-NN's (1, nqh, 1, 1) bfloat16 tensor holds them.
-std::vector<float> sink_param(const nlohmann::ordered_json& p) {
-  std::vector<float> out;
-  if (!p.contains("attention_sink")) return out;
-  const auto& v = p["attention_sink"];
-  const std::string bad = "op options.attention_sink: expected an array of finite numbers, one per query head, found ";
-  if (!v.is_array() || v.empty()) throw InputError(bad + v.dump().substr(0, 80));
-  for (const auto& x : v) {
-    if (!x.is_number() || !std::isfinite(x.get<double>())) throw InputError(bad + x.dump());
-    out.push_back(host_round_bf16(static_cast<float>(x.get<double>())));
-  }
-  return out;
-}
 
 // The op's own keys (SDPAProgramConfig, is_causal, scale, sliding window,
 // attention sink) over TT-NN's defaults: chunks of 32, exp approx on, causal.
@@ -36,7 +18,7 @@ SdpaConfig sdpa_params(const nlohmann::ordered_json& p) {
   c.is_causal = param_bool(p, "is_causal", c.is_causal);
   if (auto s = param_number(p, "scale")) c.scale = static_cast<float>(*s);
   c.sliding_window_size = param_int(p, "sliding_window_size", 0);
-  c.attention_sink = sink_param(p);
+  c.attention_sink = param_bf16_values(p, "attention_sink", "one per query head");
   return c;
 }
 

@@ -89,12 +89,14 @@ TileTensor k_sdpa(TtDevice& dev, const TileTensor& q, const TileTensor& k, const
 
 TileTensor k_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor& k, const TileTensor& v,
                          const std::vector<int64_t>& cur_pos, float scale, Grid grid, int64_t k_chunk,
-                         const ComputeConfig& cfg) {
+                         int64_t window, const ComputeConfig& cfg) {
   const char* op = "ttnn.transformer.scaled_dot_product_attention_decode";
   TtDevice::OpTimer timer(dev, op);
-  dev.program(op, cfg_key(cfg) + ",k_chunk=" + std::to_string(k_chunk), {&q, &k, &v});
+  dev.program(op, cfg_key(cfg) + ",k_chunk=" + std::to_string(k_chunk) + ",window=" + std::to_string(window),
+              {&q, &k, &v});
   SdpaDecodeConfig c;
   c.k_chunk_size = k_chunk;
+  c.sliding_window_size = window;
   c.exp_approx_mode = false;  // SDPA_DECODE_PROGCFG
   c.math_fidelity = cfg.math_fidelity;
   c.math_approx_mode = cfg.math_approx_mode;

@@ -118,6 +118,80 @@ def sdpa_decode_tests(mha, level):
                         break
 
 
+def fa_rand(*shape):
+    normal_1 = torch.randn(shape)
+    normal_2 = torch.randn(shape) * 10
+    bernoulli = torch.bernoulli(torch.full(shape, 0.001))
+    return normal_1 + normal_2 * bernoulli
+
+
+def get_chunk_size_2026(max_start_pos, s):  # sdpa_test_utils.py's table
+    chunk = 32 if max_start_pos <= 128 else 128 if max_start_pos <= 1024 else 512
+    i = 1
+    while i < s and s % (2 ** (i + 1)) == 0:
+        i += 1
+    return min(chunk, 2 ** i)
+
+
+def sliding_window_case(mha, b, nh, nkv, s, d, grid, kv_dtype, window, cur_pos):
+    """test_sdpa_decode_sliding_window's run_test_sdpa_decode_single_iter (tests/ttnn/unit_tests/operations/
+    sdpa/sdpa_test_utils.py): seed 1234, K, V = fa_rand(b, nkv, s, d), Q = fa_rand(1, b, nh, d), users at
+    cur_pos + i, HiFi2, approx off, exp_approx_mode off, the test's k chunk; reference: softmax over
+    [pos - W + 1, pos]."""
+    torch.manual_seed(1234)
+    K = fa_rand(b, nkv, s, d)
+    V = fa_rand(b, nkv, s, d)
+    Q = fa_rand(1, b, nh, d)
+    pos = [cur_pos + i for i in range(b)]
+    chunk = get_chunk_size_2026(max(pos) + 1, s)
+    t0 = time.time()
+    out = mha.op(["sdpa-decode", mha.save(Q), mha.save(K), mha.save(V), "--cur-pos", ",".join(map(str, pos)),
+                  "--in1-dtype", kv_dtype, "--in2-dtype", kv_dtype, "--math-fidelity", "HiFi2",
+                  "--math-approx-mode=false", "--option", f"core_grid=[{grid[1]},{grid[0]}]",
+                  "--option", f"k_chunk_size={chunk}", "--option", "exp_approx_mode=false",
+                  "--option", f"scale={d ** -0.5}", "--option", f"sliding_window_size={window}"])
+    rep = nh // nkv
+    Kr = K.double().repeat_interleave(rep, dim=1)
+    Vr = V.double().repeat_interleave(rep, dim=1)
+    sc = (Q[0].double().unsqueeze(2) @ Kr.transpose(-1, -2)) * d ** -0.5  # b, nh, 1, s
+    j = torch.arange(s)
+    for u in range(b):
+        sc[u, :, :, (j > pos[u]) | (j < pos[u] - window + 1)] = float("-inf")
+    expect = (torch.softmax(sc, dim=-1) @ Vr).squeeze(2)
+    got = comp_pcc(expect, out[0])
+    want = sdpa_decode_min_pcc(b, grid, kv_dtype, "bfloat16")
+    report("sdpa_decode_sliding_window", f"b={b} nh={nh} nkv={nkv} s={s} grid={grid[0]}x{grid[1]} kv={kv_dtype} "
+           f"W={window} pos={cur_pos}+i k_chunk={chunk}", f"PCC >= {want}", f"{got:.6f}", got >= want,
+           time.time() - t0)
+
+
+def sliding_window_tests(mha, level):
+    shapes = [  # b, nh, nkv, s, d, grid, W (test_sdpa_decode_sliding_window; the 16K Gemma / GPT-OSS rows: --full)
+        (4, 8, 1, 1024, 128, (8, 4), 64),
+        (4, 8, 1, 1024, 128, (8, 4), 128),
+        (4, 8, 1, 1024, 128, (8, 4), 256),
+        (8, 16, 4, 2048, 128, (8, 8), 128),
+        (1, 8, 1, 4096, 128, (8, 4), 512),
+        (1, 4, 2, 16384, 128, (8, 8), 1024),
+        (1, 8, 1, 16384, 128, (8, 8), 128),
+    ]
+    for b, nh, nkv, s, d, grid, w in shapes:
+        if (level != "full" and s > 4096) or (level == "quick" and w != 128):
+            continue
+        positions = [(w + off - 1) + 32 * k for k in (5, 10, 20, 30) for off in (15, 16, 17)]
+        positions += [w * 2, w // 2, w - 1, s // 2, s - 10]
+        if level == "quick":
+            positions = positions[:2]
+        elif level != "full":
+            positions = positions[::3] + positions[-5:]
+        for kv_dtype in ("bfloat16", "bfloat8_b"):
+            if level == "quick" and kv_dtype != "bfloat8_b":
+                continue
+            for p in positions:
+                if p + b - 1 < s:  # the test skips positions past the cache (users sit at p + i)
+                    sliding_window_case(mha, b, nh, nkv, s, d, grid, kv_dtype, w, p)
+
+
 def paged_gqa_tests(mha, level):
     """mha's own: Llama-3-8B GQA (32 q heads on 8 kv heads), per-user positions, through a page table."""
     torch.manual_seed(7)
@@ -363,6 +437,7 @@ def main():
         if a.only in (None, "sdpa_decode"):
             sdpa_decode_tests(mha, level)
             paged_gqa_tests(mha, level)
+            sliding_window_tests(mha, level)
         if a.only in (None, "rotary"):
             rotary_tests(mha, level)
         if a.only in (None, "cache"):

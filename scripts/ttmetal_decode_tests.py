@@ -19,9 +19,7 @@ for SDPA decode) are marked "mha" and use thresholds of our own.
 Prints one markdown table row per case (docs/TTSIM.md keeps the table) and exits 1 if any fails.
 """
 import argparse
-import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,38 +27,9 @@ import time
 import numpy as np
 import torch
 
+from mha_op import MhaOp, comp_pcc
+
 FAILED = []
-
-
-def comp_pcc(golden, calculated):
-    """tt-metal's comp_pcc: Pearson correlation of the flattened tensors (1.0 when both are equal)."""
-    g = golden.double().flatten()
-    c = calculated.double().flatten()
-    if torch.equal(g, c):
-        return 1.0
-    g = g - g.mean()
-    c = c - c.mean()
-    return float((g * c).sum() / math.sqrt(float((g * g).sum()) * float((c * c).sum())))
-
-
-class Mha:
-    def __init__(self, binary, threads, tmp):
-        self.binary, self.threads, self.tmp = binary, threads, tmp
-        self.n = 0
-
-    def save(self, t):
-        self.n += 1
-        path = os.path.join(self.tmp, f"in{self.n}.npy")
-        np.save(path, t.float().numpy() if torch.is_tensor(t) else t)
-        return path
-
-    def op(self, args):
-        out = os.path.join(self.tmp, "out.npy")
-        cmd = [self.binary, "op"] + [str(a) for a in args] + ["-o", out, "--option", f"threads={self.threads}"]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(" ".join(cmd) + "\n" + r.stderr)
-        return torch.from_numpy(np.load(out))
 
 
 def report(test, case, want, got, passed, seconds):
@@ -147,6 +116,80 @@ def sdpa_decode_tests(mha, level):
                     start += 601 if start < 4096 else 3001
                     if level != "full" and start > 2000:
                         break
+
+
+def fa_rand(*shape):
+    normal_1 = torch.randn(shape)
+    normal_2 = torch.randn(shape) * 10
+    bernoulli = torch.bernoulli(torch.full(shape, 0.001))
+    return normal_1 + normal_2 * bernoulli
+
+
+def get_chunk_size_2026(max_start_pos, s):  # sdpa_test_utils.py's table
+    chunk = 32 if max_start_pos <= 128 else 128 if max_start_pos <= 1024 else 512
+    i = 1
+    while i < s and s % (2 ** (i + 1)) == 0:
+        i += 1
+    return min(chunk, 2 ** i)
+
+
+def sliding_window_case(mha, b, nh, nkv, s, d, grid, kv_dtype, window, cur_pos):
+    """test_sdpa_decode_sliding_window's run_test_sdpa_decode_single_iter (tests/ttnn/unit_tests/operations/
+    sdpa/sdpa_test_utils.py): seed 1234, K, V = fa_rand(b, nkv, s, d), Q = fa_rand(1, b, nh, d), users at
+    cur_pos + i, HiFi2, approx off, exp_approx_mode off, the test's k chunk; reference: softmax over
+    [pos - W + 1, pos]."""
+    torch.manual_seed(1234)
+    K = fa_rand(b, nkv, s, d)
+    V = fa_rand(b, nkv, s, d)
+    Q = fa_rand(1, b, nh, d)
+    pos = [cur_pos + i for i in range(b)]
+    chunk = get_chunk_size_2026(max(pos) + 1, s)
+    t0 = time.time()
+    out = mha.op(["sdpa-decode", mha.save(Q), mha.save(K), mha.save(V), "--cur-pos", ",".join(map(str, pos)),
+                  "--in1-dtype", kv_dtype, "--in2-dtype", kv_dtype, "--math-fidelity", "HiFi2",
+                  "--math-approx-mode=false", "--option", f"core_grid=[{grid[1]},{grid[0]}]",
+                  "--option", f"k_chunk_size={chunk}", "--option", "exp_approx_mode=false",
+                  "--option", f"scale={d ** -0.5}", "--option", f"sliding_window_size={window}"])
+    rep = nh // nkv
+    Kr = K.double().repeat_interleave(rep, dim=1)
+    Vr = V.double().repeat_interleave(rep, dim=1)
+    sc = (Q[0].double().unsqueeze(2) @ Kr.transpose(-1, -2)) * d ** -0.5  # b, nh, 1, s
+    j = torch.arange(s)
+    for u in range(b):
+        sc[u, :, :, (j > pos[u]) | (j < pos[u] - window + 1)] = float("-inf")
+    expect = (torch.softmax(sc, dim=-1) @ Vr).squeeze(2)
+    got = comp_pcc(expect, out[0])
+    want = sdpa_decode_min_pcc(b, grid, kv_dtype, "bfloat16")
+    report("sdpa_decode_sliding_window", f"b={b} nh={nh} nkv={nkv} s={s} grid={grid[0]}x{grid[1]} kv={kv_dtype} "
+           f"W={window} pos={cur_pos}+i k_chunk={chunk}", f"PCC >= {want}", f"{got:.6f}", got >= want,
+           time.time() - t0)
+
+
+def sliding_window_tests(mha, level):
+    shapes = [  # b, nh, nkv, s, d, grid, W (test_sdpa_decode_sliding_window; the 16K Gemma / GPT-OSS rows: --full)
+        (4, 8, 1, 1024, 128, (8, 4), 64),
+        (4, 8, 1, 1024, 128, (8, 4), 128),
+        (4, 8, 1, 1024, 128, (8, 4), 256),
+        (8, 16, 4, 2048, 128, (8, 8), 128),
+        (1, 8, 1, 4096, 128, (8, 4), 512),
+        (1, 4, 2, 16384, 128, (8, 8), 1024),
+        (1, 8, 1, 16384, 128, (8, 8), 128),
+    ]
+    for b, nh, nkv, s, d, grid, w in shapes:
+        if (level != "full" and s > 4096) or (level == "quick" and w != 128):
+            continue
+        positions = [(w + off - 1) + 32 * k for k in (5, 10, 20, 30) for off in (15, 16, 17)]
+        positions += [w * 2, w // 2, w - 1, s // 2, s - 10]
+        if level == "quick":
+            positions = positions[:2]
+        elif level != "full":
+            positions = positions[::3] + positions[-5:]
+        for kv_dtype in ("bfloat16", "bfloat8_b"):
+            if level == "quick" and kv_dtype != "bfloat8_b":
+                continue
+            for p in positions:
+                if p + b - 1 < s:  # the test skips positions past the cache (users sit at p + i)
+                    sliding_window_case(mha, b, nh, nkv, s, d, grid, kv_dtype, w, p)
 
 
 def paged_gqa_tests(mha, level):
@@ -390,10 +433,11 @@ def main():
     level = "quick" if a.quick else "full" if a.full else "subset"
     print("| test | case | tt-metal asserts | measured | result | s |\n|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        mha = Mha(os.path.abspath(a.mha), a.threads, tmp)
+        mha = MhaOp(os.path.abspath(a.mha), a.threads, tmp)
         if a.only in (None, "sdpa_decode"):
             sdpa_decode_tests(mha, level)
             paged_gqa_tests(mha, level)
+            sliding_window_tests(mha, level)
         if a.only in (None, "rotary"):
             rotary_tests(mha, level)
         if a.only in (None, "cache"):

@@ -30,7 +30,6 @@ import csv
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,20 +37,11 @@ import time
 import numpy as np
 import torch
 
+from mha_op import MhaOp, comp_pcc
+
 # seq: the prefill length, or a decode step's cur_pos + 1 (the keys it attends).
 COLUMNS = ["op", "seq", "q_chunk", "k_chunk", "exp_approx_mode", "math_fidelity", "fp32_dest_acc_en", "dtype",
            "inputs", "pcc", "rel_l2", "max_abs", "argmax_agree", "seconds"]
-
-
-def comp_pcc(golden, calculated):
-    """tt-metal's comp_pcc: Pearson correlation of the flattened tensors (1.0 when equal)."""
-    g = golden.double().flatten()
-    c = calculated.double().flatten()
-    if torch.equal(g, c):
-        return 1.0
-    g = g - g.mean()
-    c = c - c.mean()
-    return float((g * c).sum() / math.sqrt(float((g * g).sum()) * float((c * c).sum())))
 
 
 def metrics(ref, got):
@@ -98,25 +88,6 @@ def ref_decode(Q, K, V, pos):
     return out
 
 
-class Runner:
-    def __init__(self, mha, threads, tmp):
-        self.mha, self.threads, self.tmp = mha, threads, tmp
-
-    def save(self, name, t):
-        path = os.path.join(self.tmp, name + ".npy")
-        np.save(path, t.float().numpy())
-        return path
-
-    def op(self, args):
-        out = os.path.join(self.tmp, "out.npy")
-        cmd = ["nice", self.mha, "op"] + [str(a) for a in args] + ["-o", out, "--option", f"threads={self.threads}"]
-        t0 = time.time()
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(" ".join(cmd) + "\n" + r.stderr)
-        return torch.from_numpy(np.load(out)), time.time() - t0
-
-
 def compute_flags(c):
     f = ["--math-fidelity", c["math_fidelity"], "--option", f"exp_approx_mode={str(c['exp_approx_mode']).lower()}"]
     f += ["--fp32-dest-acc-en"] if c["fp32_dest_acc_en"] else ["--fp32-dest-acc-en=false"]
@@ -127,11 +98,11 @@ def run_prefill(runner, shape, seq, cases, inputs, seed):
     nqh, nkv, dh = shape
     g = torch.Generator().manual_seed(seed)
     Q, K, V = gen(inputs, (1, nqh, seq, dh), g), gen(inputs, (1, nkv, seq, dh), g), gen(inputs, (1, nkv, seq, dh), g)
-    paths = [runner.save(n, t) for n, t in (("q", Q), ("k", K), ("v", V))]
+    paths = [runner.save(t, n) for n, t in (("q", Q), ("k", K), ("v", V))]
     ref = ref_prefill(Q, K, V)
     rows = []
     for c in cases:
-        got, sec = runner.op(["sdpa"] + paths + ["--dtype", c["dtype"], "--option", f"q_chunk_size={c['q_chunk']}",
+        got, sec = runner.timed(["sdpa"] + paths + ["--dtype", c["dtype"], "--option", f"q_chunk_size={c['q_chunk']}",
                                                  "--option", f"k_chunk_size={c['k_chunk']}"] + compute_flags(c))
         rows.append(dict(c, op="sdpa", seq=seq, inputs=inputs, seconds=round(sec, 2), **metrics(ref, got[0])))
         print_row(rows[-1])
@@ -144,12 +115,12 @@ def run_decode(runner, shape, depth, cases, inputs, seed, positions=None):
     nqh, nkv, dh = shape
     g = torch.Generator().manual_seed(seed)
     Q, K, V = gen(inputs, (1, 1, nqh, dh), g), gen(inputs, (1, nkv, depth, dh), g), gen(inputs, (1, nkv, depth, dh), g)
-    paths = [runner.save(n, t) for n, t in (("q", Q), ("k", K), ("v", V))]
+    paths = [runner.save(t, n) for n, t in (("q", Q), ("k", K), ("v", V))]
     rows = []
     for pos in positions or [depth - 1]:
         ref = ref_decode(Q, K, V, pos)
         for c in cases:
-            got, sec = runner.op(["sdpa-decode"] + paths + ["--cur-pos", pos, "--in1-dtype", c["dtype"],
+            got, sec = runner.timed(["sdpa-decode"] + paths + ["--cur-pos", pos, "--in1-dtype", c["dtype"],
                                                             "--in2-dtype", c["dtype"], "--option",
                                                             f"k_chunk_size={c['k_chunk']}"] + compute_flags(c))
             rows.append(dict(c, op="sdpa-decode", seq=pos + 1, q_chunk="", inputs=inputs, seconds=round(sec, 2),
@@ -277,7 +248,7 @@ def main():
     rows = []
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="ttsim_acc_") as tmp:
-        runner = Runner(a.mha, a.threads, tmp)
+        runner = MhaOp(a.mha, a.threads, tmp, nice=True)
         if a.only in (None, "prefill"):
             for seq, cases in pre.items():
                 rows += run_prefill(runner, shape, seq, cases, a.inputs, a.seed)

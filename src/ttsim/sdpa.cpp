@@ -27,6 +27,25 @@ float sdpa_scale_bf16(const SdpaConfig& cfg, int64_t dh) {
   return t;
 }
 
+bool sdpa_chunk_masked(const SdpaConfig& cfg, int64_t q_low, int64_t k_high, bool has_mask) {
+  if (cfg.is_causal || cfg.sliding_window_size > 0) return q_low < k_high || cfg.sliding_window_size > 0;
+  return has_mask;
+}
+
+void sdpa_mask_row(const SdpaConfig& cfg, int64_t qpos, int64_t k_low, int64_t n, float* row) {
+  const int64_t W = cfg.sliding_window_size;
+  int64_t lo = 0, hi = std::numeric_limits<int64_t>::max();  // visible keys [lo, hi]
+  if (cfg.is_causal) {
+    hi = qpos;
+    if (W > 0) lo = qpos - W + 1;
+  } else if (W > 0) {
+    lo = qpos - W / 2;
+    hi = qpos + W / 2;
+  }
+  for (int64_t c = 0; c < n; ++c)
+    row[c] = k_low + c < lo || k_low + c > hi ? -std::numeric_limits<float>::infinity() : 0.0f;
+}
+
 std::string sdpa_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask, const SdpaConfig& c) {
   if (q.size() != 4 || k.size() != 4 || v.size() != 4)
     return "expected Q (b, nqh, s, dh) and K, V (b, nkv, s, dh), 4-D each, found Q " + shape_str(q) + ", K " +
@@ -47,7 +66,14 @@ std::string sdpa_problem(const Shape& q, const Shape& k, const Shape& v, const S
   if (c.is_causal && k[2] != q[2])
     return "a causal SDPA needs K's sequence length (" + std::to_string(k[2]) + ") equal to Q's (" +
            std::to_string(q[2]) + ")";
+  if (c.sliding_window_size < 0)
+    return "sliding_window_size: expected 0 (none) or a positive number of keys, found " +
+           std::to_string(c.sliding_window_size);
+  if (!c.attention_sink.empty() && static_cast<int64_t>(c.attention_sink.size()) != q[1])
+    return "attention_sink: expected one value per query head (" + std::to_string(q[1]) + "), found " +
+           std::to_string(c.attention_sink.size());
   if (mask) {
+    if (c.sliding_window_size > 0) return "a mask is given with sliding_window_size (the window is the mask)";
     if (c.is_causal) return "a mask is given with is_causal=true (TT-NN takes a mask only with is_causal=false)";
     const Shape& m = *mask;
     if (m.size() != 4 || m[0] != q[0] || (m[1] != 1 && m[1] != q[1]) || m[2] != q[2] || m[3] != k[2])
@@ -70,7 +96,7 @@ void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, cons
   const int64_t B = q.shape[0], NQH = q.shape[1], NKH = k.shape[1], D = q.pcols;
   const int64_t Sq = q.rows, Sk = k.rows, QC = cfg.q_chunk_size, KC = cfg.k_chunk_size, NQC = Sq / QC;
   const TileMath tm(cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.math_approx_mode, kern);
-  const float scale = sdpa_scale_bf16(cfg, q.cols), ninf = -std::numeric_limits<float>::infinity();
+  const float scale = sdpa_scale_bf16(cfg, q.cols);
   out = make_tile_tensor(q.shape, cfg.output);
 
   // K^T (dh x Sk, the QK matmul's SrcA) and V (Sk x dh) per kv head.
@@ -109,14 +135,16 @@ void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, cons
     for (int64_t kc = 0; kc < nk; ++kc) {
       const int64_t k_low = kc * KC, k_high = k_low + KC;
       float* S = w.S.data() + k_low;
-      if (cfg.is_causal && q_low < k_high) {
-        for (int64_t r = 0; r < QC; ++r) {
-          for (int64_t c = 0; c < KC; ++c) w.mrow[c] = k_low + c > q_low + r ? ninf : 0.0f;
-          sdpa_add(S + r * N, w.mrow.data(), KC, tm);
+      if (sdpa_chunk_masked(cfg, q_low, k_high, mask != nullptr)) {
+        if (!mask) {
+          for (int64_t r = 0; r < QC; ++r) {
+            sdpa_mask_row(cfg, q_low + r, k_low, KC, w.mrow.data());
+            sdpa_add(S + r * N, w.mrow.data(), KC, tm);
+          }
+        } else {
+          const int64_t mh = mask->shape[1] == 1 ? nb : bh;
+          for (int64_t r = 0; r < QC; ++r) sdpa_add(S + r * N, mask->matrix(mh) + (q_low + r) * mask->pcols + k_low, KC, tm);
         }
-      } else if (!cfg.is_causal && mask) {
-        const int64_t mh = mask->shape[1] == 1 ? nb : bh;
-        for (int64_t r = 0; r < QC; ++r) sdpa_add(S + r * N, mask->matrix(mh) + (q_low + r) * mask->pcols + k_low, KC, tm);
       }
       for (int64_t r = 0; r < QC; ++r) {
         w.m_cur[r] = sdpa_row_max(S + r * N, KC);
@@ -137,6 +165,19 @@ void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, cons
         }
       }
       w.m_prev = w.m_cur;
+    }
+    if (!cfg.attention_sink.empty()) {
+      // The sink as one more key with no value: scaled as the scores are,
+      // it joins the running max, adds exp(sink - m) to the rescaled sum and
+      // rescales the output.
+      const float sink = sdpa_mul1(cfg.attention_sink[static_cast<size_t>(nq)], scale, tm);
+      for (int64_t r = 0; r < QC; ++r) {
+        const float m = std::max(w.m_prev[r], sink);
+        const float alpha = sdpa_sub_exp1(w.m_prev[r], m, cfg.exp_approx_mode, tm);
+        const float e = sdpa_sub_exp1(sink, m, true, tm);  // the chunk exps' approx exp
+        w.l_prev[r] = sdpa_add1(e, sdpa_mul1(w.l_prev[r], alpha, tm), tm);
+        sdpa_mul_bcast(&w.acc[r * D], D, alpha, tm);
+      }
     }
     for (int64_t r = 0; r < QC; ++r) {
       sdpa_mul_bcast(&w.acc[r * D], D, sdpa_recip1(w.l_prev[r], tm), tm);

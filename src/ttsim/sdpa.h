@@ -5,6 +5,7 @@
 // intermediate in its circular buffer's format (bfloat16), the steps of
 // sdpa_common.h in the kernel's order.
 #include <optional>
+#include <vector>
 
 #include "ttsim/exec.h"
 #include "ttsim/matrix_unit.h"
@@ -20,6 +21,15 @@ struct SdpaConfig {
   bool exp_approx_mode = true;
   bool is_causal = true;
   std::optional<float> scale;  // unset: 1/sqrt(dh) in float32
+  // sliding_window_size (0: none), as tt-metal's later SDPA defines it: a
+  // causal query at q sees keys [q - W + 1, q], a non-causal one
+  // [q - W/2, q + W/2]. The kernel adds the window mask to every visited
+  // chunk (it skips no chunk for the window).
+  int64_t sliding_window_size = 0;
+  // attention_sink: one logit per query head (empty: none), in the units of
+  // the unscaled scores, as bf16 values. After the last key chunk it enters
+  // the running max and sum as one more key with no value (docs/TTSIM.md).
+  std::vector<float> attention_sink;
   // The compute kernel config: fidelity of every FPU step, Dst mode, the
   // reciprocal's approx mode. TT-NN's SDPA defaults: HiFi2, approx on, 16-bit Dst.
   MathFidelity math_fidelity = MathFidelity::HiFi2;
@@ -50,6 +60,15 @@ void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, cons
 // tests compare them.
 void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
                     TileTensor& out, const SdpaConfig& cfg);
+
+// Whether the kernel adds a mask to the scores of the chunk pair whose
+// queries start at q_low and keys end at k_high: the causal or window mask
+// on chunks that reach the diagonal (every chunk with a window), or a given
+// mask on every chunk.
+bool sdpa_chunk_masked(const SdpaConfig& cfg, int64_t q_low, int64_t k_high, bool has_mask);
+// The generated mask's row for query position qpos over keys [k_low,
+// k_low + n): 0 inside the causal / window bounds, -inf outside.
+void sdpa_mask_row(const SdpaConfig& cfg, int64_t qpos, int64_t k_low, int64_t n, float* row);
 
 // Why the op cannot take these shapes / this config, or "" (shapes are the
 // logical ones: q (b, nqh, s, dh), k and v (b, nkv, s_k, dh), mask

@@ -106,12 +106,15 @@ struct Scratch {
   std::vector<float> qk, p, mask, cur_max, sums, pv, kchunk, vchunk;
 };
 
-// The flash loop of one core over chunks [c0, c1) of one (user, kv head):
-// q (G rows of dh, Q's format), K and V rows of position `pos` at
-// kv_row(false/true, pos). The mask (-inf past cur_pos) is added on the last
-// chunk of the whole range, which core 0 owns.
+// The flash loop of one core over chunks [c0, c1) of one (user, kv head)
+// (absolute chunk indices; the range's chunks are [first, last]): q (G rows
+// of dh, Q's format), K and V rows of position `pos` at kv_row(false/true,
+// pos). The mask (-inf past cur_pos) is added on the range's last chunk,
+// which core 0 owns; with a sliding window starting at window_start > 0 the
+// range's first chunk then gets the window's mask (-inf below window_start).
 void run_core(const Ctx& c, const float* q, const std::function<const float*(bool v, int64_t pos)>& kv_row,
-              int64_t ld_kv, int64_t c0, int64_t c1, int64_t num_chunks, int64_t cur_pos, Scratch& s, Partial& out) {
+              int64_t ld_kv, int64_t c0, int64_t c1, int64_t first, int64_t last, int64_t cur_pos,
+              int64_t window_start, Scratch& s, Partial& out) {
   const int64_t C = c.C, G = c.G, dh = c.dh;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   out.has_data = true;
@@ -141,9 +144,13 @@ void run_core(const Ctx& c, const float* q, const std::function<const float*(boo
     }
     // QK = Q @ K_chunk^T (element (d, x) is row x's d), packed to bf16.
     sdpa_matmul(q, dh, G, dh, k0, 1, ld_kv, C, c.tm, s.mm, s.qk.data(), C);
-    if (j == num_chunks - 1) {  // QK += MASK (add_block_inplace: ELWADD, packed)
-      s.mask.resize(static_cast<size_t>(C));
+    s.mask.resize(static_cast<size_t>(C));
+    if (j == last) {  // QK += MASK (add_block_inplace: ELWADD, packed)
       for (int64_t x = 0; x < C; ++x) s.mask[x] = j * C + x > cur_pos ? neg_inf : 0.0f;
+      for (int64_t r = 0; r < G; ++r) sdpa_add(&s.qk[r * C], s.mask.data(), C, c.tm);
+    }
+    if (j == first && window_start > 0) {  // QK += SLIDING_WINDOW_MASK
+      for (int64_t x = 0; x < C; ++x) s.mask[x] = j * C + x < window_start ? neg_inf : 0.0f;
       for (int64_t r = 0; r < G; ++r) sdpa_add(&s.qk[r * C], s.mask.data(), C, c.tm);
     }
     for (int64_t r = 0; r < G; ++r) {
@@ -268,6 +275,12 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
                                                        (cfg.k_chunk_size & (cfg.k_chunk_size - 1)) != 0)))
     throw InputError("sdpa_decode: k_chunk_size must be a power of 2 and a multiple of 32, found " +
                      std::to_string(cfg.k_chunk_size));
+  if (cfg.sliding_window_size < 0)
+    throw InputError("sdpa_decode: sliding_window_size must be 0 (none) or positive, found " +
+                     std::to_string(cfg.sliding_window_size));
+  if (!cfg.attention_sink.empty() && static_cast<int64_t>(cfg.attention_sink.size()) != nh)
+    throw InputError("sdpa_decode: attention_sink has " + std::to_string(cfg.attention_sink.size()) +
+                     " values, expected one per q head (" + std::to_string(nh) + ")");
   if (int64_t{cfg.grid_x} * cfg.grid_y < B)
     throw InputError("sdpa_decode: the grid has " + std::to_string(int64_t{cfg.grid_x} * cfg.grid_y) +
                      " cores, fewer than the batch " + std::to_string(B));
@@ -298,8 +311,10 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
   float scale_bf16;
   std::memcpy(&scale_bf16, &scale_bits, 4);
 
+  // The (user, kv head) pairs: chunk length, the window's first chunk and
+  // unaligned start (0 without a window), and how many chunks from there.
   struct Job {
-    int64_t b, h, C, num_chunks;
+    int64_t b, h, C, first, window_start, num_chunks;
   };
   std::vector<Job> jobs;
   std::vector<int64_t> chunk_of_batch(static_cast<size_t>(B));
@@ -312,7 +327,9 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     if (valid > S)
       throw InputError("sdpa_decode: cur_pos " + std::to_string(cur_pos[b]) + " rounded up to k_chunk_size " +
                        std::to_string(C) + " passes the paged cache's length " + std::to_string(S));
-    for (int64_t h = 0; h < nkv; ++h) jobs.push_back({b, h, C, valid / C});
+    const int64_t W = cfg.sliding_window_size;
+    const int64_t ws = W > 0 ? std::max<int64_t>(0, cur_pos[b] + 1 - W) : 0;
+    for (int64_t h = 0; h < nkv; ++h) jobs.push_back({b, h, C, ws / C, ws, valid / C - ws / C});
   }
   std::vector<std::vector<Partial>> parts(jobs.size(), std::vector<Partial>(static_cast<size_t>(N)));
   const TileMath tm(cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.math_approx_mode, ex.kernels());
@@ -323,15 +340,16 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     int64_t c0 = 0, c1 = 0;
     core_chunks(jb.num_chunks, core, N, c0, c1);
     if (c0 == c1) return;
+    c0 += jb.first, c1 += jb.first;
     Ctx c{cfg, tm, scale, scale_bf16, cfg.fp32_dest_acc_en, G, q.pcols, jb.C};
     auto kv_row = [&](bool is_v, int64_t pos) -> const float* {
       const TileTensor& t = is_v ? v : k;
       const int64_t mb = page_table ? (*page_table)[static_cast<size_t>(jb.b)][static_cast<size_t>(pos / block)] : jb.b;
       return t.matrix(mb * nkv + jb.h) + (pos % block) * t.pcols;
     };
-    run_core(c, q.matrix(jb.b) + jb.h * G * q.pcols, kv_row, k.pcols, c0, c1, jb.num_chunks,
-             cur_pos[static_cast<size_t>(jb.b)], scratch[static_cast<size_t>(th)],
-             parts[static_cast<size_t>(t / N)][static_cast<size_t>(core)]);
+    run_core(c, q.matrix(jb.b) + jb.h * G * q.pcols, kv_row, k.pcols, c0, c1, jb.first,
+             jb.first + jb.num_chunks - 1, cur_pos[static_cast<size_t>(jb.b)], jb.window_start,
+             scratch[static_cast<size_t>(th)], parts[static_cast<size_t>(t / N)][static_cast<size_t>(core)]);
   });
   TileTensor out = make_tile_tensor(q.shape, cfg.output);
   ex.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j, int) {
@@ -339,6 +357,16 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     Ctx c{cfg, tm, scale, scale_bf16, cfg.fp32_dest_acc_en, G, q.pcols, jb.C};
     Partial acc = reduce_rank(parts[static_cast<size_t>(j)], 0, static_cast<uint32_t>(N), jb.num_chunks, c);
     for (int64_t r = 0; r < G; ++r) {
+      if (!cfg.attention_sink.empty()) {
+        // The root's sink step: m_new = max(sink, m) (max_block, exact),
+        // l = l * exp(m - m_new) + exp(sink - m_new), O *= exp(m - m_new);
+        // the exps are sub_exp_block's (scale folded in).
+        const float sink = cfg.attention_sink[static_cast<size_t>(jb.h * G + r)];
+        const float m = std::max(sink, acc.m[r]);
+        const float emd = sub_exp_stat(acc.m[r], m, c), e_sink = sub_exp_stat(sink, m, c);
+        acc.l[r] = sdpa_add1(sdpa_mul1(acc.l[r], emd, c.tm), e_sink, c.tm);
+        sdpa_mul_bcast(&acc.o[r * q.pcols], q.pcols, emd, c.tm);
+      }
       // recip_block_inplace (the legacy-compatible reciprocal), then OUT *=
       // 1/SUM into the bf16 accumulator, moved to the output's format.
       const float recip = sdpa_recip1(acc.l[r], c.tm);

@@ -28,6 +28,13 @@ struct SdpaDecodeConfig {
   int max_cores_per_head_batch = 0;    // 0: the whole grid
   std::optional<float> scale;          // unset: 1/sqrt(dh)
   DataFormat output = DataFormat::Bfloat16;
+  // sliding_window_size (0: none): user b attends positions
+  // [cur_pos - W + 1, cur_pos]; the chunk range starts at the window's chunk
+  // and that chunk gets a mask below the window (rt_args_common.hpp).
+  int64_t sliding_window_size = 0;
+  // attention_sink: one logit per q head (empty: none), unscaled, as bf16;
+  // merged at the root after the reduction tree, before 1/sum.
+  std::vector<float> attention_sink;
 };
 
 // The k_chunk_size the op runs with: the config's, else for the non-paged op

@@ -20,7 +20,7 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
   const int64_t B = q.shape[0], NQH = q.shape[1], NKH = k.shape[1], D = q.pcols;
   const int64_t Sq = q.rows, Sk = k.rows, QC = cfg.q_chunk_size, KC = cfg.k_chunk_size;
   const TileMath tm(cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.math_approx_mode, nullptr);
-  const float scale = sdpa_scale_bf16(cfg, q.cols), ninf = -std::numeric_limits<float>::infinity();
+  const float scale = sdpa_scale_bf16(cfg, q.cols);
   out = make_tile_tensor(q.shape, cfg.output);
   SdpaScratch s;
   std::vector<float> S(static_cast<size_t>(QC * KC)), O(static_cast<size_t>(QC * D)), acc(O.size()), mrow(KC);
@@ -37,14 +37,17 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
           sdpa_matmul(Q, D, QC, D, k.matrix(kvh) + k_low * D, 1, D, KC, tm, s, S.data(), KC);
           for (int64_t r = 0; r < QC; ++r) sdpa_mul_bcast(&S[r * KC], KC, scale, tm);
           // QK += mask: the causal mask on chunks that reach the diagonal, else the given mask.
-          if (cfg.is_causal && q_low < k_high) {
-            for (int64_t r = 0; r < QC; ++r) {
-              for (int64_t c = 0; c < KC; ++c) mrow[c] = k_low + c > q_low + r ? ninf : 0.0f;
-              sdpa_add(&S[r * KC], mrow.data(), KC, tm);
+          // (With a sliding window, every chunk gets the generated mask.)
+          if (sdpa_chunk_masked(cfg, q_low, k_high, mask != nullptr)) {
+            if (!mask) {
+              for (int64_t r = 0; r < QC; ++r) {
+                sdpa_mask_row(cfg, q_low + r, k_low, KC, mrow.data());
+                sdpa_add(&S[r * KC], mrow.data(), KC, tm);
+              }
+            } else {
+              const int64_t mh = mask->shape[1] == 1 ? nb : bh;
+              for (int64_t r = 0; r < QC; ++r) sdpa_add(&S[r * KC], mask->matrix(mh) + (q_low + r) * mask->pcols + k_low, KC, tm);
             }
-          } else if (!cfg.is_causal && mask) {
-            const int64_t mh = mask->shape[1] == 1 ? nb : bh;
-            for (int64_t r = 0; r < QC; ++r) sdpa_add(&S[r * KC], mask->matrix(mh) + (q_low + r) * mask->pcols + k_low, KC, tm);
           }
           for (int64_t r = 0; r < QC; ++r) {
             m_cur[r] = sdpa_row_max(&S[r * KC], KC);
@@ -66,6 +69,19 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
             }
           }
           m_prev = m_cur;
+        }
+        // The attention sink, a virtual key chunk of one key per row with no
+        // value: m = max(m, sink); alpha = exp(m_old - m); sum = exp(sink - m)
+        // + sum * alpha; OUT_ACC *= alpha.
+        if (!cfg.attention_sink.empty()) {
+          const float sink = sdpa_mul1(cfg.attention_sink[static_cast<size_t>(nq)], scale, tm);
+          for (int64_t r = 0; r < QC; ++r) {
+            m_cur[r] = std::max(m_prev[r], sink);
+            const float alpha = sdpa_sub_exp1(m_prev[r], m_cur[r], cfg.exp_approx_mode, tm);
+            const float e = sdpa_sub_exp1(sink, m_cur[r], true, tm);  // the chunk exps' approx exp
+            l_prev[r] = sdpa_add1(e, sdpa_mul1(l_prev[r], alpha, tm), tm);
+            sdpa_mul_bcast(&acc[r * D], D, alpha, tm);
+          }
         }
         // OUT = OUT_ACC * (1 / sum), then copied to the output's format.
         for (int64_t r = 0; r < QC; ++r) {

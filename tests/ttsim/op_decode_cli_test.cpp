@@ -84,6 +84,21 @@ TEST(OpDecodeCli, SdpaDecodeBitForBitWithTheCore) {
                                        {300, 511}, &pt, SdpaDecodeConfig{})));
 }
 
+// sliding_window_size and attention_sink (held as bf16: 0.3 -> 0.30078125).
+TEST(OpDecodeCli, SdpaDecodeWindowAndSinkBitForBitWithTheCore) {
+  OpFiles r;
+  const Tensor q = randn({1, 2, 8, 64}, 1), k = randn({2, 2, 512, 64}, 2), v = randn({2, 2, 512, 64}, 3);
+  const TileTensor tq = to_tile_layout(q, DataFormat::Bfloat16), tk = to_tile_layout(k, DataFormat::Bfloat16),
+                   tv = to_tile_layout(v, DataFormat::Bfloat16);
+  SdpaDecodeConfig c;
+  c.sliding_window_size = 100;
+  c.attention_sink = {0.30078125f, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_TRUE(same_bits(r.op("sdpa-decode " + r.in("q.npy", q) + " " + r.in("k.npy", k) + " " + r.in("v.npy", v) +
+                             " --cur-pos 7,300 --option sliding_window_size=100 "
+                             "--option 'attention_sink=[0.3,1,2,3,4,5,6,7]'"),
+                        tt_sdpa_decode(tq, tk, tv, {7, 300}, nullptr, c)));
+}
+
 TEST(OpDecodeCli, CacheOpsWriteTheCacheInItsDtype) {
   OpFiles r;
   const Tensor cache = randn({4, 2, 64, 64}, 6), x = randn({1, 2, 32, 64}, 7);
@@ -141,6 +156,10 @@ TEST(OpDecodeCli, ErrorsAreOneLineExit2AndWriteNothing) {
       {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --page-table " + bad_table,
        "expected block ids (non-negative integers), found 0.5 at [0, 0]"},
       {"sdpa-decode " + q + k + out + " --cur-pos 1,2", "sdpa-decode: expected inputs Q K V, found 2 inputs"},
+      {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --option sliding_window_size=-1",
+       "op options.sliding_window_size: expected 0 (none) or a positive number"},
+      {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --option attention_sink=[1,2]",
+       "sdpa_decode: attention_sink has 2 values, expected one per q head (4)"},
       {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --in1-dtype float32", "sdpa_decode: K is float32; expected"},
       {"add " + q + q + out + " --cur-pos 1", "--cur-pos: add does not take it"},
       {"update-cache " + c + x + out, "update-cache: give --update-idx N (ttnn.update_cache) or --cur-pos P,..."},

@@ -43,21 +43,25 @@ TileTensor randn_tile(const Shape& s, DataFormat f, uint32_t seed, float scale =
   return ::testing::AssertionSuccess();
 }
 
-// softmax(q k^T * scale) v over positions 0..cur_pos, in float64, for user
-// b and q head h of caches [b, nkv, S, dh] (GQA: head h reads kv head h / G).
+// softmax(q k^T * scale) v over positions 0..cur_pos (with a window W > 0:
+// cur_pos - W + 1..cur_pos), in float64, for user b and q head h of caches
+// [b, nkv, S, dh] (GQA: head h reads kv head h / G); a sink adds
+// exp(sink * scale) to the denominator only.
 std::vector<double> reference_row(const TileTensor& q, const TileTensor& k, const TileTensor& v, int64_t b, int64_t h,
-                                  int64_t cur_pos) {
+                                  int64_t cur_pos, int64_t window = 0, const float* sink = nullptr) {
   const int64_t nh = q.shape[2], nkv = k.shape[1], dh = q.shape[3], kvh = h / (nh / nkv);
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  const int64_t p0 = window > 0 ? std::max<int64_t>(0, cur_pos - window + 1) : 0;
   std::vector<double> s(static_cast<size_t>(cur_pos + 1)), out(static_cast<size_t>(dh), 0.0);
-  double m = -1e300, sum = 0;
-  for (int64_t p = 0; p <= cur_pos; ++p) {
+  double m = sink ? *sink * scale : -1e300, sum = sink ? 1.0 : 0.0;
+  for (int64_t p = p0; p <= cur_pos; ++p) {
     double dot = 0;
     for (int64_t d = 0; d < dh; ++d) dot += static_cast<double>(q.at(b, h, d)) * k.at(b * nkv + kvh, p, d);
     s[p] = dot * scale;
     m = std::max(m, s[p]);
   }
-  for (int64_t p = 0; p <= cur_pos; ++p) {
+  if (sink) sum = std::exp(*sink * scale - m);
+  for (int64_t p = p0; p <= cur_pos; ++p) {
     const double e = std::exp(s[p] - m);
     sum += e;
     for (int64_t d = 0; d < dh; ++d) out[d] += e * v.at(b * nkv + kvh, p, d);
@@ -309,4 +313,51 @@ TEST(TtsimRotaryLlama, TransMatSwapsPairsExactlyAndVectorEqualsOracle) {
     EXPECT_TRUE(same_bits(tt_rotary_llama(xd, cd, sd, t, RotaryMode::Decode, c, kFast),
                           tt_rotary_llama(xd, cd, sd, t, RotaryMode::Decode, c, kOracle)));
   }
+}
+
+// sliding_window_size and attention_sink (the decode kernel at 00d8eec3 has
+// both): the chunk range starts at the window's chunk, the window's first
+// chunk is masked below the window, the sinks join at the root. Vector path
+// = lane models bit for bit (windows inside one chunk, across chunks and
+// cores, longer than cur_pos; sinks small and dominant), and close to
+// float64 attention over the window with the sink in the denominator.
+TEST(TtsimSdpaDecode, SlidingWindowAndSinkMatchOracleAndFloat64) {
+  std::vector<DecodeCase> cases = {
+      {"window in a chunk", 2, 4, 1, 512, 64, {100, 511}, config(64, MathFidelity::HiFi2, false, true, 8, 8)},
+      {"window over cores", 1, 8, 2, 512, 32, {450}, config(32, MathFidelity::HiFi2, false, true, 3, 1)},
+      {"window > cur_pos, fp32", 2, 4, 4, 256, 64, {20, 255}, config(32, MathFidelity::HiFi4, true, false, 8, 8)},
+  };
+  const int64_t windows[] = {40, 200, 128};
+  for (size_t i = 0; i < cases.size(); ++i) cases[i].cfg.sliding_window_size = windows[i];
+  DecodeCase sink{"sink", 2, 4, 2, 256, 64, {3, 200}, config(64, MathFidelity::HiFi2, false, true, 8, 8)};
+  sink.cfg.attention_sink = {0.5f, 4.0f, -2.0f, 40.0f};
+  cases.push_back(sink);
+  DecodeCase both{"window and sink", 1, 4, 1, 512, 64, {300}, config(32, MathFidelity::HiFi2, false, false, 4, 1)};
+  both.cfg.sliding_window_size = 100;
+  both.cfg.attention_sink = {1.0f, 2.0f, 3.0f, 20.0f};
+  cases.push_back(both);
+  for (const DecodeCase& dc : cases) {
+    const TileTensor q = randn_tile({1, dc.b, dc.nh, dc.dh}, DataFormat::Bfloat16, 21);
+    const TileTensor k = randn_tile({dc.b, dc.nkv, dc.S, dc.dh}, dc.kv_format, 22);
+    const TileTensor v = randn_tile({dc.b, dc.nkv, dc.S, dc.dh}, dc.kv_format, 23);
+    const TileTensor oracle = tt_sdpa_decode(q, k, v, dc.cur_pos, nullptr, dc.cfg, kOracle);
+    EXPECT_TRUE(same_bits(tt_sdpa_decode(q, k, v, dc.cur_pos, nullptr, dc.cfg, kFast), oracle)) << dc.name;
+    for (int64_t b = 0; b < dc.b; ++b)
+      for (int64_t h = 0; h < dc.nh; ++h) {
+        const float* s = dc.cfg.attention_sink.empty() ? nullptr : &dc.cfg.attention_sink[static_cast<size_t>(h)];
+        const std::vector<double> ref =
+            reference_row(q, k, v, b, h, dc.cur_pos[static_cast<size_t>(b)], dc.cfg.sliding_window_size, s);
+        std::vector<double> got(ref.size());
+        for (size_t d = 0; d < got.size(); ++d) got[d] = oracle.at(b, h, static_cast<int64_t>(d));
+        EXPECT_GT(pcc(ref, got), 0.98) << dc.name << " b" << b << " h" << h;
+      }
+  }
+  // The window matters: without it the output differs.
+  SdpaDecodeConfig nowin = cases[0].cfg;
+  nowin.sliding_window_size = 0;
+  const TileTensor q = randn_tile({1, 2, 4, 64}, DataFormat::Bfloat16, 21);
+  const TileTensor k = randn_tile({2, 1, 512, 64}, DataFormat::Bfloat16, 22);
+  const TileTensor v = randn_tile({2, 1, 512, 64}, DataFormat::Bfloat16, 23);
+  EXPECT_FALSE(same_bits(tt_sdpa_decode(q, k, v, {100, 511}, nullptr, nowin, kOracle),
+                         tt_sdpa_decode(q, k, v, {100, 511}, nullptr, cases[0].cfg, kOracle)));
 }

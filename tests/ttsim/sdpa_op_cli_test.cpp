@@ -77,6 +77,16 @@ TEST(SdpaOpCli, BitForBitWithTheOracle) {
   nc.is_causal = false;
   nc.scale = 0.2f;
   EXPECT_TRUE(same_bits(io::read_tensor(dir.file("o.npy")), oracle(q, k, v, &m, DataFormat::Bfloat16, nc)));
+  // A sliding window and per-head sinks (held as bf16: 0.3 -> 0.30078125).
+  r = run_mha("op sdpa " + in + out + " --option sliding_window_size=40 --option 'attention_sink=[0.3,2]' --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  SdpaConfig ws;
+  ws.sliding_window_size = 40;
+  ws.attention_sink = {0.30078125f, 2.0f};
+  EXPECT_TRUE(same_bits(io::read_tensor(dir.file("o.npy")), oracle(q, k, v, nullptr, DataFormat::Bfloat16, ws)));
+  const nlohmann::json jw = nlohmann::json::parse(r.out);
+  EXPECT_EQ(jw["sliding_window_size"], 40);
+  EXPECT_EQ(jw["attention_sink_bf16"][0], 0.30078125);
 }
 
 TEST(SdpaOpCli, BadInputsExitTwoWithOneLine) {
@@ -97,6 +107,13 @@ TEST(SdpaOpCli, BadInputsExitTwoWithOneLine) {
       {"sdpa " + q + " " + k + " " + k + out + " --option is_causal=maybe", "op options.is_causal: expected true or false"},
       {"sdpa " + q + " " + k + " " + k + out + " --dtype float32", "sdpa: input 0 is float32"},
       {"exp " + q + out + " --option q_chunk_size=64", "q_chunk_size: unknown tt-sim option"},
+      {"sdpa " + q + " " + k + " " + k + out + " --option sliding_window_size=-2", "sliding_window_size: expected 0"},
+      {"sdpa " + q + " " + k + " " + k + out + " --option attention_sink=[1,2]",
+       "attention_sink: expected one value per query head (4), found 2"},
+      {"sdpa " + q + " " + k + " " + k + out + " --option attention_sink=1.5",
+       "op options.attention_sink: expected an array of finite numbers"},
+      {"sdpa " + q + " " + k + " " + k + " " + m + out + " --option is_causal=false --option sliding_window_size=8",
+       "a mask is given with sliding_window_size"},
   };
   for (const auto& [args, needle] : cases) {
     CommandResult r = run_mha("op " + args);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <string>
 
@@ -86,6 +87,34 @@ TEST(TtSimSdpa, DecodeStepsTrackCpuAfterASyntheticCache) {
   EXPECT_EQ(st->length(), 76);
 }
 
+// The same with a sliding window of 30 over the 70-token synthetic cache:
+// SDPA decode's sliding_window_size follows cpu's window; without the
+// window the steps move away from cpu.
+TEST(TtSimSdpa, WindowedDecodeStepsTrackCpu) {
+  Built b = llama(256, 8, 2, 32, 2, 6);
+  b.spec.window = 30;
+  DecodeOptions opt;
+  opt.batch = 2;
+  opt.max_tokens = 80;
+  auto cpu = make_backend("cpu", ordered_json::object(), "backend");
+  auto tt = ttsim({{"kv_cache_dtype", "bfloat16"}});
+  ASSERT_FALSE(tt->supports_decode(b.spec)) << *tt->supports_decode(b.spec);
+  Built plain = llama(256, 8, 2, 32, 2, 6);
+  auto sc = cpu->start_decode(b.spec, opt), st = tt->start_decode(b.spec, opt), sp = tt->start_decode(plain.spec, opt);
+  for (auto* s : {sc.get(), st.get(), sp.get()}) s->fill_synthetic(70, 5);
+  for (int64_t i = 0; i < 6; ++i) {
+    Tensor x(DType::F32, {2, 1, 256});
+    for (int64_t bb = 0; bb < 2; ++bb)
+      std::copy_n(b.in.query.data<float>() + (bb * 6 + i) * 256, 256, x.data<float>() + bb * 256);
+    const Tensor yc = sc->append(x), yt = st->append(x), yp = sp->append(x);
+    const double with = pcc(yc, yt), without = pcc(yc, yp);
+    std::cout << "[window decode] step " << i << ": PCC against cpu " << with << " (unwindowed tt-sim " << without
+              << ")\n";
+    EXPECT_GT(with, 0.99) << "step " << i;
+    EXPECT_LT(without, 0.99) << "step " << i;
+  }
+}
+
 // Prefill stage by stage against the cpu backend (float32): q, k and v after
 // the rotary embedding (bfloat16 heads; k and v as bfloat8_b, as SDPA reads
 // them), the concatenated context (SDPA's bfloat8_b output) and the output
@@ -103,6 +132,37 @@ TEST(TtSimSdpa, PrefillStagesTrackCpu) {
     ASSERT_TRUE(s.report) << s.stage << " has no cpu stage of shape " << shape_str(s.shape);
     EXPECT_GT(s.report->pcc, floor.at(s.stage)) << s.stage;
   }
+}
+
+// A sliding window (Mistral's: query i sees keys i - W < j <= i) runs as
+// SDPA's sliding_window_size, the same rule: stage by stage against the cpu
+// backend with the floors above, and the window is not ignored: without it
+// the output moves away from cpu's windowed output on the rows past W.
+TEST(TtSimSdpa, SlidingWindowPrefillTracksCpu) {
+  Built b = llama(256, 8, 2, 32, 2, 96);
+  b.spec.window = 40;
+  RunOptions ro;
+  ro.collect_stages = true;
+  auto tt = ttsim();
+  ASSERT_FALSE(tt->supports(b.spec, b.in)) << *tt->supports(b.spec, b.in);
+  AttentionResult r = tt->run(b.spec, b.in, ro);
+  const std::vector<StageComparison> c = compare_stages(b.spec, b.in, r.stages);
+  ASSERT_EQ(c.size(), 5u);
+  const std::map<std::string, double> floor = {
+      {"q", 0.9999}, {"k", 0.9998}, {"v", 0.9998}, {"context", 0.999}, {"output", 0.999}};
+  for (const StageComparison& s : c) {
+    ASSERT_TRUE(s.report) << s.stage;
+    EXPECT_GT(s.report->pcc, floor.at(s.stage)) << s.stage;
+  }
+  auto cpu = make_backend("cpu", ordered_json::object(), "backend");
+  const Tensor want = cpu->run(b.spec, b.in, RunOptions{}).output;
+  Built full = llama(256, 8, 2, 32, 2, 96);
+  const Tensor unwindowed = ttsim()->run(full.spec, full.in, RunOptions{}).output;
+  const double with = pcc(want, r.output), without = pcc(want, unwindowed);
+  std::cout << "[window] output PCC against cpu's windowed output: " << with << " (unwindowed tt-sim: " << without
+            << ")\n";
+  EXPECT_GT(with, 0.999);
+  EXPECT_LT(without, 0.99) << "with the window " << with;
 }
 
 // Decode through the device cache (prompt 64 prefilled, 32 tokens one at a
@@ -186,8 +246,8 @@ TEST(TtSimSdpa, RefusalsSayWhy) {
   EXPECT_NE(ops->supports_decode(l.spec)->find("has no KV cache"), std::string::npos);
   l.spec.window = 12;
   auto tt = ttsim();
-  ASSERT_TRUE(tt->supports(l.spec, l.in));
-  EXPECT_NE(tt->supports(l.spec, l.in)->find("sliding window"), std::string::npos);
+  EXPECT_FALSE(tt->supports(l.spec, l.in));  // a window is SDPA's sliding_window_size,
+  EXPECT_FALSE(tt->supports_decode(l.spec));  // in prefill and decode alike
   EXPECT_THROW(ttsim({{"attention", "flash"}}), InputError);
   EXPECT_THROW(ttsim({{"kv_cache_dtype", "float32"}}), InputError);
   RunOptions weights;

@@ -210,3 +210,76 @@ TEST(TtsimSdpa, RefusesWhatTheOpDoesNotTake) {
   EXPECT_NE(sdpa_problem(q, kv, kv, &bad, cfg(32, 32, false)).find("expected MASK"), std::string::npos);
   EXPECT_NE(sdpa_problem(Shape{4, 64, 64}, kv, kv, nullptr, cfg(32, 32)).find("4-D"), std::string::npos);
 }
+
+// sliding_window_size and attention_sink (tt-metal's later SDPA, grafted on
+// the emulated kernel's arithmetic): fast path = oracle bit for bit, with
+// windows narrower than, equal to and wider than a chunk, causal and not,
+// chunks the window misses entirely (their mask is all -inf), GQA and both
+// Dst modes; sinks below, near and far above the scores.
+TEST(TtsimSdpa, FastEqualsOracleWithSlidingWindowAndSink) {
+  std::vector<Case> cases;
+  for (int64_t w : {1, 17, 32, 64, 100})
+    for (bool causal : {true, false}) {
+      Case c{"window", {1, 2, 128, 64}, {1, 1, 128, 64}, cfg(32, 32, causal)};
+      c.cfg.sliding_window_size = w;
+      cases.push_back(c);
+    }
+  Case wide{"window, q 64 k 32, fp32 Dst", {1, 2, 192, 64}, {1, 2, 192, 64}, cfg(64, 32)};
+  wide.cfg.sliding_window_size = 40;
+  wide.cfg.fp32_dest_acc_en = true;
+  cases.push_back(wide);
+  for (float s : {-30.0f, 0.5f, 3.0f, 200.0f})
+    for (bool fp32 : {false, true}) {
+      Case c{"sink", {1, 4, 96, 32}, {1, 2, 96, 32}, cfg(32, 32)};
+      c.cfg.attention_sink = {s, -s, 2 * s, 0.0f};
+      c.cfg.fp32_dest_acc_en = fp32;
+      cases.push_back(c);
+    }
+  Case both{"window and sink, exact rescale", {2, 2, 128, 64}, {2, 2, 128, 64}, cfg(32, 64)};
+  both.cfg.sliding_window_size = 48;
+  both.cfg.attention_sink = {1.0f, 4.0f};
+  both.cfg.exp_approx_mode = false;
+  cases.push_back(both);
+  for (const Case& c : cases) expect_fast_equals_oracle(c);
+}
+
+// A window of one key: every query sees itself only, so the output is V's
+// row (times p / p, within the approx exp and reciprocal's few percent); a
+// window covering the sequence changes nothing against plain causal SDPA.
+TEST(TtsimSdpa, SlidingWindowBounds) {
+  const TileTensor q = tiles({1, 1, 64, 32}, 1, DataFormat::Bfloat16), k = tiles({1, 1, 64, 32}, 2, DataFormat::Bfloat16),
+                   v = tiles({1, 1, 64, 32}, 3, DataFormat::Bfloat16);
+  SdpaConfig one = cfg(32, 32);
+  one.sliding_window_size = 1;
+  TileTensor out;
+  tt_sdpa_oracle(q, k, v, nullptr, out, one);
+  for (int64_t r : {0, 31, 32, 63})
+    for (int64_t c = 0; c < 32; ++c) EXPECT_NEAR(out.at(0, r, c), v.at(0, r, c), 0.05 * std::fabs(v.at(0, r, c)) + 1e-6);
+  SdpaConfig all = cfg(32, 32);
+  all.sliding_window_size = 64;
+  TileTensor a, b;
+  tt_sdpa_oracle(q, k, v, nullptr, a, all);
+  tt_sdpa_oracle(q, k, v, nullptr, b, cfg(32, 32));
+  // Every chunk now gets a mask, all zeros inside the window: adding a
+  // zero to a bf16 score is exact, so the bits do not change.
+  EXPECT_TRUE(same_bits(a, b));
+  std::vector<float> mrow(8);
+  sdpa_mask_row(one, 5, 0, 8, mrow.data());
+  for (int64_t c = 0; c < 8; ++c) EXPECT_EQ(std::isinf(mrow[c]), c != 5) << c;
+  SdpaConfig nc = cfg(32, 32, false);
+  nc.sliding_window_size = 4;  // [q - 2, q + 2]
+  sdpa_mask_row(nc, 5, 0, 8, mrow.data());
+  for (int64_t c = 0; c < 8; ++c) EXPECT_EQ(std::isinf(mrow[c]), c < 3 || c > 7) << c;
+}
+
+TEST(TtsimSdpa, RefusesBadWindowOrSink) {
+  const Shape q{1, 4, 64, 64}, kv{1, 2, 64, 64}, m{1, 1, 64, 64};
+  SdpaConfig c = cfg(32, 32, false);
+  c.sliding_window_size = -1;
+  EXPECT_NE(sdpa_problem(q, kv, kv, nullptr, c).find("sliding_window_size"), std::string::npos);
+  c.sliding_window_size = 8;
+  EXPECT_NE(sdpa_problem(q, kv, kv, &m, c).find("the window is the mask"), std::string::npos);
+  c.sliding_window_size = 0;
+  c.attention_sink = {1.0f, 2.0f};
+  EXPECT_NE(sdpa_problem(q, kv, kv, nullptr, c).find("one value per query head (4)"), std::string::npos);
+}

@@ -1,5 +1,8 @@
 #include "backends/ttsim/op_table.h"
 
+#include <cmath>
+
+#include "ttsim/formats.h"
 #include "util/error.h"
 #include "util/text.h"
 
@@ -85,6 +88,19 @@ std::optional<double> param_number(const nlohmann::ordered_json& p, const char* 
   const auto& v = p[key];
   if (!v.is_number()) bad_param(key, "a number", v);
   return v.get<double>();
+}
+
+std::vector<float> param_bf16_values(const nlohmann::ordered_json& p, const char* key, const char* what) {
+  std::vector<float> out;
+  if (!p.contains(key)) return out;
+  const auto& v = p[key];
+  const std::string expected = std::string("an array of finite numbers, ") + what;
+  if (!v.is_array() || v.empty()) bad_param(key, expected, v);
+  for (const auto& x : v) {
+    if (!x.is_number() || !std::isfinite(x.get<double>())) bad_param(key, expected, x);
+    out.push_back(host_round_bf16(static_cast<float>(x.get<double>())));
+  }
+  return out;
 }
 
 std::optional<std::string> param_string(const nlohmann::ordered_json& p, const char* key) {

@@ -87,5 +87,9 @@ int64_t param_int(const nlohmann::ordered_json& params, const char* key, int64_t
 bool param_bool(const nlohmann::ordered_json& params, const char* key, bool dflt);
 std::optional<double> param_number(const nlohmann::ordered_json& params, const char* key);
 std::optional<std::string> param_string(const nlohmann::ordered_json& params, const char* key);
+// The param `key` as a non-empty JSON array of finite numbers, each rounded
+// to bfloat16 as ttnn.from_torch(..., bfloat16) does (TT-NN's attention_sink
+// tensors); empty when absent.
+std::vector<float> param_bf16_values(const nlohmann::ordered_json& params, const char* key, const char* what);
 
 }  // namespace mha::ttsim

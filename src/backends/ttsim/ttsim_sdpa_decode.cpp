@@ -119,8 +119,10 @@ class SdpaDecodeSession : public DecodeSession {
     k_update_cache(dev_, cache_v_, h.v, cur_pos);
     ComputeConfig c = r_.sdpa_decode;
     c.output = r_.act;
+    // The window: token p sees p - W < j <= p (model/mask.h), TT-NN's
+    // [cur_pos - W + 1, cur_pos].
     const TileTensor attn = k_sdpa_decode(dev_, h.q, cache_k_, cache_v_, cur_pos, static_cast<float>(spec_.scale),
-                                          r_.grid, kDecodeChunk, c);
+                                          r_.grid, kDecodeChunk, spec_.window, c);
     const TileTensor ctx = concat_heads_decode(dev_, attn);
     const TileTensor out = spec_.out ? sdpa_out_linear(dev_, r_, w_, ctx, false) : ctx;
     const std::vector<float> o = first_rows(out, B);

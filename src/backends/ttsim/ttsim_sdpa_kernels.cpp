@@ -63,16 +63,19 @@ void k_update_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x, const
 }
 
 TileTensor k_sdpa(TtDevice& dev, const TileTensor& q, const TileTensor& k, const TileTensor& v, float scale,
-                  int64_t chunk, bool exp_approx, const ComputeConfig& cfg) {
+                  int64_t chunk, bool exp_approx, int64_t window, const ComputeConfig& cfg) {
   const char* op = "ttnn.transformer.scaled_dot_product_attention";
   TtDevice::OpTimer timer(dev, op);
-  dev.program(op, cfg_key(cfg) + ",chunk=" + std::to_string(chunk) + ",exp_approx=" + (exp_approx ? "1" : "0"),
+  dev.program(op,
+              cfg_key(cfg) + ",chunk=" + std::to_string(chunk) + ",exp_approx=" + (exp_approx ? "1" : "0") +
+                  ",window=" + std::to_string(window),
               {&q, &k, &v});
   dev.check_memory(op, {&q, &k, &v}, q.shape, cfg.output);
   SdpaConfig c;
   c.q_chunk_size = c.k_chunk_size = std::min(chunk, q.prows);
   c.exp_approx_mode = exp_approx;
   c.is_causal = true;
+  c.sliding_window_size = window;
   c.scale = scale;
   c.math_fidelity = cfg.math_fidelity;
   c.fp32_dest_acc_en = cfg.fp32_dest_acc_en;
@@ -86,12 +89,14 @@ TileTensor k_sdpa(TtDevice& dev, const TileTensor& q, const TileTensor& k, const
 
 TileTensor k_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor& k, const TileTensor& v,
                          const std::vector<int64_t>& cur_pos, float scale, Grid grid, int64_t k_chunk,
-                         const ComputeConfig& cfg) {
+                         int64_t window, const ComputeConfig& cfg) {
   const char* op = "ttnn.transformer.scaled_dot_product_attention_decode";
   TtDevice::OpTimer timer(dev, op);
-  dev.program(op, cfg_key(cfg) + ",k_chunk=" + std::to_string(k_chunk), {&q, &k, &v});
+  dev.program(op, cfg_key(cfg) + ",k_chunk=" + std::to_string(k_chunk) + ",window=" + std::to_string(window),
+              {&q, &k, &v});
   SdpaDecodeConfig c;
   c.k_chunk_size = k_chunk;
+  c.sliding_window_size = window;
   c.exp_approx_mode = false;  // SDPA_DECODE_PROGCFG
   c.math_fidelity = cfg.math_fidelity;
   c.math_approx_mode = cfg.math_approx_mode;

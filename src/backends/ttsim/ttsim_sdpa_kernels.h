@@ -36,15 +36,17 @@ void k_fill_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x, int64_t
 void k_update_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x, const std::vector<int64_t>& cur_pos);
 
 // ttnn.transformer.scaled_dot_product_attention(q [1, H, s, dh], k, v
-// [1, Hkv, s, dh], is_causal=True, scale) -> [1, H, s, dh] in cfg.output.
+// [1, Hkv, s, dh], is_causal=True, scale, sliding_window_size = window (0:
+// none)) -> [1, H, s, dh] in cfg.output.
 TileTensor k_sdpa(TtDevice& dev, const TileTensor& q, const TileTensor& k, const TileTensor& v, float scale,
-                  int64_t chunk, bool exp_approx, const ComputeConfig& cfg);
+                  int64_t chunk, bool exp_approx, int64_t window, const ComputeConfig& cfg);
 
 // ttnn.transformer.scaled_dot_product_attention_decode(q [1, b, H, dh],
-// cache_k, cache_v [b, Hkv, S, dh], cur_pos, scale) -> [1, b, H, dh], with
-// SDPA_DECODE_PROGCFG: `grid`, k_chunk_size, exp_approx_mode False.
+// cache_k, cache_v [b, Hkv, S, dh], cur_pos, scale, sliding_window_size =
+// window (0: none)) -> [1, b, H, dh], with SDPA_DECODE_PROGCFG: `grid`,
+// k_chunk_size, exp_approx_mode False.
 TileTensor k_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor& k, const TileTensor& v,
                          const std::vector<int64_t>& cur_pos, float scale, Grid grid, int64_t k_chunk,
-                         const ComputeConfig& cfg);
+                         int64_t window, const ComputeConfig& cfg);
 
 }  // namespace mha::ttsim

@@ -67,8 +67,10 @@ PrefillOut sdpa_prefill_user(TtDevice& dev, const SdpaRecipe& r, const SdpaWeigh
   const TileTensor q8 = k_typecast(dev, h.q, r.q_sdpa);
   ComputeConfig c = r.sdpa_prefill;
   c.output = r.q_sdpa;
+  // mha's window (key j visible to query i iff i - window < j <= i,
+  // model/mask.h) is TT-NN's causal sliding_window_size ([q - W + 1, q]).
   const TileTensor attn = k_sdpa(dev, q8, o.k, o.v, static_cast<float>(spec.scale), SdpaRecipe::chunk(Lp),
-                                 r.exp_approx_prefill, c);
+                                 r.exp_approx_prefill, spec.window, c);
   o.ctx = concat_heads(dev, attn);
   o.out = spec.out ? sdpa_out_linear(dev, r, w, o.ctx, true) : o.ctx;
   o.q = std::move(h.q);

@@ -116,8 +116,6 @@ SdpaWeights convert_sdpa_weights(const AttentionSpec& spec, const SdpaRecipe& r)
 std::optional<std::string> sdpa_unsupported(const AttentionSpec& spec, const AttentionInputs* in) {
   const std::string pre = "the SDPA pipeline ";
   if (!spec.causal) return pre + "runs causal attention only (TT-NN's is_causal=True); the spec is not causal";
-  if (spec.window > 0)
-    return pre + "has no sliding window (sliding_window " + std::to_string(spec.window) + "); set it to null";
   if (spec.extra_keys() > 0) return pre + "has no extra key rows (bias_k / add_zero_attn)";
   if (spec.head_dim != spec.head_dim_v)
     return pre + "needs one head width for q, k and v (found " + std::to_string(spec.head_dim) + " and " +

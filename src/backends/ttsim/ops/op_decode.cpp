@@ -24,77 +24,103 @@ void require_4d(const OpCheck& c, const char* op) {
       throw InputError(c.names[i] + ": " + op + " takes 4-D operands, found shape " + shape_str(c.inputs[i].shape()));
 }
 
-// cur_pos: a JSON array of integers >= -1 (-1 only where `skip_ok`).
-std::vector<int64_t> positions(const nlohmann::ordered_json& p, bool skip_ok) {
+// v, a non-empty array of integers >= lo, or InputError "op options.KEY:
+// expected WHAT, found ..." naming the bad element (the whole array when
+// `show_array`).
+std::vector<int64_t> int_array(const nlohmann::ordered_json& v, int64_t lo, const char* key, const std::string& what,
+                               bool show_array) {
+  auto bad = [&](const nlohmann::ordered_json& x) {
+    const std::string found = show_array ? v.dump() : x.dump().substr(0, 80);
+    return InputError(std::string("op options.") + key + ": expected " + what + ", found " + found);
+  };
+  if (!v.is_array() || v.empty()) throw bad(v);
   std::vector<int64_t> out;
-  if (!p.contains("cur_pos")) return out;
-  const auto& v = p["cur_pos"];
-  const std::string expected = std::string("an array of positions (integers >= ") + (skip_ok ? "-1" : "0") + ")";
-  if (!v.is_array() || v.empty()) throw InputError("op options.cur_pos: expected " + expected + ", found " + v.dump());
   for (const auto& x : v) {
-    if (!x.is_number_integer() || x.get<int64_t>() < (skip_ok ? -1 : 0))
-      throw InputError("op options.cur_pos: expected " + expected + ", found " + v.dump());
+    if (!x.is_number_integer() || x.get<int64_t>() < lo) throw bad(x);
     out.push_back(x.get<int64_t>());
   }
   return out;
+}
+
+// cur_pos: a JSON array of integers >= -1 (-1 only where `skip_ok`).
+std::vector<int64_t> positions(const nlohmann::ordered_json& p, bool skip_ok) {
+  if (!p.contains("cur_pos")) return {};
+  return int_array(p["cur_pos"], skip_ok ? -1 : 0, "cur_pos",
+                   std::string("an array of positions (integers >= ") + (skip_ok ? "-1" : "0") + ")", true);
 }
 
 // page_table: [b][blocks] of block ids, or none.
 std::optional<std::vector<std::vector<int64_t>>> page_table(const nlohmann::ordered_json& p) {
   if (!p.contains("page_table")) return std::nullopt;
   const auto& v = p["page_table"];
+  const char* what = "[b][blocks] non-negative integers (rows of equal length)";
+  if (!v.is_array() || v.empty())
+    throw InputError(std::string("op options.page_table: expected ") + what + ", found " + v.dump().substr(0, 80));
   std::vector<std::vector<int64_t>> pt;
-  const std::string bad = "op options.page_table: expected [b][blocks] non-negative integers (rows of equal length), found ";
-  if (!v.is_array() || v.empty()) throw InputError(bad + v.dump().substr(0, 80));
   for (const auto& row : v) {
-    if (!row.is_array() || row.empty() || row.size() != v[0].size()) throw InputError(bad + row.dump().substr(0, 80));
-    std::vector<int64_t> r;
-    for (const auto& x : row) {
-      if (!x.is_number_integer() || x.get<int64_t>() < 0) throw InputError(bad + x.dump());
-      r.push_back(x.get<int64_t>());
-    }
-    pt.push_back(std::move(r));
+    pt.push_back(int_array(row, 0, "page_table", what, false));
+    if (pt.back().size() != pt.front().size())
+      throw InputError(std::string("op options.page_table: expected ") + what + ", found " + row.dump().substr(0, 80));
   }
   return pt;
 }
 
 // --- sdpa-decode ------------------------------------------------------------
 
+// The op's own keys (the program config's k_chunk_size and
+// exp_approx_mode, max_cores_per_head_batch, scale, sliding_window_size,
+// attention_sink), checked, over TT-NN's defaults; check and run both read
+// them here.
+SdpaDecodeConfig decode_params(const nlohmann::ordered_json& p) {
+  SdpaDecodeConfig cfg;
+  cfg.k_chunk_size = param_int(p, "k_chunk_size", 0);
+  const int64_t k = cfg.k_chunk_size;
+  if (k < 0 || (k > 0 && (k % 32 != 0 || (k & (k - 1)) != 0)))
+    throw InputError("op options.k_chunk_size: expected 0 (TT-NN's default) or a power of 2 that is a multiple of 32, "
+                     "found " + std::to_string(k));
+  cfg.exp_approx_mode = param_bool(p, "exp_approx_mode", true);
+  const int64_t cores = param_int(p, "max_cores_per_head_batch", 0);
+  if (p.contains("max_cores_per_head_batch") && cores < 1)
+    throw InputError("op options.max_cores_per_head_batch: expected a positive integer");
+  cfg.max_cores_per_head_batch = static_cast<int>(cores);
+  cfg.sliding_window_size = param_int(p, "sliding_window_size", 0);
+  if (cfg.sliding_window_size < 0)
+    throw InputError("op options.sliding_window_size: expected 0 (none) or a positive number of positions, found " +
+                     std::to_string(cfg.sliding_window_size));
+  cfg.attention_sink = param_bf16_values(p, "attention_sink", "one per q head");
+  if (const auto s = param_number(p, "scale")) {
+    if (!(*s > 0 && std::isfinite(*s)))
+      throw InputError("op options.scale: expected a positive number, found " + std::to_string(*s));
+    cfg.scale = static_cast<float>(*s);
+  }
+  return cfg;
+}
+
 void check_sdpa_decode(const OpCheck& c) {
   require_4d(c, "sdpa-decode");
   if (positions(c.params, false).empty())
     throw InputError("sdpa-decode: --cur-pos P,... (the cur_pos param) is required: one position per user");
   page_table(c.params);
-  const int64_t k = param_int(c.params, "k_chunk_size", 0);
-  if (k < 0 || (k > 0 && (k % 32 != 0 || (k & (k - 1)) != 0)))
-    throw InputError("op options.k_chunk_size: expected 0 (TT-NN's default) or a power of 2 that is a multiple of 32, "
-                     "found " + std::to_string(k));
-  if (param_int(c.params, "max_cores_per_head_batch", 1) < 1)
-    throw InputError("op options.max_cores_per_head_batch: expected a positive integer");
-  const auto s = param_number(c.params, "scale");
-  if (s && !(*s > 0 && std::isfinite(*s)))
-    throw InputError("op options.scale: expected a positive number, found " + std::to_string(*s));
-  (void)param_bool(c.params, "exp_approx_mode", true);
+  decode_params(c.params);
 }
 
 TileTensor run_sdpa_decode(OpCall& c) {
-  SdpaDecodeConfig cfg;
-  cfg.k_chunk_size = param_int(c.params, "k_chunk_size", 0);
-  cfg.exp_approx_mode = param_bool(c.params, "exp_approx_mode", true);
+  SdpaDecodeConfig cfg = decode_params(c.params);
   cfg.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi2);
   cfg.math_approx_mode = c.opt.math_approx_mode.value_or(true);
   cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
   cfg.grid_y = c.opt.grid_y.value_or(c.opt.device.grid_y);
   cfg.grid_x = c.opt.grid_x.value_or(c.opt.device.grid_x);
-  cfg.max_cores_per_head_batch = static_cast<int>(param_int(c.params, "max_cores_per_head_batch", 0));
-  if (const auto s = param_number(c.params, "scale")) cfg.scale = static_cast<float>(*s);
   cfg.output = c.out_format;
   const std::vector<int64_t> pos = positions(c.params, false);
   const auto pt = page_table(c.params);
   const std::string program = pt ? "ttnn.transformer.paged_scaled_dot_product_attention_decode"
                                   : "ttnn.transformer.scaled_dot_product_attention_decode";
   TtDevice::OpTimer timer(c.dev, program);
-  c.dev.program(program, std::string(fidelity_name(cfg.math_fidelity)) + ",k_chunk=" + std::to_string(cfg.k_chunk_size),
+  c.dev.program(program,
+                std::string(fidelity_name(cfg.math_fidelity)) + ",k_chunk=" + std::to_string(cfg.k_chunk_size) +
+                    ",window=" + std::to_string(cfg.sliding_window_size) +
+                    ",sink=" + (cfg.attention_sink.empty() ? "0" : "1"),
                 {&c.in[0], &c.in[1], &c.in[2]});
   TileTensor out = tt_sdpa_decode(c.in[0], c.in[1], c.in[2], pos, pt ? &*pt : nullptr, cfg, c.dev.exec());
   const int64_t S = pt ? c.in[1].shape[2] * static_cast<int64_t>((*pt)[0].size()) : c.in[1].shape[2];
@@ -106,6 +132,8 @@ TileTensor run_sdpa_decode(OpCall& c) {
                               {"k_chunk_size", sdpa_decode_k_chunk_size(cfg, S, pt.has_value(), pos[0])},
                               {"exp_approx_mode", cfg.exp_approx_mode},
                               {"cores_per_head", g.cores_per_head}};
+  c.info["sliding_window_size"] = cfg.sliding_window_size;
+  if (!cfg.attention_sink.empty()) c.info["attention_sink_bf16"] = cfg.attention_sink;
   return out;
 }
 
@@ -196,7 +224,9 @@ extern const TtOpDesc kOpSdpaDecode = {
      {"k_chunk_size", "0 (default) or a power of 2, multiple of 32"},
      {"exp_approx_mode", "true (default) or false: the statistics' exp"},
      {"max_cores_per_head_batch", "cores per head at most (default: the grid)"},
-     {"scale", "the softmax scale (default 1/sqrt(dh))"}},
+     {"scale", "the softmax scale (default 1/sqrt(dh))"},
+     {"sliding_window_size", "positions per user's window, [cur_pos-W+1, cur_pos] (default 0: none)"},
+     {"attention_sink", "[s0, s1, ...]: one logit per q head, unscaled, held as bf16 (default none)"}},
     check_sdpa_decode, nullptr, run_sdpa_decode};
 
 extern const TtOpDesc kOpUpdateCache = {

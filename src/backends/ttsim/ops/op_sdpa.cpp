@@ -8,8 +8,8 @@ namespace mha::ttsim {
 
 namespace {
 
-// The op's own keys (SDPAProgramConfig, is_causal, scale) over TT-NN's
-// defaults: chunks of 32, exp approx on, causal.
+// The op's own keys (SDPAProgramConfig, is_causal, scale, sliding window,
+// attention sink) over TT-NN's defaults: chunks of 32, exp approx on, causal.
 SdpaConfig sdpa_params(const nlohmann::ordered_json& p) {
   SdpaConfig c;
   c.q_chunk_size = param_int(p, "q_chunk_size", c.q_chunk_size);
@@ -17,6 +17,8 @@ SdpaConfig sdpa_params(const nlohmann::ordered_json& p) {
   c.exp_approx_mode = param_bool(p, "exp_approx_mode", c.exp_approx_mode);
   c.is_causal = param_bool(p, "is_causal", c.is_causal);
   if (auto s = param_number(p, "scale")) c.scale = static_cast<float>(*s);
+  c.sliding_window_size = param_int(p, "sliding_window_size", 0);
+  c.attention_sink = param_bf16_values(p, "attention_sink", "one per query head");
   return c;
 }
 
@@ -63,6 +65,7 @@ TileTensor run_sdpa(OpCall& c) {
   c.dev.program(c.program,
                 "q_chunk=" + std::to_string(cfg.q_chunk_size) + ",k_chunk=" + std::to_string(cfg.k_chunk_size) +
                     ",exp_approx=" + (cfg.exp_approx_mode ? "1" : "0") + ",causal=" + (cfg.is_causal ? "1" : "0") +
+                    ",window=" + std::to_string(cfg.sliding_window_size) + ",sink=" + (cfg.attention_sink.empty() ? "0" : "1") +
                     ",fid=" + fidelity_name(cfg.math_fidelity) + ",fp32=" + (cfg.fp32_dest_acc_en ? "1" : "0") +
                     ",approx=" + (cfg.math_approx_mode ? "1" : "0") + ",out=" + format_name(cfg.output),
                 ins);
@@ -77,6 +80,8 @@ TileTensor run_sdpa(OpCall& c) {
                               {"k_chunk_size", cfg.k_chunk_size},
                               {"exp_approx_mode", cfg.exp_approx_mode}};
   c.info["is_causal"] = cfg.is_causal;
+  c.info["sliding_window_size"] = cfg.sliding_window_size;
+  if (!cfg.attention_sink.empty()) c.info["attention_sink_bf16"] = cfg.attention_sink;
   c.info["scale_bf16"] = sdpa_scale_bf16(cfg, c.in[0].cols);
   return out;
 }
@@ -93,7 +98,9 @@ extern const TtOpDesc kOpSdpa = {
      {"k_chunk_size", "keys per chunk, a multiple of 32 dividing s (default 32)"},
      {"exp_approx_mode", "true/false: the exp of the rescale factor exp(m_old - m_new) (default true)"},
      {"is_causal", "true/false (default true; a MASK needs false)"},
-     {"scale", "the score scale (default 1/sqrt(dh)), truncated to bf16 as the reader does"}},
+     {"scale", "the score scale (default 1/sqrt(dh)), truncated to bf16 as the reader does"},
+     {"sliding_window_size", "keys per query window (default 0: none); causal: [q-W+1, q], non-causal: [q-W/2, q+W/2]"},
+     {"attention_sink", "[s0, s1, ...]: one logit per query head, unscaled, held as bf16 (default none)"}},
     check_sdpa, nullptr, run_sdpa};
 
 }  // namespace mha::ttsim

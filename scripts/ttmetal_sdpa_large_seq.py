@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""tt-metal's long-sequence SDPA prefill test through `mha op sdpa`, at the lengths this machine can afford.
+
+test_sdpa_tt_large_seq (tests/tt_eager/python_api_testing/unit_testing/misc/
+test_scaled_dot_product_attention.py) runs Llama2-70B's shape, b 1, 8 q heads on 1 kv head, dh 128,
+at 128K tokens: causal, chunks q 256 / k 128, HiFi4, math_approx_mode off, fp32 Dst on, exp_approx_mode
+on, bfloat16 and bfloat8_b, inputs from fa_rand under torch.manual_seed(1234); it asserts PCC >= 0.994
+(and, in 2025 versions, RMSE < 0.0094). This script runs that configuration at --seq tokens on the first
+--heads query heads: Q is drawn at the full 8-head shape and sliced, so those heads hold the test's own
+values; the reference is softmax in float64, block of rows by block of rows.
+
+  /usr/bin/python3 scripts/ttmetal_sdpa_large_seq.py --mha build/mha --seq 8192 --heads 8 --dtype bfloat16
+
+Prints one markdown row (docs/TTSIM.md keeps the table) and exits 1 when PCC < 0.994.
+"""
+import argparse
+import math
+import os
+import sys
+import tempfile
+
+import torch
+
+from mha_op import MhaOp, comp_pcc
+
+
+def fa_rand(*shape):
+    normal_1 = torch.randn(shape)
+    normal_2 = torch.randn(shape) * 10
+    bernoulli = torch.bernoulli(torch.full(shape, 0.001))
+    return normal_1 + normal_2 * bernoulli
+
+
+def reference(Q, K, V, rows=1024):
+    """Causal softmax(Q K^T / sqrt(dh)) V in float64. Q [1, h, s, dh], K/V [1, 1, s, dh]."""
+    h, s, d = Q.shape[1], Q.shape[2], Q.shape[3]
+    k, v = K[0, 0].double(), V[0, 0].double()
+    out = torch.empty(1, h, s, d, dtype=torch.float64)
+    for i in range(h):
+        for r0 in range(0, s, rows):
+            r1 = min(s, r0 + rows)
+            sc = (Q[0, i, r0:r1].double() @ k[:r1].T) / math.sqrt(d)
+            sc = sc.masked_fill(torch.arange(r1)[None, :] > torch.arange(r0, r1)[:, None], float("-inf"))
+            out[0, i, r0:r1] = torch.softmax(sc, -1) @ v[:r1]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mha", default="build/mha")
+    ap.add_argument("--seq", type=int, default=8192)
+    ap.add_argument("--heads", type=int, default=8, help="query heads run (of the test's 8)")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "bfloat8_b"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--exp-approx-mode", default="true", choices=["true", "false"],
+                    help="the program config's exp_approx_mode (the test: true)")
+    a = ap.parse_args()
+    torch.manual_seed(1234)
+    Q = fa_rand(1, 8, a.seq, 128)[:, :a.heads].contiguous()
+    K = fa_rand(1, 1, a.seq, 128)
+    V = fa_rand(1, 1, a.seq, 128)
+    with tempfile.TemporaryDirectory() as tmp:
+        mha = MhaOp(os.path.abspath(a.mha), a.threads, tmp, nice=True)
+        got, sec = mha.timed(["sdpa", mha.save(Q, "q"), mha.save(K, "k"), mha.save(V, "v"), "--dtype", a.dtype,
+                              "--option", "q_chunk_size=256", "--option", "k_chunk_size=128",
+                              "--option", f"exp_approx_mode={a.exp_approx_mode}", "--math-fidelity", "HiFi4",
+                              "--math-approx-mode=false", "--fp32-dest-acc-en"])
+    gt = reference(Q, K, V)
+    pcc = comp_pcc(gt, got)
+    rmse = float(((gt - got.double()) ** 2).mean().sqrt())
+    ok = pcc >= 0.994
+    print(f"| test_sdpa_tt_large_seq, s = {a.seq} | 1, {a.heads} of 8, 1, {a.seq}, 128 | 256 / 128 | {a.dtype} | "
+          f"HiFi4, exact, fp32 Dst{'' if a.exp_approx_mode == 'true' else ', exp_approx_mode off'} | {pcc:.6f} | {rmse:.5f} (< 0.0094: {'met' if rmse < 0.0094 else '**missed**'}) | "
+          f"{sec:.1f} s | {'pass' if ok else 'FAIL'} |", flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

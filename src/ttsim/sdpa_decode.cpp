@@ -244,9 +244,13 @@ SdpaDecodeGrid sdpa_decode_grid(const SdpaDecodeConfig& cfg, int64_t batch, int6
   return g;
 }
 
-TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTensor& v,
+namespace {
+
+// Validates the operands as the device op does (one line naming what and
+// where); returns the cache length S each user's positions index.
+int64_t check_decode_args(const TileTensor& q, const TileTensor& k, const TileTensor& v,
                           const std::vector<int64_t>& cur_pos, const std::vector<std::vector<int64_t>>* page_table,
-                          const SdpaDecodeConfig& cfg, const Exec& ex) {
+                          const SdpaDecodeConfig& cfg) {
   if (q.shape.size() != 4 || q.shape[0] != 1)
     throw InputError("sdpa_decode: Q is " + shape_str(q.shape) + ", expected [1, b, nh, dh]");
   if (k.shape.size() != 4 || v.shape != k.shape)
@@ -299,28 +303,33 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     if (cur_pos[b] < 0 || cur_pos[b] >= S)
       throw InputError("sdpa_decode: cur_pos[" + std::to_string(b) + "] = " + std::to_string(cur_pos[b]) +
                        ", expected [0, " + std::to_string(S) + ")");
-  const SdpaDecodeGrid grid = sdpa_decode_grid(cfg, B, nkv);
-  if (grid.cores_per_head > (int64_t{1} << kMaxRounds))
-    throw InputError("sdpa_decode: " + std::to_string(grid.cores_per_head) +
-                     " cores per head, the kernel's reduction tree takes at most 64 (max_cores_per_head_batch)");
-  const int64_t G = nh / nkv, N = grid.cores_per_head;
-  const float scale = cfg.scale ? *cfg.scale : 1.0f / std::sqrt(static_cast<float>(q.pcols));
-  uint32_t scale_bits;
-  std::memcpy(&scale_bits, &scale, 4);
-  scale_bits &= 0xffff0000u;  // scale_fp32 >> 16: the statistics' exp takes the scale as bf16
-  float scale_bf16;
-  std::memcpy(&scale_bf16, &scale_bits, 4);
+  return S;
+}
 
-  // The (user, kv head) pairs: chunk length, the window's first chunk and
-  // unaligned start (0 without a window), and how many chunks from there.
-  struct Job {
-    int64_t b, h, C, first, window_start, num_chunks;
-  };
+// The scale as the statistics' exp takes it: bf16 (scale_fp32 >> 16).
+float decode_scale_bf16(float scale) {
+  uint32_t bits;
+  std::memcpy(&bits, &scale, 4);
+  bits &= 0xffff0000u;
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+// One (user, kv head) pair: chunk length, the window's first chunk and
+// unaligned start (0 without a window), and how many chunks from there.
+struct Job {
+  int64_t b, h, C, first, window_start, num_chunks;
+};
+
+// The jobs of every user and kv head, users' chunk sizes chosen as the
+// program factory does for their cur_pos.
+std::vector<Job> plan_jobs(const std::vector<int64_t>& cur_pos, int64_t S, int64_t nkv, bool paged,
+                           const SdpaDecodeConfig& cfg) {
   std::vector<Job> jobs;
-  std::vector<int64_t> chunk_of_batch(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t C = sdpa_decode_k_chunk_size(cfg, S, page_table != nullptr, cur_pos[b]);
-    if (!page_table && S % C != 0)
+  for (size_t b = 0; b < cur_pos.size(); ++b) {
+    const int64_t C = sdpa_decode_k_chunk_size(cfg, S, paged, cur_pos[b]);
+    if (!paged && S % C != 0)
       throw InputError("sdpa_decode: k_chunk_size " + std::to_string(C) + " does not divide the cache length " +
                        std::to_string(S));
     const int64_t valid = (cur_pos[b] + 1 + C - 1) / C * C;
@@ -329,8 +338,50 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
                        std::to_string(C) + " passes the paged cache's length " + std::to_string(S));
     const int64_t W = cfg.sliding_window_size;
     const int64_t ws = W > 0 ? std::max<int64_t>(0, cur_pos[b] + 1 - W) : 0;
-    for (int64_t h = 0; h < nkv; ++h) jobs.push_back({b, h, C, ws / C, ws, valid / C - ws / C});
+    for (int64_t h = 0; h < nkv; ++h) jobs.push_back({static_cast<int64_t>(b), h, C, ws / C, ws, valid / C - ws / C});
   }
+  return jobs;
+}
+
+// The root's last steps for job jb's G heads (acc reduced over its cores):
+// the sink, 1/sum, and the packer into out.
+void finish_job(const Job& jb, Partial& acc, const Ctx& c, const SdpaDecodeConfig& cfg, int64_t G, int64_t D,
+                TileTensor& out) {
+  for (int64_t r = 0; r < G; ++r) {
+    if (!cfg.attention_sink.empty()) {
+      // m_new = max(sink, m) (max_block, exact), l = l * exp(m - m_new) +
+      // exp(sink - m_new), O *= exp(m - m_new); the exps are
+      // sub_exp_block's (scale folded in).
+      const float sink = cfg.attention_sink[static_cast<size_t>(jb.h * G + r)];
+      const float m = std::max(sink, acc.m[r]);
+      const float emd = sub_exp_stat(acc.m[r], m, c), e_sink = sub_exp_stat(sink, m, c);
+      acc.l[r] = sdpa_add1(sdpa_mul1(acc.l[r], emd, c.tm), e_sink, c.tm);
+      sdpa_mul_bcast(&acc.o[r * D], D, emd, c.tm);
+    }
+    // recip_block_inplace (the legacy-compatible reciprocal), then OUT *=
+    // 1/SUM into the bf16 accumulator, moved to the output's format.
+    const float recip = sdpa_recip1(acc.l[r], c.tm);
+    float* o = &acc.o[r * D];
+    sdpa_mul_bcast(o, D, recip, c.tm);
+    pack_from_dst(o, out.matrix(jb.b) + (jb.h * G + r) * D, D, cfg.output, c.fp32, false);
+  }
+}
+
+}  // namespace
+
+TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                          const std::vector<int64_t>& cur_pos, const std::vector<std::vector<int64_t>>* page_table,
+                          const SdpaDecodeConfig& cfg, const Exec& ex) {
+  const int64_t S = check_decode_args(q, k, v, cur_pos, page_table, cfg);
+  const int64_t B = q.shape[1], nh = q.shape[2], nkv = k.shape[1], block = k.shape[2];
+  const SdpaDecodeGrid grid = sdpa_decode_grid(cfg, B, nkv);
+  if (grid.cores_per_head > (int64_t{1} << kMaxRounds))
+    throw InputError("sdpa_decode: " + std::to_string(grid.cores_per_head) +
+                     " cores per head, the kernel's reduction tree takes at most 64 (max_cores_per_head_batch)");
+  const int64_t G = nh / nkv, N = grid.cores_per_head;
+  const float scale = cfg.scale ? *cfg.scale : 1.0f / std::sqrt(static_cast<float>(q.pcols));
+  const float scale_bf16 = decode_scale_bf16(scale);
+  const std::vector<Job> jobs = plan_jobs(cur_pos, S, nkv, page_table != nullptr, cfg);
   std::vector<std::vector<Partial>> parts(jobs.size(), std::vector<Partial>(static_cast<size_t>(N)));
   const TileMath tm(cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.math_approx_mode, ex.kernels());
   std::vector<Scratch> scratch(static_cast<size_t>(ex.threads()));
@@ -356,24 +407,7 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     const Job& jb = jobs[static_cast<size_t>(j)];
     Ctx c{cfg, tm, scale, scale_bf16, cfg.fp32_dest_acc_en, G, q.pcols, jb.C};
     Partial acc = reduce_rank(parts[static_cast<size_t>(j)], 0, static_cast<uint32_t>(N), jb.num_chunks, c);
-    for (int64_t r = 0; r < G; ++r) {
-      if (!cfg.attention_sink.empty()) {
-        // The root's sink step: m_new = max(sink, m) (max_block, exact),
-        // l = l * exp(m - m_new) + exp(sink - m_new), O *= exp(m - m_new);
-        // the exps are sub_exp_block's (scale folded in).
-        const float sink = cfg.attention_sink[static_cast<size_t>(jb.h * G + r)];
-        const float m = std::max(sink, acc.m[r]);
-        const float emd = sub_exp_stat(acc.m[r], m, c), e_sink = sub_exp_stat(sink, m, c);
-        acc.l[r] = sdpa_add1(sdpa_mul1(acc.l[r], emd, c.tm), e_sink, c.tm);
-        sdpa_mul_bcast(&acc.o[r * q.pcols], q.pcols, emd, c.tm);
-      }
-      // recip_block_inplace (the legacy-compatible reciprocal), then OUT *=
-      // 1/SUM into the bf16 accumulator, moved to the output's format.
-      const float recip = sdpa_recip1(acc.l[r], c.tm);
-      float* o = &acc.o[r * q.pcols];
-      sdpa_mul_bcast(o, q.pcols, recip, c.tm);
-      pack_from_dst(o, out.matrix(jb.b) + (jb.h * G + r) * q.pcols, q.pcols, cfg.output, c.fp32, false);
-    }
+    finish_job(jb, acc, c, cfg, G, q.pcols, out);
   });
   return out;
 }

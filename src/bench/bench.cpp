@@ -115,7 +115,7 @@ std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
     if (find(o, "cache_dtype")) {
       const std::string d = as_string(o["cache_dtype"], p + ".cache_dtype");
       if (auto t = cache_dtype_from_name(d)) r.cache_dtype = *t;
-      else throw InputError(p + ".cache_dtype: expected float32 or bfloat16, found '" + printable(d) + "'");
+      else throw InputError(p + ".cache_dtype: expected one of " + cache_dtype_names() + ", found '" + printable(d) + "'");
     }
     if (find(o, "backend_options")) r.backend_options = require_object(o["backend_options"], p + ".backend_options");
     rows.push_back(r);

@@ -61,7 +61,9 @@ TEST(BenchFlags, BadListsAreOneLineAndExit2) {
   expect_one_line_exit2(run_mha(tiny + "-t 2,"), "-t/--threads: expected a comma list of positive integers, found ''");
   expect_one_line_exit2(run_mha(tiny + "-p 0 -n 0"), "-p/-n: every size is 0, nothing to run");
   expect_one_line_exit2(run_mha(tiny + "-p 8 --seq 8"), "--seq: not used with -p/-n/-d");
-  expect_one_line_exit2(run_mha(tiny + "-p 8 --kv-cache fp8"), "--kv-cache: expected float32 or bfloat16, found 'fp8'");
+  expect_one_line_exit2(run_mha(tiny + "-p 8 --kv-cache float32,fp8"),
+                        "--kv-cache: expected a comma list of float32, float16, bfloat16, q8_0, q4_0, bfloat8_b, bfloat4_b, found 'fp8'");
+  expect_one_line_exit2(run_mha(tiny + "-n 2 --kv-cache q4_0"), "cache_dtype q4_0 needs head widths divisible by 32, found head_dim 8");
   expect_one_line_exit2(run_mha(tiny + "-p 8 --kv-heads 3"), "--heads 2 is not a multiple of --kv-heads 3");
   expect_one_line_exit2(run_mha(tiny + "--variant ,torch_mha"), "--variant: empty item");
 }

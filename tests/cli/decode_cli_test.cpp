@@ -107,8 +107,13 @@ TEST(DecodeCli, RefusalsAreOneLine) {
                      "decode: the input has 13 tokens, expected prompt + tokens = 4 + 8 = 12");
   expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 0, "tokens": 13})")), "decode.prompt");
   expect_input_error(run_config(dir, llama(R"(, "decode": {"tokens": 13})")), "decode.prompt: required key is missing");
-  expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9, "cache_dtype": "float16"})")),
-                     "decode.cache_dtype: expected \"float32\" or \"bfloat16\"");
+  expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9, "cache_dtype": "q8_1"})")),
+                     "decode.cache_dtype: expected one of float32, float16, bfloat16, q8_0, q4_0, bfloat8_b, bfloat4_b");
+  // head_dim 8: no whole block of 32 (q4_0) or 16 (bfloat8_b) per row.
+  expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9, "cache_dtype": "q4_0"})", "cpu")),
+                     "decode: cache_dtype q4_0 needs head widths divisible by 32, found head_dim 8");
+  expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9, "cache_dtype": "bfloat8_b"})")),
+                     "decode: cache_dtype bfloat8_b needs head widths divisible by 16, found head_dim 8");
   expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9, "steps": 1})")),
                      "decode.steps: unknown key");
   expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9})", "tt-sim")),

@@ -19,6 +19,34 @@ struct V {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
+  static F load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static float half(uint16_t h) { return _cvtsh_ss(h); }
+  // Eight int8 values times s.
+  static F q8(const int8_t* p, F s) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))), s);
+  }
+  // The nibbles at `shift` (0 or 4) of eight bytes, as nibble * s + m8s.
+  static F q4(const uint8_t* p, int shift, F s, F m8s) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i nib = _mm256_and_si256(_mm256_srl_epi32(b, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(15));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(nib), s, m8s);
+  }
+  // Eight sign-magnitude codes (sign at bit `bits`) times s.
+  static F smag(__m256i code, int bits, F s) {
+    const __m256i mag = _mm256_and_si256(code, _mm256_set1_epi32((1 << bits) - 1));
+    const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(code, bits), 31);
+    return _mm256_or_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(mag), s), _mm256_castsi256_ps(sign));
+  }
+  static F bfp8(const uint8_t* p, F s) {
+    return smag(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 7, s);
+  }
+  // Elements off .. off+7 (off 0 or 8) of a bfloat4_b face row whose eight
+  // bytes hold codes i (low nibble) and i + 8 (high).
+  static F bfp4(const uint8_t* p, int64_t off, F s) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i code = _mm256_and_si256(_mm256_srl_epi32(b, _mm_cvtsi32_si128(off ? 4 : 0)), _mm256_set1_epi32(15));
+    return smag(code, 3, s);
+  }
   static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
   static F set1(float x) { return _mm256_set1_ps(x); }
   static F zero() { return _mm256_setzero_ps(); }
@@ -65,6 +93,6 @@ DecodeKernel decode_kernel() {
   static const bool avx512 = cpu_has_avx512();
   return avx512 ? decode_chunk_avx512 : decode_chunk_avx2;
 }
-const char* decode_kernel_isa() { return decode_kernel() == decode_chunk_avx512 ? "avx512" : "avx2"; }
+const char* decode_kernel_isa(DecodeKernel k) { return k == decode_chunk_avx512 ? "avx512" : "avx2"; }
 
 }  // namespace mha::cpu

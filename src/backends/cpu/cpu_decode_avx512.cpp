@@ -24,6 +24,36 @@ struct V {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
+  static F load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static float half(uint16_t h) { return _cvtsh_ss(h); }
+  // Sixteen int8 values times s.
+  static F q8(const int8_t* p, F s) {
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))), s);
+  }
+  // The nibbles at `shift` (0 or 4) of sixteen bytes, as nibble * s + m8s.
+  static F q4(const uint8_t* p, int shift, F s, F m8s) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512i nib = _mm512_and_si512(_mm512_srl_epi32(b, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(15));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(nib), s, m8s);
+  }
+  // Sixteen sign-magnitude codes (sign at bit `bits`) times s.
+  static F smag(__m512i code, int bits, F s) {
+    const __m512i mag = _mm512_and_si512(code, _mm512_set1_epi32((1 << bits) - 1));
+    const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(code, bits), 31);
+    return _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(mag), s)), sign));
+  }
+  static F bfp8(const uint8_t* p, F s) {
+    return smag(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 7, s);
+  }
+  // A whole bfloat4_b face row (off is 0): eight bytes hold codes i (low
+  // nibble) and i + 8 (high); lanes 0-7 take the low nibbles, 8-15 the high.
+  static F bfp4(const uint8_t* p, int64_t, F s) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m512i w = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(b, b));
+    const __m512i sh = _mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0);
+    return smag(_mm512_and_si512(_mm512_srlv_epi32(w, sh), _mm512_set1_epi32(15)), 3, s);
+  }
   static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
   static F set1(float x) { return _mm512_set1_ps(x); }
   static F zero() { return _mm512_setzero_ps(); }

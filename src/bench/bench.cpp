@@ -255,6 +255,8 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
     res.peak_mib = peak_memory_mib();
     res.timing = pr.timing;
     res.bytes_per_token = pr.bytes_per_token;
+    if (row.phase == Phase::Generate && (backend->name() != "reference" || row.cache_dtype != CacheDtype::Float32))
+      res.cache_error = phase_error(run.spec, *backend, row, x);
   }
   tokens_per_second(res, static_cast<double>(row.batch * row.seq));
   const double sec = res.timing.median_ms / 1e3;

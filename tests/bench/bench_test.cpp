@@ -119,6 +119,10 @@ TEST(BenchOutput, EveryRowCarriesItsMetadata) {
       if (row["phase"] == "generate") {  // the cpu backend's KV cache, end to end
         EXPECT_GT(row["bandwidth_percent"].get<double>(), 0);
         EXPECT_GT(row["bytes_per_token"].get<double>(), 4.0 * 4 * 16 * 16);  // more than q, k, v, o weights
+        // float32 cache on the cpu: float32 arithmetic against float64, not zero, well inside 1e-4
+        EXPECT_GT(row["cache_rel_l2_err"].get<double>(), 0);
+        EXPECT_LT(row["cache_rel_l2_err"].get<double>(), 1e-4);
+        EXPECT_LE(row["cache_max_abs_err"].get<double>(), 1e-4);
       } else {
         EXPECT_GT(row["sgemm_percent"].get<double>(), 0);
       }
@@ -155,6 +159,27 @@ TEST(BenchOutput, EveryRowCarriesItsMetadata) {
     EXPECT_TRUE(has_iso_field(line)) << line;
   }
   EXPECT_EQ(rows, 2);
+}
+
+// --kv-cache sweeps like -t: one tg row per dtype, each with its error
+// against float64, which grows as the format narrows.
+TEST(BenchOutput, KvCacheListSweepsDtypesWithTheirErrors) {
+  CommandResult r = run_mha("bench --no-progress --probe-mib 16 --hidden 128 --heads 4 --kv-heads 2 -r 1 --warmup 0 "
+                            "-p 0 -n 2 -d 40 -t 1 --kv-cache float32,bfloat16,q8_0,q4_0 -o jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::stringstream lines(r.out);
+  std::string line;
+  std::vector<std::pair<std::string, double>> err;
+  while (std::getline(lines, line)) {
+    const auto row = nlohmann::json::parse(line);
+    err.push_back({row["cache_dtype"], row["cache_rel_l2_err"].get<double>()});
+  }
+  ASSERT_EQ(err.size(), 4u);
+  EXPECT_EQ(err[0].first, "float32");
+  EXPECT_EQ(err[3].first, "q4_0");
+  EXPECT_LT(err[0].second, err[1].second);  // float32 < bfloat16
+  EXPECT_LT(err[2].second, err[3].second);  // q8_0 < q4_0
+  EXPECT_LT(err[3].second, 0.5);
 }
 
 TEST(BenchProbes, ReadBandwidthIsPositive) {

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/cpu_simd_avx512.h"

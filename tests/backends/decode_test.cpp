@@ -160,10 +160,13 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
   std::vector<cpu::DecodeKernel> kernels{cpu::decode_chunk_avx2};
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) kernels.push_back(cpu::decode_chunk_avx512);
   const float scale_log2 = 0.3f * 1.4426950408889634f;
+  // G 8: the batched score path (four heads x a few keys, 65 keys leave a
+  // tail); G 6: the per-key path and the leftover heads.
+  for (int64_t G : {8, 6})
   for (CacheDtype dt : kAllCacheDtypes) {
-    SCOPED_TRACE(cache_dtype_name(dt));
+    SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " G " + std::to_string(G));
     const bool blocks = cache_dtype_block(dt) > 1;
-    const int64_t G = 6, dh = blocks ? 64 : 37, dv = blocks ? 96 : 21, j0 = 5, j1 = 70, rows = 80;
+    const int64_t dh = blocks ? 64 : 37, dv = blocks ? 96 : 21, j0 = 5, j1 = 70, rows = 80;
     std::vector<float> q(G * dh), k(rows * dh), v(rows * dv);
     for (auto* vec : {&q, &k, &v})
       for (float& e : *vec) e = u(g);

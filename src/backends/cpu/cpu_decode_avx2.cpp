@@ -26,6 +26,14 @@ struct V {
   static F q8(const int8_t* p, F s) {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))), s);
   }
+  // Eight bytes zero-extended to 32-bit lanes, and their low or high
+  // nibbles as nibble * s + m8s (q4_0's (nibble - 8) * scale).
+  using I = __m256i;
+  static I bytes(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static F nib_lo(I b, F s, F m8s) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15))), s, m8s);
+  }
+  static F nib_hi(I b, F s, F m8s) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), s, m8s); }
   // The nibbles at `shift` (0 or 4) of eight bytes, as nibble * s + m8s.
   static F q4(const uint8_t* p, int shift, F s, F m8s) {
     const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
@@ -66,6 +74,25 @@ struct V {
   static void hsum4(F a0, F a1, F a2, F a3, float* out) {
     const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
     _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+  }
+  // Keys per score batch: 4 heads x 2 keys = 8 accumulators (of 16 registers).
+  static constexpr int KB = 2;
+  // a[h][k] (4 heads x 2 keys) -> s[h * ld + k] = scale * sum(a[h][k]): one
+  // transposing reduction for the 8 sums instead of a hsum per key and head.
+  static void store_scores(const F a[4][2], float scale, float* s, int64_t ld) {
+    __m256d t[4];
+    for (int h = 0; h < 4; ++h)
+      t[h] = _mm256_castps_pd(_mm256_add_ps(_mm256_unpacklo_ps(a[h][0], a[h][1]), _mm256_unpackhi_ps(a[h][0], a[h][1])));
+    // per 128-bit lane: [h0 k0, h0 k1, h1 k0, h1 k1] and the same for h2, h3
+    const __m256 v01 = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(t[0], t[1])), _mm256_castpd_ps(_mm256_unpackhi_pd(t[0], t[1])));
+    const __m256 v23 = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(t[2], t[3])), _mm256_castpd_ps(_mm256_unpackhi_pd(t[2], t[3])));
+    const __m256 r = _mm256_mul_ps(_mm256_add_ps(_mm256_permute2f128_ps(v01, v23, 0x20), _mm256_permute2f128_ps(v01, v23, 0x31)),
+                                   _mm256_set1_ps(scale));
+    const __m128 lo = _mm256_castps256_ps128(r), hi = _mm256_extractf128_ps(r, 1);
+    _mm_storel_pi(reinterpret_cast<__m64*>(s), lo);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(s + ld), lo);
+    _mm_storel_pi(reinterpret_cast<__m64*>(s + 2 * ld), hi);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(s + 3 * ld), hi);
   }
   static float hmax(F x) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));

@@ -31,6 +31,14 @@ struct V {
   static F q8(const int8_t* p, F s) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))), s);
   }
+  // Sixteen bytes zero-extended to 32-bit lanes, and their low or high
+  // nibbles as nibble * s + m8s (q4_0's (nibble - 8) * scale).
+  using I = __m512i;
+  static I bytes(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F nib_lo(I b, F s, F m8s) {
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15))), s, m8s);
+  }
+  static F nib_hi(I b, F s, F m8s) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4)), s, m8s); }
   // The nibbles at `shift` (0 or 4) of sixteen bytes, as nibble * s + m8s.
   static F q4(const uint8_t* p, int shift, F s, F m8s) {
     const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -71,6 +79,29 @@ struct V {
     };
     const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(fold(a0), fold(a1)), _mm256_hadd_ps(fold(a2), fold(a3)));
     _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+  }
+  // Keys per score batch: 4 heads x 4 keys = 16 accumulators.
+  static constexpr int KB = 4;
+  // a[h][k] (4 heads x 4 keys) -> s[h * ld + k] = scale * sum(a[h][k]): one
+  // transposing reduction for the 16 sums (unpack within 128-bit lanes, then
+  // across them) instead of a horizontal sum per key and head.
+  static void store_scores(const F a[4][4], float scale, float* s, int64_t ld) {
+    F u[4];
+    for (int h = 0; h < 4; ++h) {
+      const F t0 = _mm512_add_ps(_mm512_unpacklo_ps(a[h][0], a[h][1]), _mm512_unpackhi_ps(a[h][0], a[h][1]));
+      const F t1 = _mm512_add_ps(_mm512_unpacklo_ps(a[h][2], a[h][3]), _mm512_unpackhi_ps(a[h][2], a[h][3]));
+      const __m512d d0 = _mm512_castps_pd(t0), d1 = _mm512_castps_pd(t1);
+      u[h] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(d0, d1)), _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d1)));
+    }
+    auto pair = [](F x, F y) {
+      return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+    };
+    const F r = _mm512_mul_ps(pair(pair(u[0], u[1]), pair(u[2], u[3])), _mm512_set1_ps(scale));
+    _mm_storeu_ps(s, _mm512_castps512_ps128(r));
+    _mm_storeu_ps(s + ld, _mm512_extractf32x4_ps(r, 1));
+    _mm_storeu_ps(s + 2 * ld, _mm512_extractf32x4_ps(r, 2));
+    _mm_storeu_ps(s + 3 * ld, _mm512_extractf32x4_ps(r, 3));
   }
   static float hmax(F x) { return _mm512_reduce_max_ps(x); }
   // 2^x for x <= 0: the AVX2 kernel's fit on 16 lanes.

@@ -256,9 +256,13 @@ TEST(BenchPhases, GenerateRowsRunFreshSessionsAndCountBytesRead) {
   bench::Result res = bench::run_row(llama_row(bench::Phase::Generate, 3, 5), 1, 2, rates, counting(c));
   ASSERT_EQ(res.skipped, "");
   // One cold run, one warm-up, two timed: each a fresh session, the depth
-  // filled (not prefilled), then three single-token steps.
-  EXPECT_EQ(c.sessions, 4);
-  EXPECT_EQ(c.append_rows, (std::vector<int64_t>{-5, 1, 1, 1, -5, 1, 1, 1, -5, 1, 1, 1, -5, 1, 1, 1}));
+  // filled (not prefilled), then three single-token steps; then, untimed,
+  // the error check's own session: the depth and kErrorTokens (2) steps.
+  EXPECT_EQ(c.sessions, 5);
+  EXPECT_EQ(c.append_rows,
+            (std::vector<int64_t>{-5, 1, 1, 1, -5, 1, 1, 1, -5, 1, 1, 1, -5, 1, 1, 1, -5, 1, 1}));
+  ASSERT_TRUE(res.cache_error.has_value());
+  EXPECT_EQ(res.cache_error->rows, bench::kErrorTokens);
   EXPECT_EQ(res.timing.cached_ms.size(), 2u);
   EXPECT_EQ(res.row.test(), "tg3");
   // llama_attention 64 wide, 4 heads of 16, 2 kv heads: q, k, v, o weights

@@ -27,18 +27,15 @@ struct V {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))), s);
   }
   // Eight bytes zero-extended to 32-bit lanes, and their low or high
-  // nibbles as nibble * s + m8s (q4_0's (nibble - 8) * scale).
+  // nibbles as (nibble - 8) * s (q4_0's values).
   using I = __m256i;
   static I bytes(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-  static F nib_lo(I b, F s, F m8s) {
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15))), s, m8s);
+  static F nib_lo(I b, F s) {
+    const __m256i x = _mm256_sub_epi32(_mm256_and_si256(b, _mm256_set1_epi32(15)), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(x), s);
   }
-  static F nib_hi(I b, F s, F m8s) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)), s, m8s); }
-  // The nibbles at `shift` (0 or 4) of eight bytes, as nibble * s + m8s.
-  static F q4(const uint8_t* p, int shift, F s, F m8s) {
-    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m256i nib = _mm256_and_si256(_mm256_srl_epi32(b, _mm_cvtsi32_si128(shift)), _mm256_set1_epi32(15));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(nib), s, m8s);
+  static F nib_hi(I b, F s) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 4), _mm256_set1_epi32(8))), s);
   }
   // Eight sign-magnitude codes (sign at bit `bits`) times s.
   static F smag(__m256i code, int bits, F s) {

@@ -32,19 +32,13 @@ struct V {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))), s);
   }
   // Sixteen bytes zero-extended to 32-bit lanes, and their low or high
-  // nibbles as nibble * s + m8s (q4_0's (nibble - 8) * scale).
+  // nibbles as (nibble - 8) * s (q4_0's values): a table lookup of the
+  // nibble's float (nibble - 8), then the scale.
   using I = __m512i;
   static I bytes(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  static F nib_lo(I b, F s, F m8s) {
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15))), s, m8s);
-  }
-  static F nib_hi(I b, F s, F m8s) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4)), s, m8s); }
-  // The nibbles at `shift` (0 or 4) of sixteen bytes, as nibble * s + m8s.
-  static F q4(const uint8_t* p, int shift, F s, F m8s) {
-    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m512i nib = _mm512_and_si512(_mm512_srl_epi32(b, _mm_cvtsi32_si128(shift)), _mm512_set1_epi32(15));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(nib), s, m8s);
-  }
+  static F q4_table() { return _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8); }
+  static F nib_lo(I b, F s) { return _mm512_mul_ps(_mm512_permutexvar_ps(b, q4_table()), s); }  // uses index bits 0-3
+  static F nib_hi(I b, F s) { return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), q4_table()), s); }
   // Sixteen sign-magnitude codes (sign at bit `bits`) times s.
   static F smag(__m512i code, int bits, F s) {
     const __m512i mag = _mm512_and_si512(code, _mm512_set1_epi32((1 << bits) - 1));
@@ -61,7 +55,9 @@ struct V {
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     const __m512i w = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(b, b));
     const __m512i sh = _mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0);
-    return smag(_mm512_and_si512(_mm512_srlv_epi32(w, sh), _mm512_set1_epi32(15)), 3, s);
+    // code (sign above 3 magnitude bits) -> its value in units of the scale, by table
+    const F t = _mm512_set_ps(-7, -6, -5, -4, -3, -2, -1, -0.0f, 7, 6, 5, 4, 3, 2, 1, 0);
+    return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), t), s);
   }
   static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
   static F set1(float x) { return _mm512_set1_ps(x); }

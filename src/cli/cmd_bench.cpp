@@ -110,7 +110,8 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
   std::vector<CacheDtype> caches;
   for (const std::string& c : name_list(f.kv_cache, "--kv-cache", "float32")) {
     const std::optional<CacheDtype> t = cache_dtype_from_name(c);
-    if (!t) throw InputError("--kv-cache: expected a comma list of " + cache_dtype_names() + ", found '" + printable(c) + "'");
+    if (!t)
+      throw InputError("--kv-cache: expected a comma list of " + cache_dtype_names() + ", found '" + printable(c) + "'");
     caches.push_back(*t);
   }
   // What each row times: (phase, tokens) pairs.
@@ -151,15 +152,16 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
                 for (const auto& [phase, tokens] : tests)
                   for (int64_t d : phase == bench::Phase::Forward ? std::vector<int64_t>{0} : depths)
                     for (bool c : phase == bench::Phase::Forward ? causal : std::vector<bool>{true})
-                      for (CacheDtype cache : phase == bench::Phase::Forward ? std::vector<CacheDtype>{CacheDtype::Float32} : caches) {
-                      bench::Row r;
-                      r.variant = v, r.backend = be, r.batch = b, r.hidden = h, r.heads = n, r.kv_heads = kv;
-                      r.phase = phase, r.seq = tokens, r.depth = d, r.causal = c;
-                      r.threads = static_cast<int>(t);
-                      r.cache_dtype = cache;
-                      r.backend_options = options;
-                      rows.push_back(r);
-                    }
+                      for (CacheDtype cache : phase == bench::Phase::Forward ? std::vector<CacheDtype>{CacheDtype::Float32}
+                                                                            : caches) {
+                        bench::Row r;
+                        r.variant = v, r.backend = be, r.batch = b, r.hidden = h, r.heads = n, r.kv_heads = kv;
+                        r.phase = phase, r.seq = tokens, r.depth = d, r.causal = c;
+                        r.threads = static_cast<int>(t);
+                        r.cache_dtype = cache;
+                        r.backend_options = options;
+                        rows.push_back(r);
+                      }
             }
   return rows;
 }

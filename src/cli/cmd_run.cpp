@@ -141,6 +141,8 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
                     "relative L2 %s\n", d.cache_format.c_str(), fmt("%.3g", d.error->max_abs).c_str(),
                     fmt("%.3g", d.error->rel_l2).c_str());
       s += buf;
+    } else if (!d.error_skipped.empty()) {
+      s += "decode: KV cache " + d.cache_format + " error against float64 not computed: " + d.error_skipped + "\n";
     }
     if (d.depth > 0) {
       std::snprintf(buf, sizeof buf, "decode: after a synthetic context of %lld positions (timing only: the output is "

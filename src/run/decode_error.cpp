@@ -2,11 +2,35 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "backends/reference/reference_backend.h"
 
 namespace mha {
+
+std::optional<std::string> decode_error_too_costly(const AttentionSpec& spec, int64_t batch, int64_t depth,
+                                                   int64_t rows) {
+  const double widths = static_cast<double>(spec.head_dim + spec.head_dim_v);
+  const double bytes = 8.0 * batch * spec.num_kv_heads * static_cast<double>(depth + rows) * widths;
+  double keys = 0;  // keys each appended row attends, summed
+  for (int64_t i = 0; i < rows; ++i) {
+    double k = static_cast<double>(depth + i + 1);
+    if (spec.window > 0) k = std::min(k, static_cast<double>(spec.window));
+    keys += k;
+  }
+  const double flops = 2.0 * batch * spec.num_heads * keys * widths;
+  auto gb = [](double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f", x / 1e9);
+    return std::string(b);
+  };
+  if (bytes > kErrorMaxBytes)
+    return "float64 reference would hold " + gb(bytes) + " GB of cache (limit " + gb(kErrorMaxBytes) + " GB)";
+  if (flops > kErrorMaxFlops)
+    return "float64 reference would cost " + gb(flops) + " GFLOP of attention (limit " + gb(kErrorMaxFlops) + ")";
+  return std::nullopt;
+}
 
 DecodeError decode_error_vs_float64(const AttentionSpec& spec, int64_t batch, int64_t depth, uint64_t seed,
                                     const std::vector<Tensor>& appends, const Tensor& out) {

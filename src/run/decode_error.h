@@ -25,4 +25,13 @@ struct DecodeError {
 DecodeError decode_error_vs_float64(const AttentionSpec& spec, int64_t batch, int64_t depth, uint64_t seed,
                                     const std::vector<Tensor>& appends, const Tensor& out);
 
+// The reference's bounds: at most kErrorMaxBytes of float64 cache and
+// kErrorMaxFlops of float64 attention (about 8 s of its scalar loops), so that
+// a long prompt or a deep cache costs no minutes: nullopt when `rows` tokens
+// after `depth` fit, else why not ("float64 reference would hold 17.2 GB of
+// cache (limit 4.3 GB)").
+constexpr double kErrorMaxBytes = 4.0 * (1 << 30), kErrorMaxFlops = 8e9;
+std::optional<std::string> decode_error_too_costly(const AttentionSpec& spec, int64_t batch, int64_t depth,
+                                                   int64_t rows);
+
 }  // namespace mha

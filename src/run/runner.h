@@ -57,6 +57,7 @@ struct DecodeTiming {
   // the same tokens (run/decode_error.h); none on the reference backend
   // with a float32 cache, which is that run.
   std::optional<DecodeError> error;
+  std::string error_skipped;  // why the error was not computed (decode_error_too_costly), else empty
 };
 
 struct RunRequest {

@@ -14,6 +14,7 @@
 #include "bench/peak_memory.h"
 #include "bench/phases.h"
 #include "bench/probes.h"
+#include "run/decode_error.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -375,6 +376,30 @@ TEST(PlotScripts, DrawSmallBenchOutputAndAttentionWeights) {
                         test::shell_quote(dir.file("bad.png")));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace mha
+
+namespace mha {
+namespace {
+
+// The float64 reference behind the cache-error figures is bounded in
+// memory and work: a Llama-3-8B layer's 2 error steps at depth 32768 fit,
+// at depth 1048576 its cache does not, and a 16384- or 4096-token prompt's
+// attention (quadratic) is refused on work unless a window bounds it.
+TEST(DecodeError, ReferenceCostIsBounded) {
+  AttentionSpec s;
+  s.num_heads = 32, s.num_kv_heads = 8, s.head_dim = s.head_dim_v = 128;
+  EXPECT_FALSE(decode_error_too_costly(s, 1, 32768, bench::kErrorTokens));
+  EXPECT_EQ(decode_error_too_costly(s, 1, 1048576, 2).value_or(""),
+            "float64 reference would hold 17.2 GB of cache (limit 4.3 GB)");
+  // 2 x 32 heads x (1 + ... + 16384 keys) x 256 = 2.1992e12
+  EXPECT_EQ(decode_error_too_costly(s, 1, 0, 16384).value_or(""),
+            "float64 reference would cost 2199.2 GFLOP of attention (limit 8.0)");
+  EXPECT_TRUE(decode_error_too_costly(s, 1, 0, 4096));
+  s.window = 64;  // a sliding window bounds the keys per row: 4096 rows x <= 64 keys
+  EXPECT_FALSE(decode_error_too_costly(s, 1, 0, 4096));
 }
 
 }  // namespace

@@ -106,6 +106,9 @@ struct V {
 }  // namespace decode_avx2
 
 void decode_chunk_avx2(const DecodeChunk& c) { decode_avx2::chunk(c); }
+void decode_widen_avx2(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld) {
+  decode_avx2::widen(dt, rows, n, d, rb, dst, ld);
+}
 
 namespace {
 bool cpu_has_avx512() {
@@ -117,6 +120,10 @@ bool cpu_has_avx512() {
 DecodeKernel decode_kernel() {
   static const bool avx512 = cpu_has_avx512();
   return avx512 ? decode_chunk_avx512 : decode_chunk_avx2;
+}
+DecodeWiden decode_widen() {
+  static const bool avx512 = cpu_has_avx512();
+  return avx512 ? decode_widen_avx512 : decode_widen_avx2;
 }
 const char* decode_kernel_isa(DecodeKernel k) { return k == decode_chunk_avx512 ? "avx512" : "avx2"; }
 

@@ -109,5 +109,8 @@ struct V {
 }  // namespace decode_avx512
 
 void decode_chunk_avx512(const DecodeChunk& c) { decode_avx512::chunk(c); }
+void decode_widen_avx512(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld) {
+  decode_avx512::widen(dt, rows, n, d, rb, dst, ld);
+}
 
 }  // namespace mha::cpu

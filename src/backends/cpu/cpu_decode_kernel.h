@@ -31,6 +31,13 @@ struct DecodeChunk {
 using DecodeKernel = void (*)(const DecodeChunk&);
 void decode_chunk_avx2(const DecodeChunk& c);
 void decode_chunk_avx512(const DecodeChunk& c);
+// n cached rows of d elements (rb bytes apart) widened to dst [n, d] at
+// stride ld with the kernel's decoders; kv_rows_to_f32 (kv_format.h) calls
+// the widest and makes the result exact where they are not.
+using DecodeWiden = void (*)(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld);
+void decode_widen_avx2(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld);
+void decode_widen_avx512(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld);
+DecodeWiden decode_widen();
 // The widest kernel this CPU runs, and a kernel's name ("avx512" or "avx2").
 DecodeKernel decode_kernel();
 const char* decode_kernel_isa(DecodeKernel k = decode_kernel());

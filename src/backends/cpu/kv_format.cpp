@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/cpu_decode_kernel.h"
 #include "tensor/half.h"
 #include "ttsim/formats.h"
 
@@ -119,44 +120,61 @@ void kv_encode_row(CacheDtype dt, const float* src, int64_t d, void* dst) {
   }
 }
 
-void kv_rows_to_f32(CacheDtype dt, const void* rows, int64_t n, int64_t d, float* dst, int64_t ld) {
-  const int64_t rb = kv_row_bytes(dt, d);
-  for (int64_t r = 0; r < n; ++r) {
-    const unsigned char* b = static_cast<const unsigned char*>(rows) + r * rb;
-    float* y = dst + r * ld;
-    switch (dt) {
-      case CacheDtype::Float32: std::memcpy(y, b, sizeof(float) * d); break;
-      case CacheDtype::Float16:
-        for (int64_t i = 0; i < d; ++i) y[i] = f32_from_f16(get_half(b + 2 * i));
-        break;
-      case CacheDtype::Bfloat16:
-        for (int64_t i = 0; i < d; ++i) y[i] = f32_from_bf16(get_half(b + 2 * i));
-        break;
-      case CacheDtype::Q8_0:
-        for (int64_t k = 0; k < d / kQBlock; ++k) {
-          const unsigned char* blk = b + k * (2 + kQBlock);
-          const float s = f32_from_f16(get_half(blk));
-          for (int64_t j = 0; j < kQBlock; ++j) y[k * kQBlock + j] = static_cast<int8_t>(blk[2 + j]) * s;
-        }
-        break;
-      case CacheDtype::Q4_0:
-        for (int64_t k = 0; k < d / kQBlock; ++k) {
-          const unsigned char* blk = b + k * (2 + kQBlock / 2);
-          const float s = f32_from_f16(get_half(blk));
-          for (int64_t j = 0; j < kQBlock / 2; ++j) {
-            y[k * kQBlock + j] = static_cast<float>((blk[2 + j] & 15) - 8) * s;
-            y[k * kQBlock + j + 16] = static_cast<float>((blk[2 + j] >> 4) - 8) * s;
-          }
-        }
-        break;
-      case CacheDtype::Bfloat8_b:
-      case CacheDtype::Bfloat4_b: {
-        const int64_t step = kv_row_bytes(dt, kFace);
-        for (int64_t k = 0; k < d / kFace; ++k) decode_bfp(b + k * step, y + k * kFace, bfp_bits(dt));
-        break;
+// The exact scalar decode of one row (the reference for the fast path).
+void kv_row_to_f32_scalar(CacheDtype dt, const unsigned char* b, int64_t d, float* y) {
+  switch (dt) {
+    case CacheDtype::Float32: std::memcpy(y, b, sizeof(float) * d); break;
+    case CacheDtype::Float16:
+      for (int64_t i = 0; i < d; ++i) y[i] = f32_from_f16(get_half(b + 2 * i));
+      break;
+    case CacheDtype::Bfloat16:
+      for (int64_t i = 0; i < d; ++i) y[i] = f32_from_bf16(get_half(b + 2 * i));
+      break;
+    case CacheDtype::Q8_0:
+      for (int64_t k = 0; k < d / kQBlock; ++k) {
+        const unsigned char* blk = b + k * (2 + kQBlock);
+        const float s = f32_from_f16(get_half(blk));
+        for (int64_t j = 0; j < kQBlock; ++j) y[k * kQBlock + j] = static_cast<int8_t>(blk[2 + j]) * s;
       }
+      break;
+    case CacheDtype::Q4_0:
+      for (int64_t k = 0; k < d / kQBlock; ++k) {
+        const unsigned char* blk = b + k * (2 + kQBlock / 2);
+        const float s = f32_from_f16(get_half(blk));
+        for (int64_t j = 0; j < kQBlock / 2; ++j) {
+          y[k * kQBlock + j] = static_cast<float>((blk[2 + j] & 15) - 8) * s;
+          y[k * kQBlock + j + 16] = static_cast<float>((blk[2 + j] >> 4) - 8) * s;
+        }
+      }
+      break;
+    case CacheDtype::Bfloat8_b:
+    case CacheDtype::Bfloat4_b: {
+      const int64_t step = kv_row_bytes(dt, kFace);
+      for (int64_t k = 0; k < d / kFace; ++k) decode_bfp(b + k * step, y + k * kFace, bfp_bits(dt));
+      break;
     }
   }
+}
+
+void kv_rows_to_f32(CacheDtype dt, const void* rows, int64_t n, int64_t d, float* dst, int64_t ld) {
+  const int64_t rb = kv_row_bytes(dt, d);
+  const unsigned char* p = static_cast<const unsigned char*>(rows);
+  if (dt == CacheDtype::Float32) {
+    for (int64_t r = 0; r < n; ++r) std::memcpy(dst + r * ld, p + r * rb, sizeof(float) * d);
+    return;
+  }
+  // The decode kernel's SIMD decoders (exact but for one case: block-float
+  // face rows whose shared exponent is at most 6 (bfloat8_b) or 2
+  // (bfloat4_b), all their values below 2^-120, which they read as zeros and
+  // tt-metal's decode does not: those face rows are decoded again here).
+  cpu::decode_widen()(dt, rows, n, d, rb, dst, ld);
+  if (dt != CacheDtype::Bfloat8_b && dt != CacheDtype::Bfloat4_b) return;
+  const int64_t step = kv_row_bytes(dt, kFace), top = bfp_bits(dt) - 1;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t k = 0; k < d / kFace; ++k) {
+      const unsigned char* f = p + r * rb + k * step;
+      if (f[0] <= top) decode_bfp(f, dst + r * ld + k * kFace, bfp_bits(dt));
+    }
 }
 
 double kv_error_unit(CacheDtype dt) {

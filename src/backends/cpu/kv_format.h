@@ -38,8 +38,13 @@ std::optional<std::string> kv_width_unsupported(CacheDtype dt, int64_t d, const 
 // src [d] floats -> dst [kv_row_bytes(dt, d)] bytes.
 void kv_encode_row(CacheDtype dt, const float* src, int64_t d, void* dst);
 // n rows of d elements stored back to back at `rows` -> dst [n, d] floats
-// at row stride ld. Exact: every format's values are floats.
+// at row stride ld. Exact: every format's values are floats. SIMD (the
+// decode kernel's decoders, widest ISA), so prefill at depth can widen
+// cache blocks for the flash kernel at memory speed.
 void kv_rows_to_f32(CacheDtype dt, const void* rows, int64_t n, int64_t d, float* dst, int64_t ld);
+// The same for one row, element by element: the definition the SIMD path is
+// tested against.
+void kv_row_to_f32_scalar(CacheDtype dt, const unsigned char* row, int64_t d, float* dst);
 // u: the largest error of one cached element as a fraction of the largest
 // magnitude in its block (its own for the one-element formats), from the
 // format's rounding: float16 2^-11, bfloat16 2^-9, q8_0 1/254 + 2^-11

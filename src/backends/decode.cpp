@@ -1,5 +1,7 @@
 #include "backends/decode.h"
 
+#include "backends/cpu/kv_format.h"
+
 #include "tensor/tensor.h"
 #include "util/checked_size.h"
 #include "util/error.h"
@@ -26,9 +28,14 @@ void check_decode_options(const AttentionSpec& spec, const DecodeOptions& opt) {
   const std::string what = "decode: KV cache of " + field("batch", opt.batch) + " x " +
                            field("positions", opt.max_tokens) + " x " + field("kv heads", spec.num_kv_heads) + " x " +
                            field("head widths", spec.head_dim + spec.head_dim_v);
+  if (auto e = kv_width_unsupported(opt.cache_dtype, spec.head_dim)) throw InputError("decode: " + *e);
+  if (auto e = kv_width_unsupported(opt.cache_dtype, spec.head_dim_v, "head_dim_v"))
+    throw InputError("decode: " + *e);
   const int64_t rows = checked_mul(opt.batch, opt.max_tokens, what);
-  const int64_t per_row = checked_mul(spec.num_kv_heads, spec.head_dim + spec.head_dim_v, what);
-  check_bytes(checked_mul(rows, per_row, what), opt.cache_dtype == CacheDtype::Bfloat16 ? 2 : 4, what);
+  const int64_t per_row = checked_mul(
+      spec.num_kv_heads, kv_row_bytes(opt.cache_dtype, spec.head_dim) + kv_row_bytes(opt.cache_dtype, spec.head_dim_v),
+      what);
+  check_fits_memory(checked_mul(rows, per_row, what), what);
 }
 
 void check_append(const AttentionSpec& spec, const DecodeOptions& opt, int64_t length, const Tensor& x) {

@@ -115,7 +115,7 @@ std::vector<Row> parse_suite(const ordered_json& j, const std::string& path) {
     if (find(o, "cache_dtype")) {
       const std::string d = as_string(o["cache_dtype"], p + ".cache_dtype");
       if (auto t = cache_dtype_from_name(d)) r.cache_dtype = *t;
-      else throw InputError(p + ".cache_dtype: expected float32 or bfloat16, found '" + printable(d) + "'");
+      else throw InputError(p + ".cache_dtype: expected one of " + cache_dtype_names() + ", found '" + printable(d) + "'");
     }
     if (find(o, "backend_options")) r.backend_options = require_object(o["backend_options"], p + ".backend_options");
     rows.push_back(r);
@@ -255,6 +255,9 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
     res.peak_mib = peak_memory_mib();
     res.timing = pr.timing;
     res.bytes_per_token = pr.bytes_per_token;
+    if (row.phase == Phase::Generate && (backend->name() != "reference" || row.cache_dtype != CacheDtype::Float32) &&
+        !decode_error_too_costly(run.spec, row.batch, row.depth, std::min(row.seq, kErrorTokens)))
+      res.cache_error = phase_error(run.spec, *backend, row, x);
   }
   tokens_per_second(res, static_cast<double>(row.batch * row.seq));
   const double sec = res.timing.median_ms / 1e3;

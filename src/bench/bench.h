@@ -85,6 +85,9 @@ struct Result {
   bool peak_per_row = true;      // false: the reset was refused; peak_mib is the process's high-water mark
   std::string timestamp;         // UTC ISO 8601, when the row started
   std::string skipped;           // why the row could not run, else empty
+  // generate rows: the cache format's error (bench/phases.h phase_error);
+  // none on the reference backend with a float32 cache (the oracle itself)
+  std::optional<DecodeError> cache_error;
   std::optional<ParallelStats> parallel;  // rows of a --parallel sweep
 };
 

@@ -60,6 +60,15 @@ std::string bytes_list(const ParallelStats& p) {
   return s;
 }
 
+// The md table's cache cell: the dtype of prefill and decode rows, and a
+// decode row's error against float64 ("q4_0: 3.1e-03 / 1.2e-02").
+std::string cache_cell(const Result& r) {
+  if (r.row.phase == Phase::Forward) return "";
+  std::string s = cache_dtype_name(r.row.cache_dtype);
+  if (r.cache_error) s += ": " + num(r.cache_error->max_abs, "%.1e") + " / " + num(r.cache_error->rel_l2, "%.1e");
+  return s;
+}
+
 bool any_parallel(const std::vector<Result>& results) {
   for (const Result& r : results)
     if (r.parallel) return true;
@@ -100,6 +109,10 @@ nlohmann::json result_json(const Result& r) {
   if (w.phase == Phase::Generate) {
     j["bytes_per_token"] = r.bytes_per_token;
     j["bandwidth_percent"] = r.bandwidth_percent;
+    if (r.cache_error) {
+      j["cache_max_abs_err"] = r.cache_error->max_abs;
+      j["cache_rel_l2_err"] = r.cache_error->rel_l2;
+    }
   } else {
     j["sgemm_percent"] = r.sgemm_percent;
   }
@@ -154,7 +167,8 @@ std::string format_csv(const std::vector<Result>& results) {
   std::string out;
   out += "variant,backend,test,batch,seq,depth,hidden,heads,kv_heads,causal,threads,first_ms,mean_ms,stddev_ms,"
          "median_ms,tokens_per_s,tokens_per_s_sd,gflops,sgemm_percent,bandwidth_percent,bytes_per_token,"
-         "sgemm_gflops,read_gbs,peak_mib,peak_scope,cache_dtype,build,cpu,simd,timestamp,backend_options,skipped";
+         "sgemm_gflops,read_gbs,peak_mib,peak_scope,cache_dtype,cache_max_abs_err,cache_rel_l2_err,build,cpu,simd,"
+         "timestamp,backend_options,skipped";
   const bool par = any_parallel(results);
   out += par ? ",mode,ranks,threads_per_rank,efficiency_percent,baseline_threads,baseline_median_ms,passes,"
                "bytes_sent_max,bytes_sent_per_rank,peak_mib_rank0,peak_mib_max\n"
@@ -174,7 +188,9 @@ std::string format_csv(const std::vector<Result>& results) {
         ok && gen ? num(r.bandwidth_percent, "%.2f") : "", ok && gen ? num(r.bytes_per_token, "%.0f") : "",
         ok ? num(r.rates.sgemm_gflops, "%.1f") : "", ok ? num(r.rates.read_gbs, "%.2f") : "",
         ok ? num(r.peak_mib, "%.1f") : "", ok ? (r.peak_per_row ? "row" : "process") : "",
-        w.phase != Phase::Forward ? cache_dtype_name(w.cache_dtype) : "", csv_field(build_commit()),
+        w.phase != Phase::Forward ? cache_dtype_name(w.cache_dtype) : "",
+        ok && r.cache_error ? num(r.cache_error->max_abs, "%.4g") : "",
+        ok && r.cache_error ? num(r.cache_error->rel_l2, "%.4g") : "", csv_field(build_commit()),
         csv_field(cpu_model()), csv_field(r.simd), r.timestamp, csv_field(w.effective_backend_options().dump()),
         csv_field(r.skipped)};
     if (par) {
@@ -214,15 +230,15 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
   out += "sgemm: " + num(sgemm_gflops, "%.1f") + " GFLOP/s (OpenBLAS, probed at start)\n\n";
   if (any_parallel(results)) return out + parallel_md(results);
   out += "| variant | backend | test | shape BxSxE/H[:Hkv] | depth | causal | threads | first ms | mean ± sd ms | "
-         "tokens/s ± sd | GFLOP/s | % peak | peak MiB |\n";
-  out += "|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n";
+         "tokens/s ± sd | GFLOP/s | % peak | peak MiB | KV cache: err max abs / rel L2 |\n";
+  out += "|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const Result& r : results) {
     const Row& w = r.row;
     std::string head = "| " + w.variant + " | " + w.backend + " | " + w.test() + " | " + shape_text(w) + " | " +
                        std::to_string(w.depth) + " | " + ((w.causal || w.phase != Phase::Forward) ? "yes" : "no") +
                        " | " + std::to_string(r.threads) + " | ";
     if (!r.skipped.empty()) {
-      out += head + "skipped: " + r.skipped + " ||||||\n";
+      out += head + "skipped: " + r.skipped + " |||||||\n";
       continue;
     }
     const Timing& t = r.timing;
@@ -232,7 +248,7 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
     out += head + num(t.first_ms, "%.3f") + " | " + num(t.mean_ms, "%.3f") + " ± " + num(t.stddev_ms, "%.3f") + " | " +
            num(r.tokens_per_s, "%.1f") + " ± " + num(r.tokens_per_s_sd, "%.1f") + " | " +
            num(t.gflops_cached(), "%.1f") + " | " + peak + " | " + num(r.peak_mib, r.peak_per_row ? "%.1f" : "%.1f*") +
-           " |\n";
+           " | " + cache_cell(r) + " |\n";
   }
   bool process_peak = false;
   for (const Result& r : results) process_peak |= r.skipped.empty() && !r.peak_per_row;

@@ -77,4 +77,21 @@ PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend&
   return pr;
 }
 
+DecodeError phase_error(const AttentionSpec& spec, Backend& backend, const Row& row, const Tensor& x) {
+  const int64_t n = std::min(row.seq, kErrorTokens), O = spec.out_dim();
+  DecodeOptions opt;
+  opt.cache_dtype = row.cache_dtype, opt.batch = row.batch, opt.max_tokens = row.depth + n;
+  std::unique_ptr<DecodeSession> session = backend.start_decode(spec, opt);
+  if (row.depth > 0) session->fill_synthetic(row.depth, 0);
+  std::vector<Tensor> steps;
+  std::vector<double> out(row.batch * n * O);
+  for (int64_t i = 0; i < n; ++i) {
+    steps.push_back(slice_rows(x, i, 1));
+    const std::vector<double> y = session->append(steps.back()).to_f64();
+    for (int64_t b = 0; b < row.batch; ++b) std::copy_n(y.begin() + b * O, O, out.begin() + (b * n + i) * O);
+  }
+  session.reset();  // its cache is freed before the reference allocates its own
+  return decode_error_vs_float64(spec, row.batch, row.depth, 0, steps, Tensor::from_f64({row.batch, n, O}, out));
+}
+
 }  // namespace mha::bench

@@ -19,6 +19,14 @@ struct PhaseRun {
 PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend& backend, const Row& row,
                    const Tensor& x, int64_t warmup, int64_t repetitions);
 
+// Tokens a generate row's cache error is measured over: the first steps of
+// x after the row's depth (synthetic, seed 0), on a fresh session, against
+// the float64 reference's decode of the same (run/decode_error.h). Two
+// steps keep the reference's scalar float64 attention to about a second at
+// depth 32768 on a Llama-3-8B layer.
+constexpr int64_t kErrorTokens = 2;
+DecodeError phase_error(const AttentionSpec& spec, Backend& backend, const Row& row, const Tensor& x);
+
 // Multiply-adds x 2 of appending `rows` tokens per batch item to a causal
 // session that holds `cached` tokens (keys seen per row: cached + i + 1,
 // capped by the spec's window).

@@ -107,9 +107,13 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
     else if (c == "0" || c == "false" || c == "no") causal.push_back(false);
     else throw InputError("--causal: expected a comma list of 0/1, found '" + printable(c) + "'");
   }
-  const std::optional<CacheDtype> cache = cache_dtype_from_name(f.kv_cache.empty() ? "float32" : f.kv_cache);
-  if (!cache)
-    throw InputError("--kv-cache: expected float32 or bfloat16, found '" + printable(f.kv_cache) + "'");
+  std::vector<CacheDtype> caches;
+  for (const std::string& c : name_list(f.kv_cache, "--kv-cache", "float32")) {
+    const std::optional<CacheDtype> t = cache_dtype_from_name(c);
+    if (!t)
+      throw InputError("--kv-cache: expected a comma list of " + cache_dtype_names() + ", found '" + printable(c) + "'");
+    caches.push_back(*t);
+  }
   // What each row times: (phase, tokens) pairs.
   std::vector<std::pair<bench::Phase, int64_t>> tests;
   if (llama) {
@@ -147,15 +151,17 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
               for (int64_t t : threads)
                 for (const auto& [phase, tokens] : tests)
                   for (int64_t d : phase == bench::Phase::Forward ? std::vector<int64_t>{0} : depths)
-                    for (bool c : phase == bench::Phase::Forward ? causal : std::vector<bool>{true}) {
-                      bench::Row r;
-                      r.variant = v, r.backend = be, r.batch = b, r.hidden = h, r.heads = n, r.kv_heads = kv;
-                      r.phase = phase, r.seq = tokens, r.depth = d, r.causal = c;
-                      r.threads = static_cast<int>(t);
-                      r.cache_dtype = *cache;
-                      r.backend_options = options;
-                      rows.push_back(r);
-                    }
+                    for (bool c : phase == bench::Phase::Forward ? causal : std::vector<bool>{true})
+                      for (CacheDtype cache : phase == bench::Phase::Forward ? std::vector<CacheDtype>{CacheDtype::Float32}
+                                                                            : caches) {
+                        bench::Row r;
+                        r.variant = v, r.backend = be, r.batch = b, r.hidden = h, r.heads = n, r.kv_heads = kv;
+                        r.phase = phase, r.seq = tokens, r.depth = d, r.causal = c;
+                        r.threads = static_cast<int>(t);
+                        r.cache_dtype = cache;
+                        r.backend_options = options;
+                        rows.push_back(r);
+                      }
             }
   return rows;
 }
@@ -267,7 +273,7 @@ void add_bench(CLI::App& app, int& exit_code) {
                   "comma list of generated tokens: a tg<N> row each (default 128 when -p or -d is given; 0: none)");
   sub->add_option("-d,--n-depth", f->n_depth, "comma list of depths: tokens in the KV cache before each row (default 0)");
   sub->add_option("-t,--threads", f->threads, "comma list of thread counts (the backend's threads option; default: its own)");
-  sub->add_option("--kv-cache", f->kv_cache, "KV cache dtype of -p/-n rows: float32 (default) or bfloat16");
+  sub->add_option("--kv-cache", f->kv_cache, "KV cache dtypes of -p/-n rows, a comma list swept like -t: float32 (default), float16, bfloat16, q8_0, q4_0, bfloat8_b, bfloat4_b");
   sub->add_option("--backend-option", f->backend_options,
                   "KEY=VALUE for the backend of swept rows, repeatable (tt-sim: dtype=bfloat8_b, threads=1)");
   sub->add_option("--suite", f->suite, "JSON array of rows {variant, backend, test (pp512, tg128), batch, seq, hidden, heads, kv_heads, depth, "

@@ -136,6 +136,14 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
                   fmt("%.3f", d.step_max_ms).c_str(), fmt("%.1f", d.tokens_per_s()).c_str(),
                   d.cache_format.c_str(), static_cast<long long>(d.cache_bytes));
     s += buf;
+    if (d.error) {
+      std::snprintf(buf, sizeof buf, "decode: KV cache %s error against a float64 decode of the same tokens: max abs %s, "
+                    "relative L2 %s\n", d.cache_format.c_str(), fmt("%.3g", d.error->max_abs).c_str(),
+                    fmt("%.3g", d.error->rel_l2).c_str());
+      s += buf;
+    } else if (!d.error_skipped.empty()) {
+      s += "decode: KV cache " + d.cache_format + " error against float64 not computed: " + d.error_skipped + "\n";
+    }
     if (d.depth > 0) {
       std::snprintf(buf, sizeof buf, "decode: after a synthetic context of %lld positions (timing only: the output is "
                     "not a causal run's)\n", static_cast<long long>(d.depth));

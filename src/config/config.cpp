@@ -160,7 +160,7 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
     if (find(d, "cache_dtype")) {
       const auto t = cache_dtype_from_name(as_string(d["cache_dtype"], "decode.cache_dtype"));
       if (t) dc.cache_dtype = *t;
-      else throw InputError("decode.cache_dtype: expected \"float32\" or \"bfloat16\", found " + json_brief(d["cache_dtype"]));
+      else throw InputError("decode.cache_dtype: expected one of " + cache_dtype_names() + ", found " + json_brief(d["cache_dtype"]));
     }
     c.decode = dc;
   }

@@ -221,6 +221,15 @@ RunReport execute_decode(const DecodeConfig& d, const AttentionSpec& spec, const
     dt.step_min_ms = *std::min_element(dt.step_ms.begin(), dt.step_ms.end());
     dt.step_max_ms = *std::max_element(dt.step_ms.begin(), dt.step_ms.end());
   }
+  if (backend.name() != "reference" || d.cache_dtype != CacheDtype::Float32) {
+    if (auto why = decode_error_too_costly(spec, B, d.depth, P + T)) {
+      dt.error_skipped = *why;
+    } else {
+      std::vector<Tensor> appends{prompt};
+      appends.insert(appends.end(), steps.begin(), steps.end());
+      dt.error = decode_error_vs_float64(spec, B, d.depth, in.dropout_seed, appends, output);
+    }
+  }
   rep.decode = dt;
   rep.result.output = std::move(output);
   rep.cache = backend.cache_stats();
@@ -240,7 +249,10 @@ nlohmann::json decode_json(const DecodeTiming& d) {
           {"step_min_ms", d.step_min_ms},
           {"step_max_ms", d.step_max_ms},
           {"tokens_per_s", d.tokens_per_s()},
-          {"cache_bytes", d.cache_bytes}};
+          {"cache_bytes", d.cache_bytes},
+          {"cache_error", d.error ? nlohmann::json{{"max_abs", d.error->max_abs}, {"rel_l2", d.error->rel_l2}}
+                          : d.error_skipped.empty() ? nlohmann::json(nullptr)
+                                                    : nlohmann::json{{"skipped", d.error_skipped}}}};
 }
 
 std::optional<std::pair<AttentionSpec, AttentionInputs>> backend_view(const PreparedRun& run, const Backend& backend) {

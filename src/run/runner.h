@@ -14,6 +14,7 @@
 #include "backends/backend.h"
 #include "compare/compare.h"
 #include "config/config.h"
+#include "run/decode_error.h"
 #include "run/timing.h"
 #include "variants/variant.h"
 
@@ -60,6 +61,11 @@ struct DecodeTiming {
   double step_median_ms = 0, step_min_ms = 0, step_max_ms = 0;
   double tokens_per_s() const { return step_median_ms > 0 ? 1000.0 / step_median_ms : 0; }
   int64_t cache_bytes = 0;  // K and V held after the last step
+  // The output of the last run against the float64 reference's decode of
+  // the same tokens (run/decode_error.h); none on the reference backend
+  // with a float32 cache, which is that run.
+  std::optional<DecodeError> error;
+  std::string error_skipped;  // why the error was not computed (decode_error_too_costly), else empty
 };
 
 struct RunRequest {

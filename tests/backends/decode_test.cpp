@@ -3,10 +3,11 @@
 //   reference, float32 cache: bitwise equal to the reference's run().
 //   cpu, float32 cache: within torch.testing's float32 tolerances of the
 //     reference's run() (atol 1e-5, rtol 1.3e-6), as the cpu run() is.
-//   bfloat16 cache (both backends): K and V carry one bfloat16 rounding
-//     (relative error <= 2^-9 each); the output is within 2^-7 * max|ref|
-//     of the exact run, and the two backends' bfloat16 decodes agree within
-//     that bound too (their rounding inputs differ in the last float bits).
+//   other caches (both backends): each cached K and V element is off by at
+//     most u times the largest magnitude of its block (kv_error_unit: 2^-9
+//     for bfloat16, ...); the output is within 4u * max|ref| of the exact
+//     run (docs/CONFIG.md), and the two backends' decodes agree within that
+//     bound too (their rounding inputs differ in the last float bits).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_decode_kernel.h"
+#include "backends/cpu/kv_format.h"
 #include "backends/reference/reference_backend.h"
 #include "backends/ttsim/ttsim_backend.h"
 #include "support/test_support.h"
@@ -79,9 +81,8 @@ Tensor decode(Backend& be, const AttentionSpec& s, const DCase& c, const Tensor&
     EXPECT_EQ(sess->length(), r0);
   }
   EXPECT_EQ(r0, L);
-  const int64_t elem = dt == CacheDtype::Bfloat16 ? 2 : 4;
   if (be.name() == "cpu") {
-    EXPECT_EQ(sess->cache_bytes(), c.B * c.Hkv * L * 2 * c.dh * elem);
+    EXPECT_EQ(sess->cache_bytes(), c.B * c.Hkv * L * 2 * kv_row_bytes(dt, c.dh));
   }
   return Tensor::from_f64({c.B, L, O}, all);
 }
@@ -112,12 +113,16 @@ void check_case(const DCase& c, uint32_t seed) {
 
   EXPECT_TRUE(test::tensors_close(decode(*cpu, spec, c, x, CacheDtype::Float32), full, 1e-5, 1.3e-6));
 
-  const double bound = std::ldexp(max_abs(full), -7);
-  const Tensor refbf = decode(*ref, spec, c, x, CacheDtype::Bfloat16);
-  const Tensor cpubf = decode(*cpu, spec, c, x, CacheDtype::Bfloat16);
-  EXPECT_TRUE(test::tensors_close(refbf, full, bound, 0));
-  EXPECT_TRUE(test::tensors_close(cpubf, full, bound, 0));
-  EXPECT_TRUE(test::tensors_close(cpubf, refbf, bound, 0));
+  for (CacheDtype dt : kAllCacheDtypes) {
+    if (dt == CacheDtype::Float32 || c.dh % cache_dtype_block(dt) != 0) continue;
+    SCOPED_TRACE(cache_dtype_name(dt));
+    const double bound = 4 * kv_error_unit(dt) * max_abs(full);
+    const Tensor refq = decode(*ref, spec, c, x, dt);
+    const Tensor cpuq = decode(*cpu, spec, c, x, dt);
+    EXPECT_TRUE(test::tensors_close(refq, full, bound, 0));
+    EXPECT_TRUE(test::tensors_close(cpuq, full, bound, 0));
+    EXPECT_TRUE(test::tensors_close(cpuq, refq, bound, 0));
+  }
 }
 
 template <class F>
@@ -145,36 +150,47 @@ TEST(Decode, GqaMqaWindowsRopeAndEdges) {
 }
 
 // Both instances of the chunk kernel (AVX2 always; AVX-512 when this CPU
-// has it) against float64 sums, float32 and bfloat16 caches.
+// has it) against float64 sums over the cache's decoded values
+// (kv_rows_to_f32), every cache format: odd widths for the one-element
+// formats (vector tails), whole blocks for the others.
 TEST(Decode, ChunkKernelsMatchFloat64) {
   std::mt19937 g(7);
   std::uniform_real_distribution<float> u(-1, 1);
-  const int64_t G = 6, dh = 37, dv = 21, j0 = 5, j1 = 70, rows = 80;
-  std::vector<float> q(G * dh), k(rows * dh), v(rows * dv);
-  for (auto* vec : {&q, &k, &v})
-    for (float& e : *vec) e = u(g);
-  std::vector<uint16_t> kb(k.size()), vb(v.size());
-  for (std::size_t i = 0; i < k.size(); ++i) kb[i] = bf16_from_f32(k[i]);
-  for (std::size_t i = 0; i < v.size(); ++i) vb[i] = bf16_from_f32(v[i]);
   __builtin_cpu_init();
   std::vector<cpu::DecodeKernel> kernels{cpu::decode_chunk_avx2};
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) kernels.push_back(cpu::decode_chunk_avx512);
   const float scale_log2 = 0.3f * 1.4426950408889634f;
-  for (bool bf : {false, true})
+  // G 8: the batched score path (four heads x a few keys, 65 keys leave a
+  // tail); G 6: the per-key path and the leftover heads.
+  for (int64_t G : {8, 6})
+  for (CacheDtype dt : kAllCacheDtypes) {
+    SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " G " + std::to_string(G));
+    const bool blocks = cache_dtype_block(dt) > 1;
+    const int64_t dh = blocks ? 64 : 37, dv = blocks ? 96 : 21, j0 = 5, j1 = 70, rows = 80;
+    std::vector<float> q(G * dh), k(rows * dh), v(rows * dv);
+    for (auto* vec : {&q, &k, &v})
+      for (float& e : *vec) e = u(g);
+    const int64_t kb = kv_row_bytes(dt, dh), vb = kv_row_bytes(dt, dv);
+    std::vector<unsigned char> kc(rows * kb), vc(rows * vb);
+    for (int64_t j = 0; j < rows; ++j) {
+      kv_encode_row(dt, k.data() + j * dh, dh, kc.data() + j * kb);
+      kv_encode_row(dt, v.data() + j * dv, dv, vc.data() + j * vb);
+    }
+    kv_rows_to_f32(dt, kc.data(), rows, dh, k.data(), dh);  // what the kernel must read
+    kv_rows_to_f32(dt, vc.data(), rows, dv, v.data(), dv);
     for (cpu::DecodeKernel kern : kernels) {
-      std::vector<float> s(G * (j1 - j0)), row(cpu::kDecodeRowScratch * dh), o(G * dv), m(G), l(G);
+      SCOPED_TRACE(cpu::decode_kernel_isa(kern));
+      std::vector<float> s(G * (j1 - j0)), o(G * dv), m(G), l(G);
       cpu::DecodeChunk c;
-      c.q = q.data(), c.k = bf ? static_cast<const void*>(kb.data()) : k.data();
-      c.v = bf ? static_cast<const void*>(vb.data()) : v.data();
-      c.bf16 = bf, c.j0 = j0, c.j1 = j1, c.G = G, c.dh = dh, c.dv = dv, c.scale_log2 = scale_log2;
-      c.s = s.data(), c.row = row.data(), c.o = o.data(), c.m = m.data(), c.l = l.data();
+      c.q = q.data(), c.k = kc.data(), c.v = vc.data(), c.dt = dt, c.kbytes = kb, c.vbytes = vb;
+      c.j0 = j0, c.j1 = j1, c.G = G, c.dh = dh, c.dv = dv, c.scale_log2 = scale_log2;
+      c.s = s.data(), c.o = o.data(), c.m = m.data(), c.l = l.data();
       kern(c);
       for (int64_t h = 0; h < G; ++h) {
         std::vector<double> sc;
         for (int64_t j = j0; j < j1; ++j) {
           double acc = 0;
-          for (int64_t d = 0; d < dh; ++d)
-            acc += double(q[h * dh + d]) * (bf ? f32_from_bf16(kb[j * dh + d]) : k[j * dh + d]);
+          for (int64_t d = 0; d < dh; ++d) acc += double(q[h * dh + d]) * k[j * dh + d];
           sc.push_back(acc * scale_log2);
         }
         const double M = *std::max_element(sc.begin(), sc.end());
@@ -184,12 +200,13 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
         for (int64_t j = j0; j < j1; ++j) {
           const double p = std::exp2(sc[j - j0] - m[h]);
           L += p;
-          for (int64_t d = 0; d < dv; ++d) ov[d] += p * (bf ? f32_from_bf16(vb[j * dv + d]) : v[j * dv + d]);
+          for (int64_t d = 0; d < dv; ++d) ov[d] += p * v[j * dv + d];
         }
         EXPECT_NEAR(l[h], L, 1e-5 * L);
         for (int64_t d = 0; d < dv; ++d) EXPECT_NEAR(o[h * dv + d], ov[d], 1e-5 * L);
       }
     }
+  }
 }
 
 TEST(Decode, UnsupportedSpecsGiveOneLine) {

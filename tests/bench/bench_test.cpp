@@ -14,6 +14,7 @@
 #include "bench/peak_memory.h"
 #include "bench/phases.h"
 #include "bench/probes.h"
+#include "run/decode_error.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -61,7 +62,9 @@ TEST(BenchFlags, BadListsAreOneLineAndExit2) {
   expect_one_line_exit2(run_mha(tiny + "-t 2,"), "-t/--threads: expected a comma list of positive integers, found ''");
   expect_one_line_exit2(run_mha(tiny + "-p 0 -n 0"), "-p/-n: every size is 0, nothing to run");
   expect_one_line_exit2(run_mha(tiny + "-p 8 --seq 8"), "--seq: not used with -p/-n/-d");
-  expect_one_line_exit2(run_mha(tiny + "-p 8 --kv-cache fp8"), "--kv-cache: expected float32 or bfloat16, found 'fp8'");
+  expect_one_line_exit2(run_mha(tiny + "-p 8 --kv-cache float32,fp8"),
+                        "--kv-cache: expected a comma list of float32, float16, bfloat16, q8_0, q4_0, bfloat8_b, bfloat4_b, found 'fp8'");
+  expect_one_line_exit2(run_mha(tiny + "-n 2 --kv-cache q4_0"), "cache_dtype q4_0 needs head widths divisible by 32, found head_dim 8");
   expect_one_line_exit2(run_mha(tiny + "-p 8 --kv-heads 3"), "--heads 2 is not a multiple of --kv-heads 3");
   expect_one_line_exit2(run_mha(tiny + "--variant ,torch_mha"), "--variant: empty item");
 }
@@ -117,6 +120,10 @@ TEST(BenchOutput, EveryRowCarriesItsMetadata) {
       if (row["phase"] == "generate") {  // the cpu backend's KV cache, end to end
         EXPECT_GT(row["bandwidth_percent"].get<double>(), 0);
         EXPECT_GT(row["bytes_per_token"].get<double>(), 4.0 * 4 * 16 * 16);  // more than q, k, v, o weights
+        // float32 cache on the cpu: float32 arithmetic against float64, not zero, well inside 1e-4
+        EXPECT_GT(row["cache_rel_l2_err"].get<double>(), 0);
+        EXPECT_LT(row["cache_rel_l2_err"].get<double>(), 1e-4);
+        EXPECT_LE(row["cache_max_abs_err"].get<double>(), 1e-4);
       } else {
         EXPECT_GT(row["sgemm_percent"].get<double>(), 0);
       }
@@ -153,6 +160,27 @@ TEST(BenchOutput, EveryRowCarriesItsMetadata) {
     EXPECT_TRUE(has_iso_field(line)) << line;
   }
   EXPECT_EQ(rows, 2);
+}
+
+// --kv-cache sweeps like -t: one tg row per dtype, each with its error
+// against float64, which grows as the format narrows.
+TEST(BenchOutput, KvCacheListSweepsDtypesWithTheirErrors) {
+  CommandResult r = run_mha("bench --no-progress --probe-mib 16 --hidden 128 --heads 4 --kv-heads 2 -r 1 --warmup 0 "
+                            "-p 0 -n 2 -d 40 -t 1 --kv-cache float32,bfloat16,q8_0,q4_0 -o jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::stringstream lines(r.out);
+  std::string line;
+  std::vector<std::pair<std::string, double>> err;
+  while (std::getline(lines, line)) {
+    const auto row = nlohmann::json::parse(line);
+    err.push_back({row["cache_dtype"], row["cache_rel_l2_err"].get<double>()});
+  }
+  ASSERT_EQ(err.size(), 4u);
+  EXPECT_EQ(err[0].first, "float32");
+  EXPECT_EQ(err[3].first, "q4_0");
+  EXPECT_LT(err[0].second, err[1].second);  // float32 < bfloat16
+  EXPECT_LT(err[2].second, err[3].second);  // q8_0 < q4_0
+  EXPECT_LT(err[3].second, 0.5);
 }
 
 TEST(BenchProbes, ReadBandwidthIsPositive) {
@@ -229,9 +257,13 @@ TEST(BenchPhases, GenerateRowsRunFreshSessionsAndCountBytesRead) {
   bench::Result res = bench::run_row(llama_row(bench::Phase::Generate, 3, 5), 1, 2, rates, counting(c));
   ASSERT_EQ(res.skipped, "");
   // One cold run, one warm-up, two timed: each a fresh session, the depth
-  // filled (not prefilled), then three single-token steps.
-  EXPECT_EQ(c.sessions, 4);
-  EXPECT_EQ(c.append_rows, (std::vector<int64_t>{-5, 1, 1, 1, -5, 1, 1, 1, -5, 1, 1, 1, -5, 1, 1, 1}));
+  // filled (not prefilled), then three single-token steps; then, untimed,
+  // the error check's own session: the depth and kErrorTokens (2) steps.
+  EXPECT_EQ(c.sessions, 5);
+  EXPECT_EQ(c.append_rows,
+            (std::vector<int64_t>{-5, 1, 1, 1, -5, 1, 1, 1, -5, 1, 1, 1, -5, 1, 1, 1, -5, 1, 1}));
+  ASSERT_TRUE(res.cache_error.has_value());
+  EXPECT_EQ(res.cache_error->rows, bench::kErrorTokens);
   EXPECT_EQ(res.timing.cached_ms.size(), 2u);
   EXPECT_EQ(res.row.test(), "tg3");
   // llama_attention 64 wide, 4 heads of 16, 2 kv heads: q, k, v, o weights
@@ -344,6 +376,30 @@ TEST(PlotScripts, DrawSmallBenchOutputAndAttentionWeights) {
                         test::shell_quote(dir.file("bad.png")));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace mha
+
+namespace mha {
+namespace {
+
+// The float64 reference behind the cache-error figures is bounded in
+// memory and work: a Llama-3-8B layer's 2 error steps at depth 32768 fit,
+// at depth 1048576 its cache does not, and a 16384- or 4096-token prompt's
+// attention (quadratic) is refused on work unless a window bounds it.
+TEST(DecodeError, ReferenceCostIsBounded) {
+  AttentionSpec s;
+  s.num_heads = 32, s.num_kv_heads = 8, s.head_dim = s.head_dim_v = 128;
+  EXPECT_FALSE(decode_error_too_costly(s, 1, 32768, bench::kErrorTokens));
+  EXPECT_EQ(decode_error_too_costly(s, 1, 1048576, 2).value_or(""),
+            "float64 reference would hold 17.2 GB of cache (limit 4.3 GB)");
+  // 2 x 32 heads x (1 + ... + 16384 keys) x 256 = 2.1992e12
+  EXPECT_EQ(decode_error_too_costly(s, 1, 0, 16384).value_or(""),
+            "float64 reference would cost 2199.2 GFLOP of attention (limit 8.0)");
+  EXPECT_TRUE(decode_error_too_costly(s, 1, 0, 4096));
+  s.window = 64;  // a sliding window bounds the keys per row: 4096 rows x <= 64 keys
+  EXPECT_FALSE(decode_error_too_costly(s, 1, 0, 4096));
 }
 
 }  // namespace

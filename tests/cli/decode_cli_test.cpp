@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "support/test_support.h"
 
 using namespace mha::test;
@@ -53,10 +55,17 @@ TEST(DecodeCli, ShippedConfigReportsPhases) {
   EXPECT_NE(r.out.find("32 steps: median"), std::string::npos) << r.out;
   // batch 1 x 2 KV heads x 96 tokens x (32 + 32) K and V values x 2 bytes
   EXPECT_NE(r.out.find("KV cache bfloat16, 24576 bytes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode: KV cache bfloat16 error against a float64 decode of the same tokens: max abs "),
+            std::string::npos) << r.out;
   auto j = run_mha("run -n 2 --json - --config " + shell_quote(source_dir() + "/configs/llama_decode.json"));
   ASSERT_EQ(j.exit_code, 0) << j.err;
   EXPECT_NE(j.out.find("\"tokens_per_s\""), std::string::npos);
   EXPECT_NE(j.out.find("\"step_median_ms\""), std::string::npos);
+  const auto err = nlohmann::json::parse(j.out)["decode"]["cache_error"];
+  // bfloat16 K and V: the output's relative error is of the order of 2^-9, far above float32's
+  EXPECT_GT(err["rel_l2"].get<double>(), 1e-5) << err;
+  EXPECT_LT(err["rel_l2"].get<double>(), 1e-2) << err;
+  EXPECT_GT(err["max_abs"].get<double>(), 0) << err;
 }
 
 // Reference with a float32 cache: bitwise the one causal run; cpu: within float32 tolerances.
@@ -107,8 +116,13 @@ TEST(DecodeCli, RefusalsAreOneLine) {
                      "decode: the input has 13 tokens, expected prompt + tokens = 4 + 8 = 12");
   expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 0, "tokens": 13})")), "decode.prompt");
   expect_input_error(run_config(dir, llama(R"(, "decode": {"tokens": 13})")), "decode.prompt: required key is missing");
-  expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9, "cache_dtype": "float16"})")),
-                     "decode.cache_dtype: expected \"float32\" or \"bfloat16\"");
+  expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9, "cache_dtype": "q8_1"})")),
+                     "decode.cache_dtype: expected one of float32, float16, bfloat16, q8_0, q4_0, bfloat8_b, bfloat4_b");
+  // head_dim 8: no whole block of 32 (q4_0) or 16 (bfloat8_b) per row.
+  expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9, "cache_dtype": "q4_0"})", "cpu")),
+                     "decode: cache_dtype q4_0 needs head widths divisible by 32, found head_dim 8");
+  expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9, "cache_dtype": "bfloat8_b"})")),
+                     "decode: cache_dtype bfloat8_b needs head widths divisible by 16, found head_dim 8");
   expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9, "steps": 1})")),
                      "decode.steps: unknown key");
   expect_input_error(run_config(dir, llama(R"(, "decode": {"prompt": 4, "tokens": 9})", "tt-sim")),

@@ -35,7 +35,9 @@ class CpuBackend : public Backend {
  public:
   // Creating the backend also gives each thread its OpenBLAS buffer
   // (cpu_gemm.h): a per-process cost, kept out of every plan's first run.
-  explicit CpuBackend(int threads) : threads_(threads), pool_(threads) { cpu::warm_blas_buffers(pool_); }
+  CpuBackend(int threads, cpu::DecodeKernel decode) : threads_(threads), decode_(decode), pool_(threads) {
+    cpu::warm_blas_buffers(pool_);
+  }
 
   std::string name() const override { return "cpu"; }
   CacheStats cache_stats() const override { return stats_; }
@@ -49,8 +51,8 @@ class CpuBackend : public Backend {
             {"block_keys", cpu::kBc},
             {"heads_per_task", cpu::kHeadsPerTask},
             {"flash_simd", cpu::flash_kernel_isa()},
-            {"decode_simd", cpu::decode_kernel_isa()},
-            {"simd", std::string("flash ") + cpu::flash_kernel_isa() + ", decode " + cpu::decode_kernel_isa() + ", OpenBLAS " +
+            {"decode_simd", cpu::decode_kernel_isa(decode_)},
+            {"simd", std::string("flash ") + cpu::flash_kernel_isa() + ", decode " + cpu::decode_kernel_isa(decode_) + ", OpenBLAS " +
                          openblas_get_corename()}};
   }
 
@@ -60,7 +62,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt) override {
     if (decode_unsupported(spec)) return Backend::start_decode(spec, opt);  // throws the reason
     check_decode_options(spec, opt);
-    return cpu::make_cpu_decode(spec, opt, pool_);
+    return cpu::make_cpu_decode(spec, opt, pool_, decode_);
   }
 
   // The packed projection of run_flash (pack_linear, linear), on the pool.
@@ -152,6 +154,7 @@ class CpuBackend : public Backend {
 
  private:
   int threads_;
+  cpu::DecodeKernel decode_;  // the decode chunk kernel: the widest, unless "decode_kernels" forces AVX2
   cpu::ThreadPool pool_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   std::vector<cpu::FlashScratch> scratch_;  // attend_partial's, per thread
@@ -163,6 +166,7 @@ class CpuBackend : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options, const std::string& json_path) {
   int threads = static_cast<int>(std::thread::hardware_concurrency());
+  cpu::DecodeKernel decode = cpu::decode_kernel();
   if (threads < 1) threads = 1;
   if (!options.is_null() && !options.is_object())
     throw InputError(json_path + ": expected an object of cpu backend options, found " + options.dump());
@@ -173,11 +177,18 @@ std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options,
         if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024)
           throw InputError(json_path + ".threads: expected an integer from 1 to 1024, found " + v.dump());
         threads = static_cast<int>(v.get<int64_t>());
+      } else if (it.key() == "decode_kernels") {
+        // "avx2" forces the AVX2 decode kernel on an AVX-512 machine (to
+        // measure what AVX2-only machines get); "auto": the widest.
+        const auto& v = it.value();
+        if (v == "avx2") decode = cpu::decode_chunk_avx2;
+        else if (v != "auto")
+          throw InputError(json_path + ".decode_kernels: expected \"auto\" or \"avx2\", found " + v.dump());
       } else {
-        throw InputError(json_path + "." + it.key() + ": unknown key for backend 'cpu' (expected: threads)");
+        throw InputError(json_path + "." + it.key() + ": unknown key for backend 'cpu' (expected: threads, decode_kernels)");
       }
     }
-  return std::make_unique<CpuBackend>(threads);
+  return std::make_unique<CpuBackend>(threads, decode);
 }
 
 }  // namespace mha

@@ -3,9 +3,9 @@
 //     (one row: a GEMV split over output columns across the pool, since it
 //      only streams the weights once; more rows: the pool's sgemm)
 //   rope at positions len .. len+n-1 on q and k (model/rope.h)
-//   k, v -> cache [B, Hkv, max_tokens, d] (float32, or bfloat16 rounded to
-//      nearest even; the float32 copies are rounded the same way so every
-//      query attends to the values the cache holds)
+//   k, v -> cache [B, Hkv, max_tokens] rows of d elements in the session's
+//      cache_dtype (kv_format.h); the float32 copies are rounded through the
+//      format too, so every query attends to the values the cache holds
 //   attention -> context [B*n, H*dv]:
 //     first append of several rows (the prompt): the flash kernel
 //       (cpu_flash.h) on the projected rows themselves, O(n*d) memory;
@@ -28,9 +28,9 @@
 #include "backends/cpu/cpu_flash.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_projection.h"
+#include "backends/cpu/kv_format.h"
 #include "model/mask.h"
 #include "model/rope.h"
-#include "tensor/half.h"
 #include "util/huge_pages.h"
 
 namespace mha::cpu {
@@ -68,26 +68,22 @@ struct ChunkTask {
 
 class CpuDecode : public DecodeSession {
  public:
-  CpuDecode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool)
-      : spec_(spec), opt_(opt), pool_(pool), rule_(spec), kernel_(decode_kernel()),
-        qkv_(pack_stacked({&spec.q, &spec.k, &spec.v})) {
+  CpuDecode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool, DecodeKernel kernel)
+      : spec_(spec), opt_(opt), pool_(pool), rule_(spec), kernel_(kernel),
+        qkv_(pack_stacked({&spec.q, &spec.k, &spec.v})), kbytes_(kv_row_bytes(opt.cache_dtype, spec.head_dim)),
+        vbytes_(kv_row_bytes(opt.cache_dtype, spec.head_dim_v)) {
     if (spec.out) out_ = pack_linear(*spec.out);
-    const int64_t kn = opt.batch * spec.num_kv_heads * opt.max_tokens * spec.head_dim;
-    const int64_t vn = opt.batch * spec.num_kv_heads * opt.max_tokens * spec.head_dim_v;
+    const int64_t rows = opt.batch * spec.num_kv_heads * opt.max_tokens;
     // Allocated once, uninitialised: pages are touched as rows are appended.
-    const std::size_t elem = bf16() ? sizeof(uint16_t) : sizeof(float);
-    k_.reset(new unsigned char[kn * elem]);
-    v_.reset(new unsigned char[vn * elem]);
-    advise_huge_pages(k_.get(), kn * elem);
-    advise_huge_pages(v_.get(), vn * elem);
+    k_.reset(new unsigned char[rows * kbytes_]);
+    v_.reset(new unsigned char[rows * vbytes_]);
+    advise_huge_pages(k_.get(), rows * kbytes_);
+    advise_huge_pages(v_.get(), rows * vbytes_);
     scratch_.resize(pool.size());
   }
 
   int64_t length() const override { return len_; }
-  int64_t cache_bytes() const override {
-    return opt_.batch * spec_.num_kv_heads * len_ * (spec_.head_dim + spec_.head_dim_v) *
-           static_cast<int64_t>(bf16() ? sizeof(uint16_t) : sizeof(float));
-  }
+  int64_t cache_bytes() const override { return opt_.batch * spec_.num_kv_heads * len_ * (kbytes_ + vbytes_); }
 
   Tensor append(const Tensor& x_in) override {
     check_append(spec_, opt_, len_, x_in);
@@ -129,31 +125,21 @@ class CpuDecode : public DecodeSession {
     check_fill(opt_, len_, n);
     const int64_t T = opt_.max_tokens, dh = spec_.head_dim, dv = spec_.head_dim_v;
     pool_.parallel_for(opt_.batch * spec_.num_kv_heads, [&](int64_t bg, int) {
+      std::vector<float> row(std::max(dh, dv));
       for (int64_t j = len_; j < len_ + n; ++j) {
-        for (int64_t d = 0; d < dh; ++d) {
-          const int64_t i = (bg * T + j) * dh + d;
-          put(k_.get(), i, synthetic_value(seed, 2 * i));
-        }
-        for (int64_t d = 0; d < dv; ++d) {
-          const int64_t i = (bg * T + j) * dv + d;
-          put(v_.get(), i, synthetic_value(seed, 2 * i + 1));
-        }
+        for (int64_t d = 0; d < dh; ++d) row[d] = synthetic_value(seed, 2 * ((bg * T + j) * dh + d));
+        kv_encode_row(opt_.cache_dtype, row.data(), dh, k_.get() + (bg * T + j) * kbytes_);
+        for (int64_t d = 0; d < dv; ++d) row[d] = synthetic_value(seed, 2 * ((bg * T + j) * dv + d) + 1);
+        kv_encode_row(opt_.cache_dtype, row.data(), dv, v_.get() + (bg * T + j) * vbytes_);
       }
     });
     len_ += n;
   }
 
  private:
-  void put(unsigned char* base, int64_t i, float x) const {
-    if (bf16())
-      reinterpret_cast<uint16_t*>(base)[i] = bf16_from_f32(x);
-    else
-      reinterpret_cast<float*>(base)[i] = x;
-  }
-
-  bool bf16() const { return opt_.cache_dtype == CacheDtype::Bfloat16; }
-
-  // Rows len_ .. len_+n-1 of k and v (columns Eq.. of proj_) into the cache.
+  // Rows len_ .. len_+n-1 of k and v (columns Eq.. of proj_) into the
+  // cache, and the cached values back into proj_ (what the prompt's flash
+  // pass and later rows of this append attend to).
   void store_kv(int64_t n) {
     const int64_t B = opt_.batch, T = opt_.max_tokens, H = spec_.num_heads, Hkv = spec_.num_kv_heads;
     const int64_t dh = spec_.head_dim, dv = spec_.head_dim_v, E = qkv_.out, Eq = H * dh, Ek = Hkv * dh;
@@ -163,15 +149,14 @@ class CpuDecode : public DecodeSession {
       for (int64_t g = 0; g < Hkv; ++g) {
         float* kp = p + Eq + g * dh;
         float* vp = p + Eq + Ek + g * dv;
-        const int64_t kofs = ((b * Hkv + g) * T + len_ + r) * dh, vofs = ((b * Hkv + g) * T + len_ + r) * dv;
-        if (bf16()) {
-          uint16_t* kc = reinterpret_cast<uint16_t*>(k_.get()) + kofs;
-          uint16_t* vc = reinterpret_cast<uint16_t*>(v_.get()) + vofs;
-          for (int64_t d = 0; d < dh; ++d) kp[d] = f32_from_bf16(kc[d] = bf16_from_f32(kp[d]));
-          for (int64_t d = 0; d < dv; ++d) vp[d] = f32_from_bf16(vc[d] = bf16_from_f32(vp[d]));
-        } else {
-          std::memcpy(reinterpret_cast<float*>(k_.get()) + kofs, kp, sizeof(float) * dh);
-          std::memcpy(reinterpret_cast<float*>(v_.get()) + vofs, vp, sizeof(float) * dv);
+        const int64_t slot = (b * Hkv + g) * T + len_ + r;
+        unsigned char* kc = k_.get() + slot * kbytes_;
+        unsigned char* vc = v_.get() + slot * vbytes_;
+        kv_encode_row(opt_.cache_dtype, kp, dh, kc);
+        kv_encode_row(opt_.cache_dtype, vp, dv, vc);
+        if (opt_.cache_dtype != CacheDtype::Float32) {
+          kv_rows_to_f32(opt_.cache_dtype, kc, 1, dh, kp, dh);
+          kv_rows_to_f32(opt_.cache_dtype, vc, 1, dv, vp, dv);
         }
       }
     });
@@ -223,21 +208,19 @@ class CpuDecode : public DecodeSession {
     row_first_.back() = static_cast<int64_t>(tasks_.size());
     const int64_t per = G * (dv + 2);  // one partial: o [G, dv], m [G], l [G]
     partial_.resize(tasks_.size() * per);
-    const std::size_t elem = bf16() ? sizeof(uint16_t) : sizeof(float);
     const float scale_log2 = static_cast<float>(spec_.scale) * kLog2e;
     pool_.parallel_for(static_cast<int64_t>(tasks_.size()), [&](int64_t i, int thread) {
       const ChunkTask& t = tasks_[i];
       Scratch& s = scratch_[thread];
       s.s.resize(std::max<std::size_t>(s.s.size(), G * (t.j1 - t.j0)));
-      s.row.resize(kDecodeRowScratch * std::max(dh, dv));
       float* part = partial_.data() + t.slot * per;
       DecodeChunk c;
       c.q = proj_.data() + (t.b * n + t.r) * E + t.g * G * dh;
-      c.k = k_.get() + (t.b * Hkv + t.g) * T * dh * elem;
-      c.v = v_.get() + (t.b * Hkv + t.g) * T * dv * elem;
-      c.bf16 = bf16();
+      c.k = k_.get() + (t.b * Hkv + t.g) * T * kbytes_;
+      c.v = v_.get() + (t.b * Hkv + t.g) * T * vbytes_;
+      c.dt = opt_.cache_dtype, c.kbytes = kbytes_, c.vbytes = vbytes_;
       c.j0 = t.j0, c.j1 = t.j1, c.G = G, c.dh = dh, c.dv = dv, c.scale_log2 = scale_log2;
-      c.s = s.s.data(), c.row = s.row.data();
+      c.s = s.s.data();
       c.o = part, c.m = part + G * dv, c.l = part + G * dv + G;
       kernel_(c);
     });
@@ -262,7 +245,7 @@ class CpuDecode : public DecodeSession {
   }
 
   struct Scratch {
-    std::vector<float> s, row;
+    std::vector<float> s;
   };
 
   AttentionSpec spec_;  // Tensors share their bytes: a cheap copy
@@ -272,7 +255,8 @@ class CpuDecode : public DecodeSession {
   DecodeKernel kernel_;
   PackedLinear qkv_;
   std::optional<PackedLinear> out_;
-  std::unique_ptr<unsigned char[]> k_, v_;  // [B, Hkv, max_tokens, d] float or bfloat16
+  int64_t kbytes_, vbytes_;                 // one cached K / V row (kv_row_bytes)
+  std::unique_ptr<unsigned char[]> k_, v_;  // [B, Hkv, max_tokens] rows of kbytes_ / vbytes_
   int64_t len_ = 0;
   // Per-append workspaces, kept between appends so steps allocate nothing.
   std::vector<float> proj_, ctx_, partial_;
@@ -284,8 +268,9 @@ class CpuDecode : public DecodeSession {
 
 }  // namespace
 
-std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool) {
-  return std::make_unique<CpuDecode>(spec, opt, pool);
+std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool,
+                                               DecodeKernel kernel) {
+  return std::make_unique<CpuDecode>(spec, opt, pool, kernel);
 }
 
 }  // namespace mha::cpu

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/cpu_simd.h"
@@ -18,6 +19,39 @@ struct V {
   static F load_bf16(const uint16_t* p) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static F load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static float half(uint16_t h) { return _cvtsh_ss(h); }
+  // Eight int8 values times s.
+  static F q8(const int8_t* p, F s) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))), s);
+  }
+  // Eight bytes zero-extended to 32-bit lanes, and their low or high
+  // nibbles as (nibble - 8) * s (q4_0's values).
+  using I = __m256i;
+  static I bytes(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static F nib_lo(I b, F s) {
+    const __m256i x = _mm256_sub_epi32(_mm256_and_si256(b, _mm256_set1_epi32(15)), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(x), s);
+  }
+  static F nib_hi(I b, F s) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 4), _mm256_set1_epi32(8))), s);
+  }
+  // Eight sign-magnitude codes (sign at bit `bits`) times s.
+  static F smag(__m256i code, int bits, F s) {
+    const __m256i mag = _mm256_and_si256(code, _mm256_set1_epi32((1 << bits) - 1));
+    const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(code, bits), 31);
+    return _mm256_or_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(mag), s), _mm256_castsi256_ps(sign));
+  }
+  static F bfp8(const uint8_t* p, F s) {
+    return smag(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 7, s);
+  }
+  // Elements off .. off+7 (off 0 or 8) of a bfloat4_b face row whose eight
+  // bytes hold codes i (low nibble) and i + 8 (high).
+  static F bfp4(const uint8_t* p, int64_t off, F s) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i code = _mm256_and_si256(_mm256_srl_epi32(b, _mm_cvtsi32_si128(off ? 4 : 0)), _mm256_set1_epi32(15));
+    return smag(code, 3, s);
   }
   static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
   static F set1(float x) { return _mm256_set1_ps(x); }
@@ -38,6 +72,25 @@ struct V {
     const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
     _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
   }
+  // Keys per score batch: 4 heads x 2 keys = 8 accumulators (of 16 registers).
+  static constexpr int KB = 2;
+  // a[h][k] (4 heads x 2 keys) -> s[h * ld + k] = scale * sum(a[h][k]): one
+  // transposing reduction for the 8 sums instead of a hsum per key and head.
+  static void store_scores(const F a[4][2], float scale, float* s, int64_t ld) {
+    __m256d t[4];
+    for (int h = 0; h < 4; ++h)
+      t[h] = _mm256_castps_pd(_mm256_add_ps(_mm256_unpacklo_ps(a[h][0], a[h][1]), _mm256_unpackhi_ps(a[h][0], a[h][1])));
+    // per 128-bit lane: [h0 k0, h0 k1, h1 k0, h1 k1] and the same for h2, h3
+    const __m256 v01 = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(t[0], t[1])), _mm256_castpd_ps(_mm256_unpackhi_pd(t[0], t[1])));
+    const __m256 v23 = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(t[2], t[3])), _mm256_castpd_ps(_mm256_unpackhi_pd(t[2], t[3])));
+    const __m256 r = _mm256_mul_ps(_mm256_add_ps(_mm256_permute2f128_ps(v01, v23, 0x20), _mm256_permute2f128_ps(v01, v23, 0x31)),
+                                   _mm256_set1_ps(scale));
+    const __m128 lo = _mm256_castps256_ps128(r), hi = _mm256_extractf128_ps(r, 1);
+    _mm_storel_pi(reinterpret_cast<__m64*>(s), lo);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(s + ld), lo);
+    _mm_storel_pi(reinterpret_cast<__m64*>(s + 2 * ld), hi);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(s + 3 * ld), hi);
+  }
   static float hmax(F x) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -53,6 +106,9 @@ struct V {
 }  // namespace decode_avx2
 
 void decode_chunk_avx2(const DecodeChunk& c) { decode_avx2::chunk(c); }
+void decode_widen_avx2(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld) {
+  decode_avx2::widen(dt, rows, n, d, rb, dst, ld);
+}
 
 namespace {
 bool cpu_has_avx512() {
@@ -65,6 +121,10 @@ DecodeKernel decode_kernel() {
   static const bool avx512 = cpu_has_avx512();
   return avx512 ? decode_chunk_avx512 : decode_chunk_avx2;
 }
-const char* decode_kernel_isa() { return decode_kernel() == decode_chunk_avx512 ? "avx512" : "avx2"; }
+DecodeWiden decode_widen() {
+  static const bool avx512 = cpu_has_avx512();
+  return avx512 ? decode_widen_avx512 : decode_widen_avx2;
+}
+const char* decode_kernel_isa(DecodeKernel k) { return k == decode_chunk_avx512 ? "avx512" : "avx2"; }
 
 }  // namespace mha::cpu

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/cpu_simd_avx512.h"
@@ -23,6 +24,40 @@ struct V {
   static F load_bf16(const uint16_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static F load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static float half(uint16_t h) { return _cvtsh_ss(h); }
+  // Sixteen int8 values times s.
+  static F q8(const int8_t* p, F s) {
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))), s);
+  }
+  // Sixteen bytes zero-extended to 32-bit lanes, and their low or high
+  // nibbles as (nibble - 8) * s (q4_0's values): a table lookup of the
+  // nibble's float (nibble - 8), then the scale.
+  using I = __m512i;
+  static I bytes(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F q4_table() { return _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8); }
+  static F nib_lo(I b, F s) { return _mm512_mul_ps(_mm512_permutexvar_ps(b, q4_table()), s); }  // uses index bits 0-3
+  static F nib_hi(I b, F s) { return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), q4_table()), s); }
+  // Sixteen sign-magnitude codes (sign at bit `bits`) times s.
+  static F smag(__m512i code, int bits, F s) {
+    const __m512i mag = _mm512_and_si512(code, _mm512_set1_epi32((1 << bits) - 1));
+    const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(code, bits), 31);
+    return _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(mag), s)), sign));
+  }
+  static F bfp8(const uint8_t* p, F s) {
+    return smag(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 7, s);
+  }
+  // A whole bfloat4_b face row (off is 0): eight bytes hold codes i (low
+  // nibble) and i + 8 (high); lanes 0-7 take the low nibbles, 8-15 the high.
+  static F bfp4(const uint8_t* p, int64_t, F s) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m512i w = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(b, b));
+    const __m512i sh = _mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0);
+    // code (sign above 3 magnitude bits) -> its value in units of the scale, by table
+    const F t = _mm512_set_ps(-7, -6, -5, -4, -3, -2, -1, -0.0f, 7, 6, 5, 4, 3, 2, 1, 0);
+    return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), t), s);
   }
   static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
   static F set1(float x) { return _mm512_set1_ps(x); }
@@ -41,6 +76,29 @@ struct V {
     const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(fold(a0), fold(a1)), _mm256_hadd_ps(fold(a2), fold(a3)));
     _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
   }
+  // Keys per score batch: 4 heads x 4 keys = 16 accumulators.
+  static constexpr int KB = 4;
+  // a[h][k] (4 heads x 4 keys) -> s[h * ld + k] = scale * sum(a[h][k]): one
+  // transposing reduction for the 16 sums (unpack within 128-bit lanes, then
+  // across them) instead of a horizontal sum per key and head.
+  static void store_scores(const F a[4][4], float scale, float* s, int64_t ld) {
+    F u[4];
+    for (int h = 0; h < 4; ++h) {
+      const F t0 = _mm512_add_ps(_mm512_unpacklo_ps(a[h][0], a[h][1]), _mm512_unpackhi_ps(a[h][0], a[h][1]));
+      const F t1 = _mm512_add_ps(_mm512_unpacklo_ps(a[h][2], a[h][3]), _mm512_unpackhi_ps(a[h][2], a[h][3]));
+      const __m512d d0 = _mm512_castps_pd(t0), d1 = _mm512_castps_pd(t1);
+      u[h] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(d0, d1)), _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d1)));
+    }
+    auto pair = [](F x, F y) {
+      return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+    };
+    const F r = _mm512_mul_ps(pair(pair(u[0], u[1]), pair(u[2], u[3])), _mm512_set1_ps(scale));
+    _mm_storeu_ps(s, _mm512_castps512_ps128(r));
+    _mm_storeu_ps(s + ld, _mm512_extractf32x4_ps(r, 1));
+    _mm_storeu_ps(s + 2 * ld, _mm512_extractf32x4_ps(r, 2));
+    _mm_storeu_ps(s + 3 * ld, _mm512_extractf32x4_ps(r, 3));
+  }
   static float hmax(F x) { return _mm512_reduce_max_ps(x); }
   // 2^x for x <= 0: the AVX2 kernel's fit on 16 lanes.
   static F exp2(F x) { return avx512::exp2_ps(x); }
@@ -51,5 +109,8 @@ struct V {
 }  // namespace decode_avx512
 
 void decode_chunk_avx512(const DecodeChunk& c) { decode_avx512::chunk(c); }
+void decode_widen_avx512(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld) {
+  decode_avx512::widen(dt, rows, n, d, rb, dst, ld);
+}
 
 }  // namespace mha::cpu

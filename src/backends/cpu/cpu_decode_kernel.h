@@ -4,33 +4,42 @@
 // (m, l, o) that cpu_decode.cpp merges across chunks. The same source
 // (cpu_decode_kernel.inc) is compiled twice, for AVX2+FMA and for AVX-512
 // (cpu_decode_avx512.cpp alone gets those flags); decode_kernel() picks one
-// from the CPU at run time, so the binary runs on any AVX2+FMA machine.
+// from the CPU at run time, so the binary runs on any AVX2+FMA(+F16C)
+// machine. Every cache format is read in place: each vector of a cached row
+// is decoded in registers as it is used, never widened into a copy.
 #include <cstdint>
+
+#include "model/cache_dtype.h"
 
 namespace mha::cpu {
 
 struct DecodeChunk {
   const float* q = nullptr;   // [G, dh] the group's query rows (rotated), contiguous
-  const void* k = nullptr;    // [*, dh] this KV head's cache rows, float or bfloat16 bits
-  const void* v = nullptr;    // [*, dv]
-  bool bf16 = false;          // k and v hold bfloat16 (uint16) rather than float
+  const void* k = nullptr;    // this KV head's cache rows of dh elements, kbytes apart
+  const void* v = nullptr;    // ... of dv elements, vbytes apart
+  CacheDtype dt = CacheDtype::Float32;  // their format (backends/cpu/kv_format.h)
+  int64_t kbytes = 0, vbytes = 0;       // kv_row_bytes(dt, dh), kv_row_bytes(dt, dv)
   int64_t j0 = 0, j1 = 0;     // keys of the chunk
   int64_t G = 1, dh = 1, dv = 1;
   float scale_log2 = 1.0f;    // scale * log2(e): scores in log2 units, for exp2
   float* s = nullptr;         // scratch [G, j1 - j0]
-  float* row = nullptr;       // scratch [kDecodeRowScratch * max(dh, dv)]: widened bfloat16 rows
   float* o = nullptr;         // out [G, dv]: sum_j 2^(s_j - m) v_j
   float* m = nullptr;         // out [G]: max score (log2 units)
   float* l = nullptr;         // out [G]: sum_j 2^(s_j - m)
 };
 
-constexpr int64_t kDecodeRowScratch = 32;  // rows of `row`: the kernel's value block
-
 using DecodeKernel = void (*)(const DecodeChunk&);
 void decode_chunk_avx2(const DecodeChunk& c);
 void decode_chunk_avx512(const DecodeChunk& c);
-// The widest kernel this CPU runs, and its name ("avx512" or "avx2").
+// n cached rows of d elements (rb bytes apart) widened to dst [n, d] at
+// stride ld with the kernel's decoders; kv_rows_to_f32 (kv_format.h) calls
+// the widest and makes the result exact where they are not.
+using DecodeWiden = void (*)(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld);
+void decode_widen_avx2(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld);
+void decode_widen_avx512(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld);
+DecodeWiden decode_widen();
+// The widest kernel this CPU runs, and a kernel's name ("avx512" or "avx2").
 DecodeKernel decode_kernel();
-const char* decode_kernel_isa();
+const char* decode_kernel_isa(DecodeKernel k = decode_kernel());
 
 }  // namespace mha::cpu

@@ -9,7 +9,7 @@
 #include "model/heads.h"
 #include "model/mask.h"
 #include "model/rope.h"
-#include "tensor/half.h"
+#include "backends/cpu/kv_format.h"
 
 namespace mha {
 
@@ -36,9 +36,11 @@ Vec project(const Vec& x, int64_t n, const Projection& p) {
 // below float64), so that prefill + steps equal one causal run() over the
 // same tokens bit for bit: each row is projected and rotated by the same
 // code, and the attention of a row over its visible keys is run()'s loop
-// without the masked keys, whose weights are exact zeros there. A bfloat16
-// cache rounds each value to float32 and then to bfloat16 when appended,
-// as a float32 model's `k.to(torch.bfloat16)` does.
+// without the masked keys, whose weights are exact zeros there. Any other
+// cache_dtype rounds each row to float32 and then through the format
+// (backends/cpu/kv_format.h, the cpu session's bits) when appended, as a
+// float32 model's `k.to(torch.bfloat16)` does; attention then runs in
+// float64 on the decoded values.
 class ReferenceDecode : public DecodeSession {
  public:
   ReferenceDecode(const AttentionSpec& spec, const DecodeOptions& opt)
@@ -58,12 +60,14 @@ class ReferenceDecode : public DecodeSession {
       for (int64_t j = len_; j < len_ + n; ++j) {
         for (int64_t d = 0; d < dh; ++d) {
           const int64_t i = (bg * T + j) * dh + d;
-          K_[i] = stored(synthetic_value(seed, 2 * i));
+          K_[i] = synthetic_value(seed, 2 * i);
         }
         for (int64_t d = 0; d < dv; ++d) {
           const int64_t i = (bg * T + j) * dv + d;
-          V_[i] = stored(synthetic_value(seed, 2 * i + 1));
+          V_[i] = synthetic_value(seed, 2 * i + 1);
         }
+        round_row(K_.data() + (bg * T + j) * dh, dh);
+        round_row(V_.data() + (bg * T + j) * dv, dv);
       }
     len_ += n;
   }
@@ -84,10 +88,12 @@ class ReferenceDecode : public DecodeSession {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t r = 0; r < n; ++r)
         for (int64_t g = 0; g < Hkv; ++g) {
-          for (int64_t d = 0; d < dh; ++d)
-            K_[((b * Hkv + g) * T + len_ + r) * dh + d] = stored(k[(b * n + r) * Hkv * dh + g * dh + d]);
-          for (int64_t d = 0; d < dv; ++d)
-            V_[((b * Hkv + g) * T + len_ + r) * dv + d] = stored(v[(b * n + r) * Hkv * dv + g * dv + d]);
+          double* kr = K_.data() + ((b * Hkv + g) * T + len_ + r) * dh;
+          double* vr = V_.data() + ((b * Hkv + g) * T + len_ + r) * dv;
+          std::copy_n(k.data() + (b * n + r) * Hkv * dh + g * dh, dh, kr);
+          std::copy_n(v.data() + (b * n + r) * Hkv * dv + g * dv, dv, vr);
+          round_row(kr, dh);
+          round_row(vr, dv);
         }
     Vec ctx(B * n * H * dv), w;
     for (int64_t b = 0; b < B; ++b)
@@ -121,8 +127,12 @@ class ReferenceDecode : public DecodeSession {
   }
 
  private:
-  double stored(double x) const {
-    return opt_.cache_dtype == CacheDtype::Bfloat16 ? static_cast<double>(round_bf16(static_cast<float>(x))) : x;
+  // A cached row of d values as the cache holds it (float32: unchanged).
+  void round_row(double* x, int64_t d) const {
+    if (opt_.cache_dtype == CacheDtype::Float32) return;
+    std::vector<float> f(x, x + d);
+    kv_round_row(opt_.cache_dtype, f.data(), d);
+    std::copy(f.begin(), f.end(), x);
   }
 
   AttentionSpec spec_;  // Tensors share their bytes: a cheap copy

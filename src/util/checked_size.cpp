@@ -32,6 +32,14 @@ int64_t physical_memory_bytes() {
   return static_cast<int64_t>(pages) * page;
 }
 
+int64_t check_fits_memory(int64_t bytes, const std::string& what) {
+  const int64_t phys = physical_memory_bytes();
+  if (bytes > phys)
+    throw InputError(what + ": " + std::to_string(bytes) + " bytes exceed this machine's " + std::to_string(phys) +
+                     " bytes of memory");
+  return bytes;
+}
+
 int64_t check_bytes(int64_t elements, int64_t element_bytes, const std::string& what) {
   const int64_t bytes = checked_mul(elements, element_bytes, what + " (" + std::to_string(elements) + " elements of " +
                                                                   std::to_string(element_bytes) + " bytes)");

@@ -27,5 +27,7 @@ int64_t physical_memory_bytes();
 // machine's physical memory: InputError("WHAT: N bytes (E elements of B
 // bytes) exceed this machine's M bytes of memory") otherwise. Returns the bytes.
 int64_t check_bytes(int64_t elements, int64_t element_bytes, const std::string& what);
+// The same for a total already in bytes.
+int64_t check_fits_memory(int64_t bytes, const std::string& what);
 
 }  // namespace mha

@@ -35,7 +35,9 @@ class CpuBackend : public Backend {
  public:
   // Creating the backend also gives each thread its OpenBLAS buffer
   // (cpu_gemm.h): a per-process cost, kept out of every plan's first run.
-  explicit CpuBackend(int threads) : threads_(threads), pool_(threads) { cpu::warm_blas_buffers(pool_); }
+  CpuBackend(int threads, cpu::FlashIsa isa) : threads_(threads), isa_(isa), pool_(threads) {
+    cpu::warm_blas_buffers(pool_);
+  }
 
   std::string name() const override { return "cpu"; }
   CacheStats cache_stats() const override { return stats_; }
@@ -48,9 +50,9 @@ class CpuBackend : public Backend {
             {"block_queries", cpu::kBr},
             {"block_keys", cpu::kBc},
             {"heads_per_task", cpu::kHeadsPerTask},
-            {"flash_simd", cpu::flash_kernel_isa()},
-            {"decode_simd", cpu::decode_kernel_isa()},
-            {"simd", std::string("flash ") + cpu::flash_kernel_isa() + ", decode " + cpu::decode_kernel_isa() + ", OpenBLAS " +
+            {"flash_simd", flash_isa()},
+            {"decode_simd", decode_isa()},
+            {"simd", std::string("flash ") + flash_isa() + ", decode " + decode_isa() + ", OpenBLAS " +
                          openblas_get_corename()}};
   }
 
@@ -60,7 +62,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt) override {
     if (decode_unsupported(spec)) return Backend::start_decode(spec, opt);  // throws the reason
     check_decode_options(spec, opt);
-    return cpu::make_cpu_decode(spec, opt, pool_);
+    return cpu::make_cpu_decode(spec, opt, pool_, isa_);
   }
 
   // The packed projection of run_flash (pack_linear, linear), on the pool.
@@ -85,6 +87,7 @@ class CpuBackend : public Backend {
     a.v = static_cast<const float*>(kv.v), a.ldv = G * a.dv;
     a.scale = static_cast<float>(spec.scale);
     a.rule = MaskRule(spec);
+    a.isa = isa_;
     a.q_pos0 = qb.pos0, a.k_pos0 = kv.pos0;
     a.ctx = st.acc.data<float>() + qb.row0 * H * a.dv, a.ldc = H * a.dv;
     a.state_m = st.m.data<float>() + qb.row0 * H, a.state_l = st.l.data<float>() + qb.row0 * H;
@@ -126,7 +129,7 @@ class CpuBackend : public Backend {
     }
     Plan& plan = *it->second;
     if (plain) return cpu::run_plain(spec, in, opt, plan, pool_);
-    return cpu::run_flash(spec, in, plan, pool_);
+    return cpu::run_flash(spec, in, plan, pool_, isa_);
   }
 
   std::optional<std::string> capability_gap(Capability c, const AttentionSpec& spec) const override {
@@ -151,7 +154,11 @@ class CpuBackend : public Backend {
   }
 
  private:
+  const char* flash_isa() const { return cpu::flash_kernel_isa(isa_); }
+  const char* decode_isa() const { return isa_ == cpu::FlashIsa::Avx2 ? "avx2" : cpu::decode_kernel_isa(); }
+
   int threads_;
+  cpu::FlashIsa isa_;  // the "kernels" option
   cpu::ThreadPool pool_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   std::vector<cpu::FlashScratch> scratch_;  // attend_partial's, per thread
@@ -164,6 +171,7 @@ class CpuBackend : public Backend {
 std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options, const std::string& json_path) {
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads < 1) threads = 1;
+  cpu::FlashIsa isa = cpu::FlashIsa::Auto;
   if (!options.is_null() && !options.is_object())
     throw InputError(json_path + ": expected an object of cpu backend options, found " + options.dump());
   if (options.is_object())
@@ -173,11 +181,24 @@ std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options,
         if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024)
           throw InputError(json_path + ".threads: expected an integer from 1 to 1024, found " + v.dump());
         threads = static_cast<int>(v.get<int64_t>());
+      } else if (it.key() == "kernels") {
+        const auto& v = it.value();
+        const std::string name = v.is_string() ? v.get<std::string>() : "";
+        if (name == "auto")
+          isa = cpu::FlashIsa::Auto;
+        else if (name == "avx2")
+          isa = cpu::FlashIsa::Avx2;
+        else if (name == "avx512")
+          isa = cpu::FlashIsa::Avx512;
+        else
+          throw InputError(json_path + ".kernels: expected \"auto\", \"avx512\" or \"avx2\", found " + v.dump());
+        if (!cpu::flash_isa_available(isa))
+          throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, VL, DQ)");
       } else {
-        throw InputError(json_path + "." + it.key() + ": unknown key for backend 'cpu' (expected: threads)");
+        throw InputError(json_path + "." + it.key() + ": unknown key for backend 'cpu' (expected: threads, kernels)");
       }
     }
-  return std::make_unique<CpuBackend>(threads);
+  return std::make_unique<CpuBackend>(threads, isa);
 }
 
 }  // namespace mha

@@ -229,7 +229,7 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
 
   // A prefill at depth 0 is one causal forward pass over the prompt: it
   // runs on every backend, decode or not.
-  if (!phased || (row.phase == Phase::Prefill && row.depth == 0)) {
+  if (!phased || (row.phase == Phase::Prefill && row.depth == 0 && !row.prefill_session)) {
     forward_inputs(row, recipe, gen, run);
     if (auto why = backend->supports(run.spec, run.inputs)) {
       res.skipped = *why;
@@ -255,6 +255,11 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
     res.peak_mib = peak_memory_mib();
     res.timing = pr.timing;
     res.bytes_per_token = pr.bytes_per_token;
+    if (pr.attention_ms > 0) {
+      res.attention_ms = pr.attention_ms;
+      res.attention_gflops = pr.attention_flops / (pr.attention_ms * 1e6);
+      if (res.rates.fma_gflops > 0) res.fma_percent = 100.0 * res.attention_gflops / res.rates.fma_gflops;
+    }
   }
   tokens_per_second(res, static_cast<double>(row.batch * row.seq));
   const double sec = res.timing.median_ms / 1e3;

@@ -19,6 +19,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -86,6 +87,7 @@ class CpuDecode : public DecodeSession {
   }
 
   int64_t length() const override { return len_; }
+  double attention_seconds() const override { return attention_s_; }
   int64_t cache_bytes() const override {
     return opt_.batch * spec_.num_kv_heads * len_ * (spec_.head_dim + spec_.head_dim_v) *
            static_cast<int64_t>(bf16() ? sizeof(uint16_t) : sizeof(float));
@@ -113,10 +115,12 @@ class CpuDecode : public DecodeSession {
     store_kv(n);
 
     ctx_.resize(rows * H * dv);
+    const auto t0 = std::chrono::steady_clock::now();
     if (n > 1)
       prefill(n);
     else
       cached_attention(n);
+    attention_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     len_ += n;
 
     Tensor out(DType::F32, {B, n, spec_.out_dim()});
@@ -268,6 +272,7 @@ class CpuDecode : public DecodeSession {
   std::optional<PackedLinear> out_;
   std::unique_ptr<unsigned char[]> k_, v_;  // [B, Hkv, max_tokens, d] float or bfloat16
   int64_t len_ = 0;
+  double attention_s_ = 0;  // attention_seconds()
   // Per-append workspaces, kept between appends so steps allocate nothing.
   std::vector<float> proj_, ctx_, partial_;
   std::vector<ChunkTask> tasks_;

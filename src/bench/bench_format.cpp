@@ -100,6 +100,7 @@ nlohmann::json result_json(const Result& r) {
   j["read_gbs"] = r.rates.read_gbs;
   j["fma_gflops"] = r.rates.fma_gflops;
   j["fma_isa"] = r.rates.fma_isa;
+  j["fma_avx2_gflops"] = r.rates.fma_avx2_gflops;
   if (r.attention_ms >= 0) {
     j["attention_ms"] = r.attention_ms;
     j["attention_gflops"] = r.attention_gflops;

@@ -17,6 +17,9 @@ double fma_loop_avx512(int64_t iters);
 struct FmaPeak {
   double gflops = 0;
   const char* isa = "";  // "avx512" or "avx2"
+  // The AVX2 loop's peak: gflops itself on an AVX2-only CPU; on an AVX-512
+  // one, what the AVX2 kernels (the cpu backend's kernels=avx2) are held to.
+  double avx2_gflops = 0;
 };
 
 // GFLOP/s of `threads` threads (>= 1) each running the loop at once, best of

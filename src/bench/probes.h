@@ -29,6 +29,7 @@ struct MachineRates {
   double read_gbs = 0;
   double fma_gflops = 0;     // the FMA peak (fma_peak.h)
   std::string fma_isa;       // the ISA its loop ran on
+  double fma_avx2_gflops = 0;  // the AVX2 loop's peak (the same as fma_gflops without AVX-512)
 };
 
 // Probes once per thread count and keeps the result for the run's later rows.

@@ -20,6 +20,10 @@ TEST(BenchFma, ProbeRunsTheWidestIsaAndCountsItsFlops) {
   EXPECT_GT(one.gflops, 0.0);
   EXPECT_GT(two.gflops, 0.0);
   EXPECT_EQ(std::string(one.isa), __builtin_cpu_supports("avx512f") ? "avx512" : "avx2");
+  EXPECT_GT(one.avx2_gflops, 0.0);
+  if (!__builtin_cpu_supports("avx512f")) {
+    EXPECT_EQ(one.avx2_gflops, one.gflops);
+  }
   // 12 accumulators of 8 lanes, 2 FLOPs per lane per FMA.
   EXPECT_DOUBLE_EQ(bench::fma_loop_avx2(1000), 2.0 * 8 * 12 * 1000);
   if (__builtin_cpu_supports("avx512f")) {

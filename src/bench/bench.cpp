@@ -259,6 +259,9 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
       res.attention_ms = pr.attention_ms;
       res.attention_gflops = pr.attention_flops / (pr.attention_ms * 1e6);
       if (res.rates.fma_gflops > 0) res.fma_percent = 100.0 * res.attention_gflops / res.rates.fma_gflops;
+      res.attention_cpu_ms = pr.attention_cpu_ms;
+      if (pr.attention_cpu_ms > 0 && res.rates.fma_cpu_gflops > 0)
+        res.fma_cpu_percent = 100.0 * pr.attention_flops / (pr.attention_cpu_ms * 1e6) / res.rates.fma_cpu_gflops;
     }
   }
   tokens_per_second(res, static_cast<double>(row.batch * row.seq));

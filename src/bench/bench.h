@@ -88,6 +88,10 @@ struct Result {
   double attention_ms = -1;
   double attention_gflops = 0;
   double fma_percent = 0;
+  // The same in CPU time: attention FLOPs per CPU-second of its threads
+  // over the FMA loop's FLOPs per CPU-second of one thread.
+  double attention_cpu_ms = -1;
+  double fma_cpu_percent = 0;
   MachineRates rates;            // probed at this row's thread count
   int threads = 0;               // as the backend ran (its describe(), else the row's, else the hardware's)
   std::string simd;              // the backend's instruction-set path (describe()["simd"])

@@ -101,10 +101,14 @@ nlohmann::json result_json(const Result& r) {
   j["fma_gflops"] = r.rates.fma_gflops;
   j["fma_isa"] = r.rates.fma_isa;
   j["fma_avx2_gflops"] = r.rates.fma_avx2_gflops;
+  j["fma_cpu_gflops"] = r.rates.fma_cpu_gflops;
+  j["fma_avx2_cpu_gflops"] = r.rates.fma_avx2_cpu_gflops;
   if (r.attention_ms >= 0) {
     j["attention_ms"] = r.attention_ms;
     j["attention_gflops"] = r.attention_gflops;
     j["fma_percent"] = r.fma_percent;
+    j["attention_cpu_ms"] = r.attention_cpu_ms;
+    j["fma_cpu_percent"] = r.fma_cpu_percent;
   }
   if (w.phase == Phase::Generate) {
     j["bytes_per_token"] = r.bytes_per_token;
@@ -175,7 +179,8 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
   if (format == "csv") {
     out += "variant,backend,test,batch,seq,depth,hidden,heads,kv_heads,causal,threads,first_ms,mean_ms,stddev_ms,"
            "median_ms,tokens_per_s,tokens_per_s_sd,gflops,sgemm_percent,bandwidth_percent,bytes_per_token,"
-           "sgemm_gflops,read_gbs,fma_gflops,attention_ms,attention_gflops,fma_percent,peak_mib,peak_scope,cache_dtype,build,"
+           "sgemm_gflops,read_gbs,fma_gflops,attention_ms,attention_gflops,fma_percent,fma_cpu_gflops,attention_cpu_ms,"
+           "fma_cpu_percent,peak_mib,peak_scope,cache_dtype,build,"
            "cpu,simd,timestamp,backend_options,skipped";
     const bool par = any_parallel(results);
     out += par ? ",mode,ranks,threads_per_rank,efficiency_percent,baseline_threads,baseline_median_ms,passes,"
@@ -197,7 +202,9 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
           ok ? num(r.rates.sgemm_gflops, "%.1f") : "", ok ? num(r.rates.read_gbs, "%.2f") : "",
           ok ? num(r.rates.fma_gflops, "%.1f") : "", ok && r.attention_ms >= 0 ? num(r.attention_ms, "%.4f") : "",
           ok && r.attention_ms >= 0 ? num(r.attention_gflops, "%.3f") : "",
-          ok && r.attention_ms >= 0 ? num(r.fma_percent, "%.2f") : "",
+          ok && r.attention_ms >= 0 ? num(r.fma_percent, "%.2f") : "", ok ? num(r.rates.fma_cpu_gflops, "%.1f") : "",
+          ok && r.attention_ms >= 0 ? num(r.attention_cpu_ms, "%.4f") : "",
+          ok && r.attention_ms >= 0 ? num(r.fma_cpu_percent, "%.2f") : "",
           ok ? num(r.peak_mib, "%.1f") : "", ok ? (r.peak_per_row ? "row" : "process") : "",
           w.phase != Phase::Forward ? cache_dtype_name(w.cache_dtype) : "", csv_field(build_commit()),
           csv_field(cpu_model()), csv_field(r.simd), r.timestamp, csv_field(w.effective_backend_options().dump()),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <thread>
 #include <vector>
 
@@ -34,26 +35,43 @@ bool cpu_has_avx512f() {
   return __builtin_cpu_supports("avx512f");
 }
 
-// FLOPs of all threads / wall time from a common start to the last finish.
-double run_threads(double (*loop)(int64_t), int threads, int64_t iters) {
+double thread_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+struct Rates {
+  double wall = 0, cpu = 0;  // GFLOP/s: all threads over the wall time; per thread over its CPU time, mean
+};
+
+// FLOPs of all threads / wall time from a common start to the last finish,
+// and each thread's FLOPs / its own CPU time, averaged.
+Rates run_threads(double (*loop)(int64_t), int threads, int64_t iters) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
-  std::vector<double> flops(threads, 0.0);
+  std::vector<double> flops(threads, 0.0), cpu(threads, 0.0);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       ready.fetch_add(1);
       while (!go.load()) std::this_thread::yield();
+      const double c0 = thread_cpu_seconds();
       flops[t] = loop(iters);
+      cpu[t] = thread_cpu_seconds() - c0;
     });
   while (ready.load() < threads) std::this_thread::yield();
   const auto t0 = std::chrono::steady_clock::now();
   go.store(true);
   for (std::thread& th : pool) th.join();
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double total = 0;
-  for (double f : flops) total += f;
-  return sec > 0 ? total / sec / 1e9 : 0.0;
+  Rates r;
+  for (int t = 0; t < threads; ++t) {
+    r.wall += flops[t];
+    r.cpu += cpu[t] > 0 ? flops[t] / cpu[t] / 1e9 / threads : 0.0;
+  }
+  r.wall = sec > 0 ? r.wall / sec / 1e9 : 0.0;
+  return r;
 }
 
 }  // namespace
@@ -67,14 +85,18 @@ FmaPeak probe_fma_peak(int threads) {
   const int64_t iters = 4'000'000;
   auto best_of = [&](double (*f)(int64_t)) {
     run_threads(f, threads, iters / 4);  // warm-up
-    double best = 0;
-    for (int r = 0; r < 5; ++r) best = std::max(best, run_threads(f, threads, iters));
+    Rates best;
+    for (int r = 0; r < 5; ++r) {
+      const Rates x = run_threads(f, threads, iters);
+      best.wall = std::max(best.wall, x.wall), best.cpu = std::max(best.cpu, x.cpu);
+    }
     return best;
   };
   FmaPeak p;
-  p.gflops = best_of(loop);
+  const Rates wide = best_of(loop), narrow = avx512 ? best_of(fma_loop_avx2) : wide;
   p.isa = avx512 ? "avx512" : "avx2";
-  p.avx2_gflops = avx512 ? best_of(fma_loop_avx2) : p.gflops;
+  p.gflops = wide.wall, p.cpu_gflops = wide.cpu;
+  p.avx2_gflops = narrow.wall, p.avx2_cpu_gflops = narrow.cpu;
   return p;
 }
 

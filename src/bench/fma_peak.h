@@ -20,10 +20,15 @@ struct FmaPeak {
   // The AVX2 loop's peak: gflops itself on an AVX2-only CPU; on an AVX-512
   // one, what the AVX2 kernels (the cpu backend's kernels=avx2) are held to.
   double avx2_gflops = 0;
+  // GFLOP/s per CPU-second of one thread (each thread's FLOPs over its own
+  // CPU time, the best run's mean over threads): the rate while scheduled,
+  // which other tenants of a shared machine do not dilute.
+  double cpu_gflops = 0, avx2_cpu_gflops = 0;
 };
 
 // GFLOP/s of `threads` threads (>= 1) each running the loop at once, best of
-// five ~20 ms runs after a warm-up (which also lets the clock settle).
+// five ~20 ms runs after a warm-up (which also lets the clock settle); the
+// CPU-time rates the best of the same five.
 FmaPeak probe_fma_peak(int threads);
 
 }  // namespace mha::bench

@@ -72,24 +72,29 @@ PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend&
     if (row.depth > 0) session->fill_synthetic(row.depth, static_cast<uint64_t>(p.index));
   };
   double cache_bytes = 0;
-  std::vector<double> attention_ms;  // per timed pass
+  std::vector<double> attention_ms, attention_cpu_ms;  // per timed pass
   auto steps = [&](const Pass& p) {
     cache_bytes = 0;
-    const double a0 = session->attention_seconds();
+    const DecodeSession::AttentionTime a0 = session->attention_time();
     for (const Tensor& t : timed) {
       session->append(t);
       // Read after the step outside of its work (a getter): what the step
       // read from the cache, its own new row included.
       if (generate) cache_bytes += static_cast<double>(session->cache_bytes());
     }
-    if (p.timed && a0 >= 0) attention_ms.push_back(1e3 * (session->attention_seconds() - a0));
+    if (p.timed && a0.wall_s >= 0) {
+      const DecodeSession::AttentionTime a1 = session->attention_time();
+      attention_ms.push_back(1e3 * (a1.wall_s - a0.wall_s));
+      attention_cpu_ms.push_back(1e3 * (a1.cpu_s - a0.cpu_s));
+    }
   };
   time_passes(pr.timing, warmup, repetitions, steps, before);
-  if (!attention_ms.empty()) {
-    std::sort(attention_ms.begin(), attention_ms.end());
-    const std::size_t n = attention_ms.size();
-    pr.attention_ms = n % 2 ? attention_ms[n / 2] : 0.5 * (attention_ms[n / 2 - 1] + attention_ms[n / 2]);
-  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  if (!attention_ms.empty()) pr.attention_ms = median(attention_ms), pr.attention_cpu_ms = median(attention_cpu_ms);
   if (generate) pr.bytes_per_token = weight_bytes + cache_bytes / row.seq;
   return pr;
 }

@@ -14,6 +14,7 @@ struct PhaseRun {
   // timed run, median, and its FLOPs per run; attention_ms < 0 where the
   // backend does not measure it.
   double attention_ms = -1;
+  double attention_cpu_ms = -1;  // CPU ms of all threads, median
   double attention_flops = 0;
 };
 

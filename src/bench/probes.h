@@ -30,6 +30,8 @@ struct MachineRates {
   double fma_gflops = 0;     // the FMA peak (fma_peak.h)
   std::string fma_isa;       // the ISA its loop ran on
   double fma_avx2_gflops = 0;  // the AVX2 loop's peak (the same as fma_gflops without AVX-512)
+  double fma_cpu_gflops = 0;       // per CPU-second of one thread, widest ISA (FmaPeak::cpu_gflops)
+  double fma_avx2_cpu_gflops = 0;  // likewise, the AVX2 loop
 };
 
 // Probes once per thread count and keeps the result for the run's later rows.

@@ -21,6 +21,8 @@ TEST(BenchFma, ProbeRunsTheWidestIsaAndCountsItsFlops) {
   EXPECT_GT(two.gflops, 0.0);
   EXPECT_EQ(std::string(one.isa), __builtin_cpu_supports("avx512f") ? "avx512" : "avx2");
   EXPECT_GT(one.avx2_gflops, 0.0);
+  EXPECT_GT(one.cpu_gflops, 0.0);
+  EXPECT_GT(two.avx2_cpu_gflops, 0.0);
   if (!__builtin_cpu_supports("avx512f")) {
     EXPECT_EQ(one.avx2_gflops, one.gflops);
   }
@@ -60,6 +62,10 @@ TEST(BenchFma, PrefillRowsOnASessionReportTheirAttention) {
   EXPECT_DOUBLE_EQ(deep.attention_gflops, bench::append_attention_flops(s, 1, 30, 40) / (deep.attention_ms * 1e6));
   EXPECT_GT(deep.rates.fma_gflops, 0.0);
   EXPECT_DOUBLE_EQ(deep.fma_percent, 100.0 * deep.attention_gflops / deep.rates.fma_gflops);
+  ASSERT_GT(deep.attention_cpu_ms, 0.0);  // one thread: at most about the wall time
+  EXPECT_GT(deep.rates.fma_cpu_gflops, 0.0);
+  EXPECT_DOUBLE_EQ(deep.fma_cpu_percent, 100.0 * bench::append_attention_flops(s, 1, 30, 40) /
+                                             (deep.attention_cpu_ms * 1e6) / deep.rates.fma_cpu_gflops);
 
   // Depth 0: one forward pass (Backend::run), no split, unless asked.
   const bench::Result flat = bench::run_row(pp_row(0, false), 0, 1, rates);
@@ -69,7 +75,9 @@ TEST(BenchFma, PrefillRowsOnASessionReportTheirAttention) {
   EXPECT_DOUBLE_EQ(split.timing.flops, flat.timing.flops);
 
   const std::string csv = bench::format_table({deep, flat}, "csv", 0);
-  EXPECT_NE(csv.find(",fma_gflops,attention_ms,attention_gflops,fma_percent,"), std::string::npos);
+  EXPECT_NE(csv.find(",fma_gflops,attention_ms,attention_gflops,fma_percent,fma_cpu_gflops,attention_cpu_ms,"
+                     "fma_cpu_percent,"),
+            std::string::npos);
   const std::string md = bench::format_table({deep}, "md", 0);
   EXPECT_NE(md.find(" fma |"), std::string::npos) << md;
   EXPECT_NE(md.find("fma peak at 1 threads: "), std::string::npos) << md;

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <vector>
 
@@ -57,6 +58,12 @@ void gemv(ThreadPool& pool, const PackedLinear& lin, const float* x, float* y) {
   });
 }
 
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 void project_rows(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t rows, float* y) {
   if (rows == 1)
     gemv(pool, lin, x, y);
@@ -87,7 +94,7 @@ class CpuDecode : public DecodeSession {
   }
 
   int64_t length() const override { return len_; }
-  double attention_seconds() const override { return attention_s_; }
+  AttentionTime attention_time() const override { return attention_; }
   int64_t cache_bytes() const override {
     return opt_.batch * spec_.num_kv_heads * len_ * (spec_.head_dim + spec_.head_dim_v) *
            static_cast<int64_t>(bf16() ? sizeof(uint16_t) : sizeof(float));
@@ -116,11 +123,13 @@ class CpuDecode : public DecodeSession {
 
     ctx_.resize(rows * H * dv);
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = process_cpu_seconds();
     if (n > 1)
       prefill(n);
     else
       cached_attention(n);
-    attention_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    attention_.cpu_s += process_cpu_seconds() - c0;
+    attention_.wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     len_ += n;
 
     Tensor out(DType::F32, {B, n, spec_.out_dim()});
@@ -272,7 +281,7 @@ class CpuDecode : public DecodeSession {
   std::optional<PackedLinear> out_;
   std::unique_ptr<unsigned char[]> k_, v_;  // [B, Hkv, max_tokens, d] float or bfloat16
   int64_t len_ = 0;
-  double attention_s_ = 0;  // attention_seconds()
+  AttentionTime attention_{0, 0};
   // Per-append workspaces, kept between appends so steps allocate nothing.
   std::vector<float> proj_, ctx_, partial_;
   std::vector<ChunkTask> tasks_;

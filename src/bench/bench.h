@@ -89,7 +89,9 @@ struct Result {
   double attention_gflops = 0;
   double fma_percent = 0;
   // The same in CPU time: attention FLOPs per CPU-second of its threads
-  // over the FMA loop's FLOPs per CPU-second of one thread.
+  // over the FMA loop's FLOPs per CPU-second of one thread. Both percents
+  // are of the AVX2 loop's peak when the backend's describe() says its
+  // attention ran AVX2 ("attention_isa"), else of the widest ISA's.
   double attention_cpu_ms = -1;
   double fma_cpu_percent = 0;
   MachineRates rates;            // probed at this row's thread count

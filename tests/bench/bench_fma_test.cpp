@@ -74,6 +74,13 @@ TEST(BenchFma, PrefillRowsOnASessionReportTheirAttention) {
   EXPECT_GT(split.attention_ms, 0.0);
   EXPECT_DOUBLE_EQ(split.timing.flops, flat.timing.flops);
 
+  // The AVX2 kernels forced: held to the AVX2 loop's peak.
+  bench::Row narrow = pp_row(30, false);
+  narrow.backend_options = {{"kernels", "avx2"}};
+  const bench::Result n = bench::run_row(narrow, 0, 1, rates);
+  ASSERT_GT(n.attention_ms, 0.0);
+  EXPECT_DOUBLE_EQ(n.fma_percent, 100.0 * n.attention_gflops / n.rates.fma_avx2_gflops);
+
   const std::string csv = bench::format_table({deep, flat}, "csv", 0);
   EXPECT_NE(csv.find(",fma_gflops,attention_ms,attention_gflops,fma_percent,fma_cpu_gflops,attention_cpu_ms,"
                      "fma_cpu_percent,"),

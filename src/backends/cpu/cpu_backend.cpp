@@ -51,6 +51,7 @@ class CpuBackend : public Backend {
             {"block_keys", cpu::kBc},
             {"heads_per_task", cpu::kHeadsPerTask},
             {"flash_simd", flash_isa()},
+            {"attention_isa", flash_isa()},
             {"decode_simd", decode_isa()},
             {"simd", std::string("flash ") + flash_isa() + ", decode " + decode_isa() + ", OpenBLAS " +
                          openblas_get_corename()}};

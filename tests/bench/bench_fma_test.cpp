@@ -4,12 +4,16 @@
 // share of the FMA peak probed at the row's thread count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/bench.h"
 #include "bench/fma_peak.h"
 #include "bench/phases.h"
 #include "model/attention.h"
+#include "support/test_support.h"
 
 namespace mha {
 namespace {
@@ -90,6 +94,31 @@ TEST(BenchFma, PrefillRowsOnASessionReportTheirAttention) {
   EXPECT_NE(md.find("fma peak at 1 threads: "), std::string::npos) << md;
   EXPECT_NE(bench::result_json(deep).dump().find("\"fma_percent\""), std::string::npos);
   EXPECT_EQ(bench::result_json(flat).dump().find("\"fma_percent\""), std::string::npos);
+}
+
+// End to end through the binary: the flags' errors are one line, exit 2;
+// a tiny sweep prints the attention's share on pp rows at depth and with
+// --pp-session at depth 0, and the AVX2 kernels when asked.
+TEST(BenchFma, CliFlags) {
+  const std::string tiny = "bench --no-progress --probe-mib 8 --hidden 32 --heads 4 --kv-heads 2 -r 1 --warmup 0 ";
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"--seq 8 --pp-session", "--pp-session: only for -p/-n/-d rows"},
+           {"-p 8 --backend-option kernels=sse", "backend.kernels: expected \"auto\", \"avx512\" or \"avx2\""}}) {
+    const test::CommandResult r = test::run_mha(tiny + args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  const test::CommandResult r = test::run_mha(tiny + "-p 20 -n 0 -d 0,7 -t 1 --pp-session --backend-option kernels=avx2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::size_t rows = 0;
+  for (std::size_t at = r.out.find(" pp20 "); at != std::string::npos; at = r.out.find(" pp20 ", at + 1)) ++rows;
+  EXPECT_EQ(rows, 2u) << r.out;
+  std::size_t fma = 0;
+  for (std::size_t at = r.out.find(" fma |"); at != std::string::npos; at = r.out.find(" fma |", at + 1)) ++fma;
+  EXPECT_EQ(fma, 2u) << r.out;  // both rows, depth 0 through the session
+  EXPECT_NE(r.out.find("fma peak at 1 threads: "), std::string::npos) << r.out;
 }
 
 }  // namespace

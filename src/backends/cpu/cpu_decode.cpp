@@ -197,8 +197,8 @@ class CpuDecode : public DecodeSession {
   void prefill(int64_t n) {
     PrefillArgs p;
     p.cache.dtype = opt_.cache_dtype, p.cache.k = k_.get(), p.cache.v = v_.get();
-    p.cache.Hkv = spec_.num_kv_heads, p.cache.T = opt_.max_tokens, p.cache.dh = spec_.head_dim,
-    p.cache.dv = spec_.head_dim_v;
+    p.cache.Hkv = spec_.num_kv_heads, p.cache.T = opt_.max_tokens;
+    p.cache.dh = spec_.head_dim, p.cache.dv = spec_.head_dim_v;
     p.rule = rule_, p.scale = static_cast<float>(spec_.scale);
     p.B = opt_.batch, p.H = spec_.num_heads, p.n = n, p.len = len_;
     p.q = proj_.data(), p.ldq = qkv_.out;

@@ -43,6 +43,16 @@ class DecodeSession {
   // The format the cache holds K and V in, as reports name it ("bfloat8_b"
   // on tt-sim); "" for the options' cache_dtype (the host backends).
   virtual std::string cache_format() const { return ""; }
+  // Benchmarks only: the time this session's appends have spent in the
+  // attention itself (after the projections and rope, before the output
+  // projection), summed over its appends: wall seconds, and the CPU seconds
+  // of all the process's threads meanwhile (on a shared machine the wall
+  // time counts other tenants' slices, CPU time does not). < 0 where the
+  // backend does not measure it. `mha bench` holds it against the FMA peak.
+  struct AttentionTime {
+    double wall_s = -1, cpu_s = -1;
+  };
+  virtual AttentionTime attention_time() const { return {}; }
   // Benchmarks only: appends n positions whose keys and values are
   // pseudo-random (uniform in [-1, 1), from `seed`) without projecting or
   // attending anything, so that a decode step can be timed at a context

@@ -217,6 +217,9 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
   const nlohmann::json info = backend->describe();
   res.threads = backend->threads();
   res.simd = info.contains("simd") && info["simd"].is_string() ? info["simd"].get<std::string>() : "unknown";
+  // The vector ISA the backend's attention kernel runs ("avx2" when forced
+  // on an AVX-512 machine): its FMA peak is the one the row is held to.
+  const bool avx2_attention = info.contains("attention_isa") && info["attention_isa"] == "avx2";
   if (!recipe.why_not.empty()) {
     res.skipped = recipe.why_not;
     return res;
@@ -229,7 +232,7 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
 
   // A prefill at depth 0 is one causal forward pass over the prompt: it
   // runs on every backend, decode or not.
-  if (!phased || (row.phase == Phase::Prefill && row.depth == 0)) {
+  if (!phased || (row.phase == Phase::Prefill && row.depth == 0 && !row.prefill_session)) {
     forward_inputs(row, recipe, gen, run);
     if (auto why = backend->supports(run.spec, run.inputs)) {
       res.skipped = *why;
@@ -258,6 +261,16 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
     if (row.phase == Phase::Generate && (backend->name() != "reference" || row.cache_dtype != CacheDtype::Float32) &&
         !decode_error_too_costly(run.spec, row.batch, row.depth, std::min(row.seq, kErrorTokens)))
       res.cache_error = phase_error(run.spec, *backend, row, x);
+    if (pr.attention_ms > 0) {
+      res.attention_ms = pr.attention_ms;
+      res.attention_gflops = pr.attention_flops / (pr.attention_ms * 1e6);
+      const double peak = avx2_attention ? res.rates.fma_avx2_gflops : res.rates.fma_gflops;
+      const double peak_cpu = avx2_attention ? res.rates.fma_avx2_cpu_gflops : res.rates.fma_cpu_gflops;
+      if (peak > 0) res.fma_percent = 100.0 * res.attention_gflops / peak;
+      res.attention_cpu_ms = pr.attention_cpu_ms;
+      if (pr.attention_cpu_ms > 0 && peak_cpu > 0)
+        res.fma_cpu_percent = 100.0 * pr.attention_flops / (pr.attention_cpu_ms * 1e6) / peak_cpu;
+    }
   }
   tokens_per_second(res, static_cast<double>(row.batch * row.seq));
   const double sec = res.timing.median_ms / 1e3;

@@ -42,6 +42,10 @@ struct Row {
   bool causal = false;   // prefill and generate rows are always causal
   int threads = 0;       // > 0: the backend's "threads" option; 0: the backend's default
   CacheDtype cache_dtype = CacheDtype::Float32;
+  // Prefill rows at depth 0 run through the KV-cache session too (as every
+  // row at depth > 0 does) instead of Backend::run, so that they report the
+  // attention's own time (`mha bench --pp-session`).
+  bool prefill_session = false;
   nlohmann::ordered_json backend_options = nlohmann::ordered_json::object();
   // Caps on the run's warmup / repetitions for this row (-1: none), so a
   // seconds-long row (tt-sim at seed 002's shape) fits in the default suite.
@@ -78,6 +82,18 @@ struct Result {
   double sgemm_percent = 0;      // forward / prefill: cached GFLOP/s over the probed sgemm rate
   double bandwidth_percent = 0;  // generate: bytes read per token / time per token over the probed bandwidth
   double bytes_per_token = 0;    // generate: weights + KV cache read per decode step (mean over the steps)
+  // Rows run on a KV session that times its attention (DecodeSession::
+  // attention_seconds): the median per run, its GFLOP/s (attention FLOPs
+  // only) and that over the probed FMA peak; attention_ms < 0 otherwise.
+  double attention_ms = -1;
+  double attention_gflops = 0;
+  double fma_percent = 0;
+  // The same in CPU time: attention FLOPs per CPU-second of its threads
+  // over the FMA loop's FLOPs per CPU-second of one thread. Both percents
+  // are of the AVX2 loop's peak when the backend's describe() says its
+  // attention ran AVX2 ("attention_isa"), else of the widest ISA's.
+  double attention_cpu_ms = -1;
+  double fma_cpu_percent = 0;
   MachineRates rates;            // probed at this row's thread count
   int threads = 0;               // as the backend ran (its describe(), else the row's, else the hardware's)
   std::string simd;              // the backend's instruction-set path (describe()["simd"])

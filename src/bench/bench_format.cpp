@@ -4,6 +4,7 @@
 // comparable.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "bench/bench.h"
 #include "bench/build_info.h"
@@ -106,6 +107,18 @@ nlohmann::json result_json(const Result& r) {
   j["tokens_per_s_sd"] = r.tokens_per_s_sd;
   j["sgemm_gflops"] = r.rates.sgemm_gflops;
   j["read_gbs"] = r.rates.read_gbs;
+  j["fma_gflops"] = r.rates.fma_gflops;
+  j["fma_isa"] = r.rates.fma_isa;
+  j["fma_avx2_gflops"] = r.rates.fma_avx2_gflops;
+  j["fma_cpu_gflops"] = r.rates.fma_cpu_gflops;
+  j["fma_avx2_cpu_gflops"] = r.rates.fma_avx2_cpu_gflops;
+  if (r.attention_ms >= 0) {
+    j["attention_ms"] = r.attention_ms;
+    j["attention_gflops"] = r.attention_gflops;
+    j["fma_percent"] = r.fma_percent;
+    j["attention_cpu_ms"] = r.attention_cpu_ms;
+    j["fma_cpu_percent"] = r.fma_cpu_percent;
+  }
   if (w.phase == Phase::Generate) {
     j["bytes_per_token"] = r.bytes_per_token;
     j["bandwidth_percent"] = r.bandwidth_percent;
@@ -167,7 +180,8 @@ std::string format_csv(const std::vector<Result>& results) {
   std::string out;
   out += "variant,backend,test,batch,seq,depth,hidden,heads,kv_heads,causal,threads,first_ms,mean_ms,stddev_ms,"
          "median_ms,tokens_per_s,tokens_per_s_sd,gflops,sgemm_percent,bandwidth_percent,bytes_per_token,"
-         "sgemm_gflops,read_gbs,peak_mib,peak_scope,cache_dtype,cache_max_abs_err,cache_rel_l2_err,build,cpu,simd,"
+         "sgemm_gflops,read_gbs,fma_gflops,attention_ms,attention_gflops,fma_percent,fma_cpu_gflops,attention_cpu_ms,"
+         "fma_cpu_percent,peak_mib,peak_scope,cache_dtype,cache_max_abs_err,cache_rel_l2_err,build,cpu,simd,"
          "timestamp,backend_options,skipped";
   const bool par = any_parallel(results);
   out += par ? ",mode,ranks,threads_per_rank,efficiency_percent,baseline_threads,baseline_median_ms,passes,"
@@ -187,6 +201,11 @@ std::string format_csv(const std::vector<Result>& results) {
         ok ? num(t.gflops_cached(), "%.3f") : "", ok && !gen ? num(r.sgemm_percent, "%.2f") : "",
         ok && gen ? num(r.bandwidth_percent, "%.2f") : "", ok && gen ? num(r.bytes_per_token, "%.0f") : "",
         ok ? num(r.rates.sgemm_gflops, "%.1f") : "", ok ? num(r.rates.read_gbs, "%.2f") : "",
+        ok ? num(r.rates.fma_gflops, "%.1f") : "", ok && r.attention_ms >= 0 ? num(r.attention_ms, "%.4f") : "",
+        ok && r.attention_ms >= 0 ? num(r.attention_gflops, "%.3f") : "",
+        ok && r.attention_ms >= 0 ? num(r.fma_percent, "%.2f") : "", ok ? num(r.rates.fma_cpu_gflops, "%.1f") : "",
+        ok && r.attention_ms >= 0 ? num(r.attention_cpu_ms, "%.4f") : "",
+        ok && r.attention_ms >= 0 ? num(r.fma_cpu_percent, "%.2f") : "",
         ok ? num(r.peak_mib, "%.1f") : "", ok ? (r.peak_per_row ? "row" : "process") : "",
         w.phase != Phase::Forward ? cache_dtype_name(w.cache_dtype) : "",
         ok && r.cache_error ? num(r.cache_error->max_abs, "%.4g") : "",
@@ -243,13 +262,23 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
     }
     const Timing& t = r.timing;
     // % of the sgemm rate for forward/prefill rows, of the read bandwidth for
-    // decode rows (suffix bw).
+    // decode rows (suffix bw); rows that time their attention add the
+    // attention's share of the FMA peak (suffix fma).
     std::string peak = w.phase == Phase::Generate ? num(r.bandwidth_percent, "%.1f bw") : num(r.sgemm_percent, "%.1f");
+    if (r.attention_ms >= 0 && w.phase != Phase::Generate) peak += ", " + num(r.fma_percent, "%.1f fma");
     out += head + num(t.first_ms, "%.3f") + " | " + num(t.mean_ms, "%.3f") + " ± " + num(t.stddev_ms, "%.3f") + " | " +
            num(r.tokens_per_s, "%.1f") + " ± " + num(r.tokens_per_s_sd, "%.1f") + " | " +
            num(t.gflops_cached(), "%.1f") + " | " + peak + " | " + num(r.peak_mib, r.peak_per_row ? "%.1f" : "%.1f*") +
            " | " + cache_cell(r) + " |\n";
   }
+  // The FMA peak each "fma" figure above is a share of, per thread count.
+  std::map<int, const MachineRates*> fma;
+  for (const Result& r : results)
+    if (r.skipped.empty() && r.attention_ms >= 0 && r.row.phase != Phase::Generate) fma[r.threads] = &r.rates;
+  for (const auto& [threads, rates] : fma)
+    out += (threads == fma.begin()->first ? "\n" : "") + std::string("fma peak at ") + std::to_string(threads) +
+           " threads: " + num(rates->fma_gflops, "%.1f") + " GFLOP/s (" + rates->fma_isa +
+           "); fma: the attention's own GFLOP/s over it\n";
   bool process_peak = false;
   for (const Result& r : results) process_peak |= r.skipped.empty() && !r.peak_per_row;
   if (process_peak) out += "\n* the peak could not be reset per row: the process's high-water mark\n";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "run/passes.h"
 
@@ -22,17 +23,21 @@ Tensor slice_rows(const Tensor& x, int64_t start, int64_t n) {
 
 }  // namespace
 
-double append_flops(const AttentionSpec& spec, int64_t batch, int64_t cached, int64_t rows) {
-  const double h = spec.num_heads, hkv = spec.num_kv_heads, dh = spec.head_dim, dv = spec.head_dim_v;
-  double proj = spec.q_in() * h * dh + spec.k_in() * hkv * dh + spec.v_in() * hkv * dv;
-  if (spec.out) proj += h * dv * spec.out_dim();
+double append_attention_flops(const AttentionSpec& spec, int64_t batch, int64_t cached, int64_t rows) {
   double keys = 0;
   for (int64_t i = 0; i < rows; ++i) {
     int64_t k = cached + i + 1;
     if (spec.window > 0) k = std::min(k, spec.window);
     keys += static_cast<double>(k + spec.extra_keys());
   }
-  return 2.0 * batch * (rows * proj + h * keys * (dh + dv));
+  return 2.0 * batch * spec.num_heads * keys * static_cast<double>(spec.head_dim + spec.head_dim_v);
+}
+
+double append_flops(const AttentionSpec& spec, int64_t batch, int64_t cached, int64_t rows) {
+  const double h = spec.num_heads, hkv = spec.num_kv_heads, dh = spec.head_dim, dv = spec.head_dim_v;
+  double proj = spec.q_in() * h * dh + spec.k_in() * hkv * dh + spec.v_in() * hkv * dv;
+  if (spec.out) proj += h * dv * spec.out_dim();
+  return 2.0 * batch * rows * proj + append_attention_flops(spec, batch, cached, rows);
 }
 
 PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend& backend, const Row& row,
@@ -52,8 +57,12 @@ PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend&
   opt.max_tokens = row.depth + row.seq;
   PhaseRun pr;
   pr.timing.flops = append_flops(spec, row.batch, row.depth, row.seq);
-  if (generate) pr.timing.flops = 0;
-  for (int64_t i = 0; generate && i < row.seq; ++i) pr.timing.flops += append_flops(spec, row.batch, row.depth + i, 1);
+  pr.attention_flops = append_attention_flops(spec, row.batch, row.depth, row.seq);
+  if (generate) pr.timing.flops = pr.attention_flops = 0;
+  for (int64_t i = 0; generate && i < row.seq; ++i) {
+    pr.timing.flops += append_flops(spec, row.batch, row.depth + i, 1);
+    pr.attention_flops += append_attention_flops(spec, row.batch, row.depth + i, 1);
+  }
   // The depth's keys and values are pseudo-random, not a prefill's: a
   // step's work does not depend on the values, and a 32768-token depth then
   // costs no prefill per run. Filled before the timed appends.
@@ -63,16 +72,29 @@ PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend&
     if (row.depth > 0) session->fill_synthetic(row.depth, static_cast<uint64_t>(p.index));
   };
   double cache_bytes = 0;
-  auto steps = [&](const Pass&) {
+  std::vector<double> attention_ms, attention_cpu_ms;  // per timed pass
+  auto steps = [&](const Pass& p) {
     cache_bytes = 0;
+    const DecodeSession::AttentionTime a0 = session->attention_time();
     for (const Tensor& t : timed) {
       session->append(t);
       // Read after the step outside of its work (a getter): what the step
       // read from the cache, its own new row included.
       if (generate) cache_bytes += static_cast<double>(session->cache_bytes());
     }
+    if (p.timed && a0.wall_s >= 0) {
+      const DecodeSession::AttentionTime a1 = session->attention_time();
+      attention_ms.push_back(1e3 * (a1.wall_s - a0.wall_s));
+      attention_cpu_ms.push_back(1e3 * (a1.cpu_s - a0.cpu_s));
+    }
   };
   time_passes(pr.timing, warmup, repetitions, steps, before);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  if (!attention_ms.empty()) pr.attention_ms = median(attention_ms), pr.attention_cpu_ms = median(attention_cpu_ms);
   if (generate) pr.bytes_per_token = weight_bytes + cache_bytes / row.seq;
   return pr;
 }

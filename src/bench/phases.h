@@ -10,6 +10,12 @@ namespace mha::bench {
 struct PhaseRun {
   Timing timing;               // per run: the prompt's append, or all N steps
   double bytes_per_token = 0;  // generate: weights + cache bytes read per step, mean over the steps
+  // The session's own attention time (DecodeSession::attention_seconds) per
+  // timed run, median, and its FLOPs per run; attention_ms < 0 where the
+  // backend does not measure it.
+  double attention_ms = -1;
+  double attention_cpu_ms = -1;  // CPU ms of all threads, median
+  double attention_flops = 0;
 };
 
 // x: [batch, seq, hidden], the prompt or the steps' inputs. Every run (one
@@ -31,5 +37,8 @@ DecodeError phase_error(const AttentionSpec& spec, Backend& backend, const Row& 
 // session that holds `cached` tokens (keys seen per row: cached + i + 1,
 // capped by the spec's window).
 double append_flops(const AttentionSpec& spec, int64_t batch, int64_t cached, int64_t rows);
+// The attention part of append_flops alone: 2 x batch x heads x (dh + dv)
+// x the keys each row sees (no projections).
+double append_attention_flops(const AttentionSpec& spec, int64_t batch, int64_t cached, int64_t rows);
 
 }  // namespace mha::bench

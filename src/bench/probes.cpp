@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/fma_peak.h"
 #include "util/error.h"
 
 namespace mha::bench {
@@ -110,6 +111,9 @@ const MachineRates& RateCache::at(int threads) {
   MachineRates r;
   r.sgemm_gflops = probe_sgemm_gflops(1024, threads);
   r.read_gbs = probe_read_bandwidth_gbs(threads, bandwidth_bytes_);
+  const FmaPeak fma = probe_fma_peak(threads > 0 ? threads : hardware_threads());
+  r.fma_gflops = fma.gflops, r.fma_isa = fma.isa, r.fma_avx2_gflops = fma.avx2_gflops;
+  r.fma_cpu_gflops = fma.cpu_gflops, r.fma_avx2_cpu_gflops = fma.avx2_cpu_gflops;
   return rates_.emplace(threads, r).first->second;
 }
 

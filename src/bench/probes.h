@@ -1,10 +1,12 @@
 #pragma once
 // What the machine can do, measured in the same process as the rows it is
 // compared with (the machine is shared and its speed drifts): the sgemm rate
-// prefill rows are held against and the memory read bandwidth decode rows
-// are held against, each at a row's thread count.
+// prefill rows are held against, the FMA peak attention is held against
+// (fma_peak.h) and the memory read bandwidth decode rows are held against,
+// each at a row's thread count.
 #include <cstdint>
 #include <map>
+#include <string>
 
 namespace mha::bench {
 
@@ -25,6 +27,11 @@ int hardware_threads();
 struct MachineRates {
   double sgemm_gflops = 0;
   double read_gbs = 0;
+  double fma_gflops = 0;     // the FMA peak (fma_peak.h)
+  std::string fma_isa;       // the ISA its loop ran on
+  double fma_avx2_gflops = 0;  // the AVX2 loop's peak (the same as fma_gflops without AVX-512)
+  double fma_cpu_gflops = 0;       // per CPU-second of one thread, widest ISA (FmaPeak::cpu_gflops)
+  double fma_avx2_cpu_gflops = 0;  // likewise, the AVX2 loop
 };
 
 // Probes once per thread count and keeps the result for the run's later rows.

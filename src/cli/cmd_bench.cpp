@@ -30,6 +30,7 @@ struct BenchFlags {
   int64_t repetitions = 5, warmup = 1;
   int64_t probe_mib = 0;  // read-bandwidth probe buffer; 0: max(256 MiB, 8x the last-level cache)
   bool no_progress = false;
+  bool pp_session = false;  // pp rows at depth 0 through the KV session (bench::Row::prefill_session)
   std::vector<std::string> backend_options;  // KEY=VALUE
 };
 
@@ -99,6 +100,7 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
   if (llama && !f.seq.empty()) throw InputError("--seq: not used with -p/-n/-d (the prompt size is -p)");
   if (llama && !f.causal.empty()) throw InputError("--causal: not used with -p/-n/-d (prefill and decode are causal)");
   if (!llama && !f.kv_cache.empty()) throw InputError("--kv-cache: only for -p/-n/-d rows");
+  if (!llama && f.pp_session) throw InputError("--pp-session: only for -p/-n/-d rows");
   std::vector<std::string> variants = name_list(f.variant, "--variant", llama ? "llama_attention" : "torch_mha");
   std::vector<std::string> backends = name_list(f.backend, "--backend", "cpu");
   std::vector<bool> causal;
@@ -159,6 +161,7 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
                         r.phase = phase, r.seq = tokens, r.depth = d, r.causal = c;
                         r.threads = static_cast<int>(t);
                         r.cache_dtype = cache;
+                        r.prefill_session = f.pp_session;
                         r.backend_options = options;
                         rows.push_back(r);
                       }
@@ -289,6 +292,9 @@ void add_bench(CLI::App& app, int& exit_code) {
                   "under mpirun: heads or sequence; each row runs on rank 0 alone with ranks x threads threads, "
                   "then split across the ranks with -t threads each (default -t 1)");
   sub->add_flag("--no-progress", f->no_progress, "no progress bar on stderr");
+  sub->add_flag("--pp-session", f->pp_session,
+                "pp rows at depth 0 also run through the KV-cache session (as at depth > 0), so they report the "
+                "attention's own time and % of the FMA peak");
   sub->callback([f, &exit_code]() { exit_code = bench_command(*f); });
 }
 

@@ -35,7 +35,7 @@ class CpuBackend : public Backend {
  public:
   // Creating the backend also gives each thread its OpenBLAS buffer
   // (cpu_gemm.h): a per-process cost, kept out of every plan's first run.
-  CpuBackend(int threads, cpu::DecodeKernel decode) : threads_(threads), decode_(decode), pool_(threads) {
+  CpuBackend(int threads, cpu::FlashIsa isa) : threads_(threads), isa_(isa), pool_(threads) {
     cpu::warm_blas_buffers(pool_);
   }
 
@@ -50,9 +50,10 @@ class CpuBackend : public Backend {
             {"block_queries", cpu::kBr},
             {"block_keys", cpu::kBc},
             {"heads_per_task", cpu::kHeadsPerTask},
-            {"flash_simd", cpu::flash_kernel_isa()},
-            {"decode_simd", cpu::decode_kernel_isa(decode_)},
-            {"simd", std::string("flash ") + cpu::flash_kernel_isa() + ", decode " + cpu::decode_kernel_isa(decode_) + ", OpenBLAS " +
+            {"flash_simd", flash_isa()},
+            {"attention_isa", flash_isa()},
+            {"decode_simd", decode_isa()},
+            {"simd", std::string("flash ") + flash_isa() + ", decode " + decode_isa() + ", OpenBLAS " +
                          openblas_get_corename()}};
   }
 
@@ -62,7 +63,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt) override {
     if (decode_unsupported(spec)) return Backend::start_decode(spec, opt);  // throws the reason
     check_decode_options(spec, opt);
-    return cpu::make_cpu_decode(spec, opt, pool_, decode_);
+    return cpu::make_cpu_decode(spec, opt, pool_, isa_);
   }
 
   // The packed projection of run_flash (pack_linear, linear), on the pool.
@@ -87,6 +88,7 @@ class CpuBackend : public Backend {
     a.v = static_cast<const float*>(kv.v), a.ldv = G * a.dv;
     a.scale = static_cast<float>(spec.scale);
     a.rule = MaskRule(spec);
+    a.isa = isa_;
     a.q_pos0 = qb.pos0, a.k_pos0 = kv.pos0;
     a.ctx = st.acc.data<float>() + qb.row0 * H * a.dv, a.ldc = H * a.dv;
     a.state_m = st.m.data<float>() + qb.row0 * H, a.state_l = st.l.data<float>() + qb.row0 * H;
@@ -128,7 +130,7 @@ class CpuBackend : public Backend {
     }
     Plan& plan = *it->second;
     if (plain) return cpu::run_plain(spec, in, opt, plan, pool_);
-    return cpu::run_flash(spec, in, plan, pool_);
+    return cpu::run_flash(spec, in, plan, pool_, isa_);
   }
 
   std::optional<std::string> capability_gap(Capability c, const AttentionSpec& spec) const override {
@@ -153,8 +155,11 @@ class CpuBackend : public Backend {
   }
 
  private:
+  const char* flash_isa() const { return cpu::flash_kernel_isa(isa_); }
+  const char* decode_isa() const { return isa_ == cpu::FlashIsa::Avx2 ? "avx2" : cpu::decode_kernel_isa(); }
+
   int threads_;
-  cpu::DecodeKernel decode_;  // the decode chunk kernel: the widest, unless "decode_kernels" forces AVX2
+  cpu::FlashIsa isa_;  // the "kernels" option
   cpu::ThreadPool pool_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   std::vector<cpu::FlashScratch> scratch_;  // attend_partial's, per thread
@@ -166,8 +171,8 @@ class CpuBackend : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options, const std::string& json_path) {
   int threads = static_cast<int>(std::thread::hardware_concurrency());
-  cpu::DecodeKernel decode = cpu::decode_kernel();
   if (threads < 1) threads = 1;
+  cpu::FlashIsa isa = cpu::FlashIsa::Auto;
   if (!options.is_null() && !options.is_object())
     throw InputError(json_path + ": expected an object of cpu backend options, found " + options.dump());
   if (options.is_object())
@@ -177,18 +182,24 @@ std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options,
         if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024)
           throw InputError(json_path + ".threads: expected an integer from 1 to 1024, found " + v.dump());
         threads = static_cast<int>(v.get<int64_t>());
-      } else if (it.key() == "decode_kernels") {
-        // "avx2" forces the AVX2 decode kernel on an AVX-512 machine (to
-        // measure what AVX2-only machines get); "auto": the widest.
+      } else if (it.key() == "kernels") {
         const auto& v = it.value();
-        if (v == "avx2") decode = cpu::decode_chunk_avx2;
-        else if (v != "auto")
-          throw InputError(json_path + ".decode_kernels: expected \"auto\" or \"avx2\", found " + v.dump());
+        const std::string name = v.is_string() ? v.get<std::string>() : "";
+        if (name == "auto")
+          isa = cpu::FlashIsa::Auto;
+        else if (name == "avx2")
+          isa = cpu::FlashIsa::Avx2;
+        else if (name == "avx512")
+          isa = cpu::FlashIsa::Avx512;
+        else
+          throw InputError(json_path + ".kernels: expected \"auto\", \"avx512\" or \"avx2\", found " + v.dump());
+        if (!cpu::flash_isa_available(isa))
+          throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, VL, DQ)");
       } else {
-        throw InputError(json_path + "." + it.key() + ": unknown key for backend 'cpu' (expected: threads, decode_kernels)");
+        throw InputError(json_path + "." + it.key() + ": unknown key for backend 'cpu' (expected: threads, kernels)");
       }
     }
-  return std::make_unique<CpuBackend>(threads, decode);
+  return std::make_unique<CpuBackend>(threads, isa);
 }
 
 }  // namespace mha

@@ -7,9 +7,9 @@
 //      cache_dtype (kv_format.h); the float32 copies are rounded through the
 //      format too, so every query attends to the values the cache holds
 //   attention -> context [B*n, H*dv]:
-//     first append of several rows (the prompt): the flash kernel
-//       (cpu_flash.h) on the projected rows themselves, O(n*d) memory;
-//     otherwise: per (batch, row, kv head, chunk of keys) the chunk kernel
+//     several rows (a prompt, at any depth): the flash kernel over the
+//       cache (cpu_decode_prefill.h), O(n*d) memory;
+//     one row: per (batch, kv head, chunk of keys) the chunk kernel
 //       (cpu_decode_kernel.h) reads each cached key/value row once for all
 //       query heads of the group, and the chunks' online-softmax partials
 //       are merged (split-K, so a single token still spreads over threads)
@@ -19,12 +19,15 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <vector>
 
 #include "backends/cpu/cpu_decode_kernel.h"
+#include "backends/cpu/cpu_decode_prefill.h"
 #include "backends/cpu/cpu_flash.h"
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_projection.h"
@@ -55,6 +58,12 @@ void gemv(ThreadPool& pool, const PackedLinear& lin, const float* x, float* y) {
   });
 }
 
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 void project_rows(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t rows, float* y) {
   if (rows == 1)
     gemv(pool, lin, x, y);
@@ -68,8 +77,9 @@ struct ChunkTask {
 
 class CpuDecode : public DecodeSession {
  public:
-  CpuDecode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool, DecodeKernel kernel)
-      : spec_(spec), opt_(opt), pool_(pool), rule_(spec), kernel_(kernel),
+  CpuDecode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool, FlashIsa isa)
+      : spec_(spec), opt_(opt), pool_(pool), rule_(spec), isa_(isa),
+        kernel_(isa == FlashIsa::Avx2 ? decode_chunk_avx2 : decode_kernel()),
         qkv_(pack_stacked({&spec.q, &spec.k, &spec.v})), kbytes_(kv_row_bytes(opt.cache_dtype, spec.head_dim)),
         vbytes_(kv_row_bytes(opt.cache_dtype, spec.head_dim_v)) {
     if (spec.out) out_ = pack_linear(*spec.out);
@@ -83,6 +93,7 @@ class CpuDecode : public DecodeSession {
   }
 
   int64_t length() const override { return len_; }
+  AttentionTime attention_time() const override { return attention_; }
   int64_t cache_bytes() const override { return opt_.batch * spec_.num_kv_heads * len_ * (kbytes_ + vbytes_); }
 
   Tensor append(const Tensor& x_in) override {
@@ -107,10 +118,14 @@ class CpuDecode : public DecodeSession {
     store_kv(n);
 
     ctx_.resize(rows * H * dv);
-    if (len_ == 0 && n > 1)
-      prompt_attention(n);
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = process_cpu_seconds();
+    if (n > 1)
+      prefill(n);
     else
       cached_attention(n);
+    attention_.cpu_s += process_cpu_seconds() - c0;
+    attention_.wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     len_ += n;
 
     Tensor out(DType::F32, {B, n, spec_.out_dim()});
@@ -162,28 +177,19 @@ class CpuDecode : public DecodeSession {
     });
   }
 
-  // The prompt, attended among itself: flash over the projected rows.
-  void prompt_attention(int64_t n) {
-    const int64_t H = spec_.num_heads, dv = spec_.head_dim_v;
-    FlashArgs a;
-    a.B = opt_.batch, a.L = n, a.S = n, a.St = n;
-    a.H = H, a.Hkv = spec_.num_kv_heads, a.dh = spec_.head_dim, a.dv = dv;
-    const int64_t Eq = H * a.dh, Ek = a.Hkv * a.dh;
-    a.q = proj_.data(), a.k = proj_.data() + Eq, a.v = proj_.data() + Eq + Ek;
-    a.ldq = a.ldk = a.ldv = qkv_.out;
-    a.scale = static_cast<float>(spec_.scale);
-    a.rule = rule_;
-    a.ctx = ctx_.data(), a.ldc = H * dv;
-    if (flash_.size() != static_cast<std::size_t>(pool_.size())) {
-      flash_.resize(pool_.size());
-      for (FlashScratch& s : flash_) s.resize(a.dh, dv);
-    }
-    const int64_t nqb = flash_query_blocks(n);
-    const int64_t sets = flash_head_sets(H, a.Hkv);
-    pool_.parallel_for(a.B * sets * nqb, [&](int64_t t, int thread) {
-      const int64_t qb = nqb - 1 - t % nqb, bs = t / nqb;  // longest (causal) blocks first
-      flash_block(a, bs / sets, bs % sets, qb, flash_[thread]);
-    });
+  // Several rows (a prompt, at any depth): the flash kernel over the
+  // cache (cpu_decode_prefill.h).
+  void prefill(int64_t n) {
+    PrefillArgs p;
+    p.cache.dtype = opt_.cache_dtype, p.cache.k = k_.get(), p.cache.v = v_.get();
+    p.cache.Hkv = spec_.num_kv_heads, p.cache.T = opt_.max_tokens;
+    p.cache.dh = spec_.head_dim, p.cache.dv = spec_.head_dim_v;
+    p.rule = rule_, p.scale = static_cast<float>(spec_.scale);
+    p.B = opt_.batch, p.H = spec_.num_heads, p.n = n, p.len = len_;
+    p.q = proj_.data(), p.ldq = qkv_.out;
+    p.ctx = ctx_.data(), p.ldc = spec_.num_heads * spec_.head_dim_v;
+    p.isa = isa_;
+    prefill_attention(pool_, p, flash_);
   }
 
   // Each new row r (position len_ + r) against the cache's keys it sees.
@@ -252,12 +258,14 @@ class CpuDecode : public DecodeSession {
   DecodeOptions opt_;
   ThreadPool& pool_;
   MaskRule rule_;
+  FlashIsa isa_;
   DecodeKernel kernel_;
   PackedLinear qkv_;
   std::optional<PackedLinear> out_;
   int64_t kbytes_, vbytes_;                 // one cached K / V row (kv_row_bytes)
   std::unique_ptr<unsigned char[]> k_, v_;  // [B, Hkv, max_tokens] rows of kbytes_ / vbytes_
   int64_t len_ = 0;
+  AttentionTime attention_{0, 0};
   // Per-append workspaces, kept between appends so steps allocate nothing.
   std::vector<float> proj_, ctx_, partial_;
   std::vector<ChunkTask> tasks_;
@@ -269,8 +277,8 @@ class CpuDecode : public DecodeSession {
 }  // namespace
 
 std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool,
-                                               DecodeKernel kernel) {
-  return std::make_unique<CpuDecode>(spec, opt, pool, kernel);
+                                               FlashIsa isa) {
+  return std::make_unique<CpuDecode>(spec, opt, pool, isa);
 }
 
 }  // namespace mha::cpu

@@ -71,6 +71,12 @@ void load_rows(const float* src, int64_t ld, int64_t row0, const float* bias, in
   }
 }
 
+void load_source_rows(const FlashArgs& a, bool value, int64_t b, int64_t g, int64_t j0, int64_t n, float* dst, int64_t ldl) {
+  const int64_t real = std::max<int64_t>(0, std::min(n, a.S - j0));
+  if (real > 0) a.rows->load(a.rows->self, value, b, g, j0, real, dst, ldl);
+  if (real < n) std::memset(dst + real * ldl, 0, sizeof(float) * (n - real) * ldl);
+}
+
 bool visible_lanes(const MaskRule& rule, int64_t i0, int64_t j0, int64_t nk, int64_t nkp, int64_t nql, int32_t* lo,
                    int32_t* hi) {
   bool cut = false;
@@ -178,12 +184,19 @@ bool cpu_has_avx512() {
 }
 }  // namespace
 
-FlashKernel flash_kernel() {
+bool flash_isa_available(FlashIsa isa) {
   static const bool avx512 = cpu_has_avx512();
-  return avx512 ? flash_block_avx512 : flash_block_avx2;
+  return isa != FlashIsa::Avx512 || avx512;
 }
-const char* flash_kernel_isa() { return flash_kernel() == flash_block_avx512 ? "avx512" : "avx2"; }
 
-void flash_block(const FlashArgs& a, int64_t b, int64_t hs, int64_t qb, FlashScratch& s) { flash_kernel()(a, b, hs, qb, s); }
+FlashKernel flash_kernel(FlashIsa isa) {
+  static const bool avx512 = cpu_has_avx512();
+  return isa != FlashIsa::Avx2 && avx512 ? flash_block_avx512 : flash_block_avx2;
+}
+const char* flash_kernel_isa(FlashIsa isa) { return flash_kernel(isa) == flash_block_avx512 ? "avx512" : "avx2"; }
+
+void flash_block(const FlashArgs& a, int64_t b, int64_t hs, int64_t qb, FlashScratch& s) {
+  flash_kernel(a.isa)(a, b, hs, qb, s);
+}
 
 }  // namespace mha::cpu

@@ -27,6 +27,21 @@ constexpr int64_t kHeadsPerTask = 4;
 //   at a time). ctx may alias q when dv == dh: a task
 //   reads its own q rows before it writes the same ctx rows, and no other
 //   task reads them.
+// Which kernel instance runs a block (cpu_flash_kernel.h): the widest the
+// CPU has, or AVX2 forced (the cpu backend's "kernels" option), so AVX2
+// figures can be measured on an AVX-512 machine.
+enum class FlashIsa { Auto, Avx2, Avx512 };
+
+// Keys and values held outside the projections, in a layout and element
+// type of their own (the KV cache, cpu_decode_prefill.h): load writes rows
+// [j0, j0 + n) of kv head g of batch b (values when `value`, else keys),
+// all < S, widened to float32, into dst [n, ldd] with zero columns past d.
+struct FlashRowSource {
+  void (*load)(const void* self, bool value, int64_t b, int64_t g, int64_t j0, int64_t n, float* dst, int64_t ldd) =
+      nullptr;
+  const void* self = nullptr;
+};
+
 struct FlashArgs {
   int64_t B = 0, L = 0, S = 0, St = 0, H = 0, Hkv = 0, dh = 0, dv = 0;
   const float* q = nullptr;
@@ -54,6 +69,10 @@ struct FlashArgs {
   int64_t q_pos0 = 0, k_pos0 = 0, q_batch_rows = 0;
   float* state_m = nullptr;
   float* state_l = nullptr;
+  // With rows set, keys and values come from it and k, v, ldk, ldv, kv_row0
+  // and the bias rows are unused (St must equal S).
+  const FlashRowSource* rows = nullptr;
+  FlashIsa isa = FlashIsa::Auto;
   int64_t q_stride() const { return q_batch_rows ? q_batch_rows : L; }
 };
 
@@ -76,8 +95,7 @@ int64_t flash_query_blocks(int64_t L);
 // most kHeadsPerTask.
 int64_t flash_head_sets(int64_t H, int64_t Hkv);
 // Queries [qb*kBr, min(L, (qb+1)*kBr)) of batch b, for the heads of head
-// set hs (< flash_head_sets), by the widest kernel this CPU runs
-// (cpu_flash_kernel.h).
+// set hs (< flash_head_sets), by the kernel a.isa names (cpu_flash_kernel.h).
 void flash_block(const FlashArgs& a, int64_t b, int64_t hs, int64_t qb, FlashScratch& s);
 
 }  // namespace mha::cpu

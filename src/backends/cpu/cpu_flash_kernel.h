@@ -18,9 +18,11 @@ namespace mha::cpu {
 using FlashKernel = void (*)(const FlashArgs&, int64_t b, int64_t h, int64_t qb, FlashScratch&);
 void flash_block_avx2(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScratch& s);
 void flash_block_avx512(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScratch& s);
-// The widest kernel this CPU runs, and its name ("avx512" or "avx2").
-FlashKernel flash_kernel();
-const char* flash_kernel_isa();
+// The widest kernel this CPU runs (or the one `isa` forces), and its name
+// ("avx512" or "avx2"). flash_isa_available: whether this CPU runs `isa`.
+FlashKernel flash_kernel(FlashIsa isa = FlashIsa::Auto);
+const char* flash_kernel_isa(FlashIsa isa = FlashIsa::Auto);
+bool flash_isa_available(FlashIsa isa);
 
 namespace flash_detail {
 
@@ -34,6 +36,9 @@ void transpose_rows(const float* src, int64_t lds, int64_t n, int64_t np, int64_
 // rows past S take the bias row (index S) or zeros, columns past d are zero.
 void load_rows(const float* src, int64_t ld, int64_t row0, const float* bias, int64_t b, int64_t S, int64_t g,
                int64_t d, int64_t j0, int64_t n, float* dst, int64_t ldl);
+// load_rows for a FlashRowSource: rows [j0, j0 + n) through a.rows, rows
+// at or past S zero (block padding).
+void load_source_rows(const FlashArgs& a, bool value, int64_t b, int64_t g, int64_t j0, int64_t n, float* dst, int64_t ldl);
 // Query lanes [lo[j], hi[j]) of key row j0 + j (j < nkp) survive the causal /
 // window rule and the padding (rows j >= nk see nothing); returns whether
 // any row is cut at all.

@@ -24,7 +24,8 @@ void run_blocks(ThreadPool& pool, const FlashArgs& a, Plan& plan, int64_t b0, in
 // [G*S, Hkv*d] (all B*S rows for kChunked); context [rows, H*dv] (into q's
 // storage, a plan buffer, or the output itself when no output projection
 // follows); output [B, L, out_dim].
-AttentionResult run_flash(const AttentionSpec& spec, const AttentionInputs& in, Plan& plan, ThreadPool& pool) {
+AttentionResult run_flash(const AttentionSpec& spec, const AttentionInputs& in, Plan& plan, ThreadPool& pool,
+                          FlashIsa isa) {
   const int64_t B = plan.B, L = plan.L, S = plan.S, H = spec.num_heads, dv = spec.head_dim_v, E_out = spec.out_dim();
   AttentionResult r;
   r.output = Tensor(DType::F32, {B, L, E_out});
@@ -41,6 +42,7 @@ AttentionResult run_flash(const AttentionSpec& spec, const AttentionInputs& in, 
   a.bias_v = plan.bias_v.empty() ? nullptr : plan.bias_v.data();
   a.scale = static_cast<float>(spec.scale);
   a.rule = MaskRule(spec);
+  a.isa = isa;
   std::vector<float> tmask;
   if (in.mask) {
     a.mask = f32_data(*in.mask, tmask);

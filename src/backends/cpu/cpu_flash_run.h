@@ -4,6 +4,8 @@
 
 namespace mha::cpu {
 
-AttentionResult run_flash(const AttentionSpec& spec, const AttentionInputs& in, Plan& plan, ThreadPool& pool);
+// isa: the flash kernel instance (FlashIsa::Auto: the widest this CPU runs).
+AttentionResult run_flash(const AttentionSpec& spec, const AttentionInputs& in, Plan& plan, ThreadPool& pool,
+                          FlashIsa isa = FlashIsa::Auto);
 
 }  // namespace mha::cpu

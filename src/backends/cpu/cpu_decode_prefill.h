@@ -1,0 +1,49 @@
+#pragma once
+// Prefill at depth: the cpu decode session's append of n > 1 rows
+// (cpu_decode.cpp) through the flash kernel, whatever the cache already
+// holds. Appending n tokens to a cache of `len` attends the n x (len + n)
+// causal (and windowed) block: query rows are the session's projected rows,
+// keys and values are read straight from the cache [B, Hkv, max_tokens, d]
+// through one loader that widens a block of cache rows to float32
+// (kv_rows_to_f32, kv_format.h: a new cache format plugs in there).
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/cpu_flash.h"
+#include "backends/cpu/cpu_thread_pool.h"
+#include "model/cache_dtype.h"
+#include "model/mask.h"
+
+namespace mha::cpu {
+
+// The cache as the prefill reads it: k [B, Hkv, T, dh] and v [B, Hkv, T, dv]
+// in `dtype`, T = max_tokens.
+struct CacheView {
+  CacheDtype dtype = CacheDtype::Float32;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t Hkv = 0, T = 0, dh = 0, dv = 0;
+};
+
+// One append's attention: q [B*n, ldq] (query head h at columns h*dh), the
+// rows at positions len .. len+n-1 whose keys and values the cache already
+// holds (cache rows 0 .. len+n-1 valid) -> ctx [B*n, ldc] (head h at
+// columns h*dv). One flash task per (batch, head set, block of kBr queries),
+// longest first; scratch holds one FlashScratch per pool thread.
+struct PrefillArgs {
+  CacheView cache;
+  MaskRule rule;
+  float scale = 1.0f;
+  int64_t B = 0, H = 0, n = 0, len = 0;
+  const float* q = nullptr;
+  int64_t ldq = 0;
+  float* ctx = nullptr;
+  int64_t ldc = 0;
+  FlashIsa isa = FlashIsa::Auto;
+};
+void prefill_attention(ThreadPool& pool, const PrefillArgs& p, std::vector<FlashScratch>& scratch);
+
+// The FlashRowSource over a cache view (tests drive the kernel with it).
+FlashRowSource cache_row_source(const CacheView& view);
+
+}  // namespace mha::cpu

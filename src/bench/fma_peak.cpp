@@ -1,0 +1,103 @@
+#include "bench/fma_peak.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <thread>
+#include <vector>
+
+namespace mha::bench {
+
+// As fma_loop_avx512, on 8-float AVX2 vectors: 12 accumulators (AVX2 has 16
+// registers; two hold a and b).
+double fma_loop_avx2(int64_t iters) {
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-6f);
+  __m256 c[12];
+  for (int i = 0; i < 12; ++i) c[i] = _mm256_set1_ps(static_cast<float>(i));
+  for (int64_t k = 0; k < iters; ++k) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) c[i] = _mm256_fmadd_ps(c[i], a, b);
+  }
+  __m256 s = c[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, c[i]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0] > -1.0f ? 2.0 * 8 * 12 * static_cast<double>(iters) : 0.0;
+}
+
+namespace {
+
+bool cpu_has_avx512f() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+double thread_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+struct Rates {
+  double wall = 0, cpu = 0;  // GFLOP/s: all threads over the wall time; per thread over its CPU time, mean
+};
+
+// FLOPs of all threads / wall time from a common start to the last finish,
+// and each thread's FLOPs / its own CPU time, averaged.
+Rates run_threads(double (*loop)(int64_t), int threads, int64_t iters) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<double> flops(threads, 0.0), cpu(threads, 0.0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      const double c0 = thread_cpu_seconds();
+      flops[t] = loop(iters);
+      cpu[t] = thread_cpu_seconds() - c0;
+    });
+  while (ready.load() < threads) std::this_thread::yield();
+  const auto t0 = std::chrono::steady_clock::now();
+  go.store(true);
+  for (std::thread& th : pool) th.join();
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Rates r;
+  for (int t = 0; t < threads; ++t) {
+    r.wall += flops[t];
+    r.cpu += cpu[t] > 0 ? flops[t] / cpu[t] / 1e9 / threads : 0.0;
+  }
+  r.wall = sec > 0 ? r.wall / sec / 1e9 : 0.0;
+  return r;
+}
+
+}  // namespace
+
+FmaPeak probe_fma_peak(int threads) {
+  const bool avx512 = cpu_has_avx512f();
+  double (*loop)(int64_t) = avx512 ? fma_loop_avx512 : fma_loop_avx2;
+  threads = std::max(1, threads);
+  // Iterations for ~20 ms at a few GHz: 16 (or 12) FMAs per iteration at
+  // about two per cycle.
+  const int64_t iters = 4'000'000;
+  auto best_of = [&](double (*f)(int64_t)) {
+    run_threads(f, threads, iters / 4);  // warm-up
+    Rates best;
+    for (int r = 0; r < 5; ++r) {
+      const Rates x = run_threads(f, threads, iters);
+      best.wall = std::max(best.wall, x.wall), best.cpu = std::max(best.cpu, x.cpu);
+    }
+    return best;
+  };
+  FmaPeak p;
+  const Rates wide = best_of(loop), narrow = avx512 ? best_of(fma_loop_avx2) : wide;
+  p.isa = avx512 ? "avx512" : "avx2";
+  p.gflops = wide.wall, p.cpu_gflops = wide.cpu;
+  p.avx2_gflops = narrow.wall, p.avx2_cpu_gflops = narrow.cpu;
+  return p;
+}
+
+}  // namespace mha::bench

@@ -195,31 +195,90 @@ void check_row_size(const Row& row) {
   check_bytes(elements, 4, what);
 }
 
+namespace {
+
+// The row's backend, or nullptr with res.skipped set when only its -t
+// thread count is what the backend lacks (-t on the reference backend skips
+// that row, not the sweep); any other bad option is the user's to fix, so
+// the row's own options must make a backend.
+std::unique_ptr<Backend> make_row_backend(const Row& row, const BackendFactory& make, Result& res) {
+  try {
+    return make(row, row.effective_backend_options());
+  } catch (const InputError& e) {
+    if (row.threads <= 0 || row.backend_options.contains("threads")) throw;
+    make(row, row.backend_options);
+    res.skipped = std::string("-t: ") + e.what();
+    return nullptr;
+  }
+}
+
+// One forward pass per run (forward rows, and prefill rows at depth 0: a
+// causal forward pass over the prompt, on every backend, decode or not).
+void run_forward_row(const Row& row, const ShapeRecipe& recipe, Backend& backend, PreparedRun& run,
+                     TorchGenerator& gen, int64_t warmup, int64_t reps, RateCache& rates, Result& res) {
+  forward_inputs(row, recipe, gen, run);
+  if (auto why = backend.supports(run.spec, run.inputs)) {
+    res.skipped = *why;
+    return;
+  }
+  res.rates = rates.at(res.threads);
+  res.peak_per_row = reset_peak_memory();
+  RunRequest req;
+  req.warmup = warmup;
+  req.iterations = reps;
+  const RunReport rep = execute_run(run, backend, req);
+  res.peak_mib = peak_memory_mib();
+  res.timing = rep.timing;
+}
+
+// The attention's own time as shares of the FMA peak of the ISA it ran
+// (the AVX2 loop's when the backend forced its AVX2 kernels), wall and CPU.
+void attention_shares(const PhaseRun& pr, bool avx2_attention, Result& res) {
+  if (pr.attention_ms <= 0) return;
+  res.attention_ms = pr.attention_ms;
+  res.attention_gflops = pr.attention_flops / (pr.attention_ms * 1e6);
+  const double peak = avx2_attention ? res.rates.fma_avx2_gflops : res.rates.fma_gflops;
+  const double peak_cpu = avx2_attention ? res.rates.fma_avx2_cpu_gflops : res.rates.fma_cpu_gflops;
+  if (peak > 0) res.fma_percent = 100.0 * res.attention_gflops / peak;
+  res.attention_cpu_ms = pr.attention_cpu_ms;
+  if (pr.attention_cpu_ms > 0 && peak_cpu > 0)
+    res.fma_cpu_percent = 100.0 * pr.attention_flops / (pr.attention_cpu_ms * 1e6) / peak_cpu;
+}
+
+// A prefill or generate row on a KV-cache session: the timed phase, then,
+// untimed, the cache format's error against float64 for generate rows.
+void run_session_row(const Row& row, Backend& backend, PreparedRun& run, TorchGenerator& gen, int64_t warmup,
+                     int64_t reps, RateCache& rates, Result& res) {
+  if (auto why = backend.supports_decode(run.spec)) {
+    res.skipped = *why;
+    return;
+  }
+  Tensor x = gen.rand({row.batch, row.seq, row.hidden});
+  res.rates = rates.at(res.threads);
+  res.peak_per_row = reset_peak_memory();
+  const PhaseRun pr = run_phase(run.spec, run.weights, backend, row, x, warmup, reps);
+  res.peak_mib = peak_memory_mib();
+  res.timing = pr.timing;
+  res.bytes_per_token = pr.bytes_per_token;
+  if (row.phase == Phase::Generate && (backend.name() != "reference" || row.cache_dtype != CacheDtype::Float32) &&
+      !decode_error_too_costly(run.spec, row.batch, row.depth, std::min(row.seq, kErrorTokens)))
+    res.cache_error = phase_error(run.spec, backend, row, x);
+  const nlohmann::json info = backend.describe();
+  attention_shares(pr, info.contains("attention_isa") && info["attention_isa"] == "avx2", res);
+}
+
+}  // namespace
+
 Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& rates, const BackendFactory& make) {
   Result res;
   res.row = row;
   res.timestamp = utc_timestamp();
-  const bool phased = row.phase != Phase::Forward;
   const ShapeRecipe recipe = recipe_for_row(row);
-  const nlohmann::ordered_json options = row.effective_backend_options();
-  std::unique_ptr<Backend> backend;
-  try {
-    backend = make(row, options);
-  } catch (const InputError& e) {
-    // A thread count the backend has no option for (-t on the reference
-    // backend) skips that row, not the sweep; any other bad option is the
-    // user's to fix, so the row's own options must make a backend.
-    if (row.threads <= 0 || row.backend_options.contains("threads")) throw;
-    make(row, row.backend_options);
-    res.skipped = std::string("-t: ") + e.what();
-    return res;
-  }
+  std::unique_ptr<Backend> backend = make_row_backend(row, make, res);
+  if (!backend) return res;
   const nlohmann::json info = backend->describe();
   res.threads = backend->threads();
   res.simd = info.contains("simd") && info["simd"].is_string() ? info["simd"].get<std::string>() : "unknown";
-  // The vector ISA the backend's attention kernel runs ("avx2" when forced
-  // on an AVX-512 machine): its FMA peak is the one the row is held to.
-  const bool avx2_attention = info.contains("attention_isa") && info["attention_isa"] == "avx2";
   if (!recipe.why_not.empty()) {
     res.skipped = recipe.why_not;
     return res;
@@ -229,49 +288,11 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
   TorchGenerator gen(0);
   const int64_t w = row.max_warmup >= 0 ? std::min(warmup, row.max_warmup) : warmup;
   const int64_t n = row.max_repetitions > 0 ? std::min(repetitions, row.max_repetitions) : repetitions;
-
-  // A prefill at depth 0 is one causal forward pass over the prompt: it
-  // runs on every backend, decode or not.
-  if (!phased || (row.phase == Phase::Prefill && row.depth == 0 && !row.prefill_session)) {
-    forward_inputs(row, recipe, gen, run);
-    if (auto why = backend->supports(run.spec, run.inputs)) {
-      res.skipped = *why;
-      return res;
-    }
-    res.rates = rates.at(res.threads);
-    res.peak_per_row = reset_peak_memory();
-    RunRequest req;
-    req.warmup = w;
-    req.iterations = n;
-    RunReport rep = execute_run(run, *backend, req);
-    res.peak_mib = peak_memory_mib();
-    res.timing = rep.timing;
-  } else {
-    if (auto why = backend->supports_decode(run.spec)) {
-      res.skipped = *why;
-      return res;
-    }
-    Tensor x = gen.rand({row.batch, row.seq, row.hidden});
-    res.rates = rates.at(res.threads);
-    res.peak_per_row = reset_peak_memory();
-    PhaseRun pr = run_phase(run.spec, run.weights, *backend, row, x, w, n);
-    res.peak_mib = peak_memory_mib();
-    res.timing = pr.timing;
-    res.bytes_per_token = pr.bytes_per_token;
-    if (row.phase == Phase::Generate && (backend->name() != "reference" || row.cache_dtype != CacheDtype::Float32) &&
-        !decode_error_too_costly(run.spec, row.batch, row.depth, std::min(row.seq, kErrorTokens)))
-      res.cache_error = phase_error(run.spec, *backend, row, x);
-    if (pr.attention_ms > 0) {
-      res.attention_ms = pr.attention_ms;
-      res.attention_gflops = pr.attention_flops / (pr.attention_ms * 1e6);
-      const double peak = avx2_attention ? res.rates.fma_avx2_gflops : res.rates.fma_gflops;
-      const double peak_cpu = avx2_attention ? res.rates.fma_avx2_cpu_gflops : res.rates.fma_cpu_gflops;
-      if (peak > 0) res.fma_percent = 100.0 * res.attention_gflops / peak;
-      res.attention_cpu_ms = pr.attention_cpu_ms;
-      if (pr.attention_cpu_ms > 0 && peak_cpu > 0)
-        res.fma_cpu_percent = 100.0 * pr.attention_flops / (pr.attention_cpu_ms * 1e6) / peak_cpu;
-    }
-  }
+  if (row.phase == Phase::Forward || (row.phase == Phase::Prefill && row.depth == 0 && !row.prefill_session))
+    run_forward_row(row, recipe, *backend, run, gen, w, n, rates, res);
+  else
+    run_session_row(row, *backend, run, gen, w, n, rates, res);
+  if (!res.skipped.empty()) return res;
   tokens_per_second(res, static_cast<double>(row.batch * row.seq));
   const double sec = res.timing.median_ms / 1e3;
   if (row.phase == Phase::Generate) {

@@ -29,6 +29,13 @@ void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat
     }
 }
 
+int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row) {
+  for (int64_t r = rows; r > 0; --r)
+    for (int64_t i = 0; i < per_row; ++i)
+      if (rec[(r - 1) * per_row + i].exp != simd::kZeroExp) return r;
+  return 0;
+}
+
 void In1Buffer::resize(int64_t K, int64_t N) {
   ld = N;
   exp.resize(static_cast<size_t>(K * N));

@@ -15,6 +15,14 @@ namespace mha::ttsim::detail {
 void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat f, bool fp32, int phases,
                 simd::ARec* out);
 
+// 1 + the last of `rows` decoded rows (per_row records each, as decode_in0
+// writes them) holding a non-zero operand; 0 when every row is zero. A zero
+// row of in0 adds nothing to a zero Dst row in any phase (each group's max
+// is not positive, so accumulate returns +0), so matmul leaves the trailing
+// zero rows (the padding of a one-token decode step's 32-row tile) out of
+// the kernel and their Dst rows stay +0.
+int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row);
+
 // in1 (SrcA role) decoded for simd::In1, with the storage behind it.
 struct In1Buffer {
   std::vector<int32_t> exp, pcs, neg32;

@@ -19,12 +19,11 @@ void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat
         // As detail::dot16: the low pieces weigh 2^-5 (SrcA) and 2^-7 (SrcB).
         const int32_t adj = -127 - ((p & 1) ? 5 : 0) - ((p & 2) ? 7 : 0);
         simd::ARec& rec = out[r * per_row + ((k / 32) * phases + p) * 32 + k % 32];
-        const uint32_t piece = d.piece[(p >> 1) & 1];
-        rec.exp = d.zero ? simd::kZeroExp : d.exp + adj;
-        rec.pair = d.zero ? 0 : static_cast<int32_t>((p & 1) ? piece << 16 : piece);
+        const int32_t piece = d.zero ? 0 : d.piece[(p >> 1) & 1];
+        rec.exp = simd::dup16(d.zero ? simd::kZeroExp : d.exp + adj);
+        rec.piece = simd::dup16(piece);
+        rec.spiece = simd::dup16(d.sign ? -piece : piece);
         rec.neg = d.sign ? -1 : 0;
-        rec.piece = d.zero ? 0 : static_cast<int32_t>(piece);
-        rec.spiece = d.sign ? -rec.piece : rec.piece;
       }
     }
 }
@@ -32,29 +31,23 @@ void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat
 int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row) {
   for (int64_t r = rows; r > 0; --r)
     for (int64_t i = 0; i < per_row; ++i)
-      if (rec[(r - 1) * per_row + i].exp != simd::kZeroExp) return r;
+      if (rec[(r - 1) * per_row + i].exp != simd::dup16(simd::kZeroExp)) return r;
   return 0;
 }
 
 void In1Buffer::resize(int64_t K, int64_t N) {
   ld = N;
-  exp.resize(static_cast<size_t>(K * N));
-  pcs.resize(exp.size());
-  neg32.resize(exp.size());
-  neg16.resize(exp.size() / 16);
-  exp16.resize(exp.size());
-  pc16_hi.resize(exp.size());
-  pc16_lo.resize(exp.size());
-  spc16_hi.resize(exp.size());
-  spc16_lo.resize(exp.size());
-  pos16.resize(exp.size() / 16);
+  const size_t n = static_cast<size_t>(K * N);
+  for (auto* v : {&exp16, &pc16_hi, &pc16_lo, &spc16_hi, &spc16_lo}) v->resize(n);
+  neg16.resize(n / 16);
+  pos16.resize(n / 16);
 }
 
-simd::In1 In1Buffer::view(int64_t k0) const {
-  const int64_t o = k0 * ld;
-  return {exp.data() + o,          pcs.data() + o,
-          neg32.data() + o,        {neg16.data() + o / 16, pos16.data() + o / 16},
-          exp16.data() + o,        {pc16_hi.data() + o, pc16_lo.data() + o},
+simd::In1 In1Buffer::view(int64_t k0, int64_t c0) const {
+  const int64_t o = k0 * ld + c0;
+  return {{neg16.data() + o / 16, pos16.data() + o / 16},
+          exp16.data() + o,
+          {pc16_hi.data() + o, pc16_lo.data() + o},
           {spc16_hi.data() + o, spc16_lo.data() + o},
           ld};
 }
@@ -71,9 +64,9 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
         std::memcpy(&u[j], &x, 4);
       }
       // encode_srca's fields for 16 lanes on AVX2 (the whole binary requires
-      // it): exponent (kZeroExp for exponent field 0), the doubled pieces
-      // (hidden + 4 bits, next 5 bits; doubled so the kernel's alignment can
-      // round with one shift), the sign mask, and their 16-bit copies.
+      // it), as simd::In1 holds them: exponent (kZeroExp for exponent field
+      // 0), the doubled pieces (hidden + 4 bits, next 5 bits), the same
+      // signed, and the sign masks.
       uint32_t bits = 0;
       __m256i exs[2], his[2], los[2], shis[2], slos[2];
       for (int h = 0; h < 2; ++h) {
@@ -85,11 +78,7 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
         his[h] = _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_srli_epi32(m, 6), 1));
         los[h] = _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(m, 1), _mm256_set1_epi32(31)), 1));
         exs[h] = _mm256_blendv_epi8(e, _mm256_set1_epi32(simd::kZeroExp), zero);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.exp[o + 8 * h]), exs[h]);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.pcs[o + 8 * h]),
-                            _mm256_or_si256(his[h], _mm256_slli_epi32(los[h], 16)));
         const __m256i sgn = _mm256_srai_epi32(v, 31);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.neg32[o + 8 * h]), sgn);
         // The pieces with the operand's sign on them ((x ^ s) - s negates where s = -1).
         shis[h] = _mm256_sub_epi32(_mm256_xor_si256(his[h], sgn), sgn);
         slos[h] = _mm256_sub_epi32(_mm256_xor_si256(los[h], sgn), sgn);

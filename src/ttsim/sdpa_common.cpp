@@ -151,15 +151,7 @@ void sdpa_matmul_decoded(const float* a, int64_t lda, int64_t rows, int64_t K, c
   const int64_t rec = K * m.phases;
   s.arec.resize(static_cast<size_t>(rows * rec));
   detail::decode_in0(a, lda, rows, K, DataFormat::Bfloat16, m.fp32, m.phases, s.arec.data());
-  simd::In1 v = b1.view(k0);
-  v.exp += c0;
-  v.pcs += c0;
-  v.neg32 += c0;
-  v.sign16[0] += c0 / 16;
-  v.sign16[1] += c0 / 16;
-  v.exp16 += c0;
-  v.pc16[0] += c0;
-  v.pc16[1] += c0;
+  const simd::In1 v = b1.view(k0, c0);
   s.dst.assign(static_cast<size_t>(rows * N), 0u);
   m.kern->mvmul(s.arec.data(), rec, rows, v, N, K / kTile, m.phases, m.fp32, s.dst.data(), N);
   for (int64_t r = 0; r < rows; ++r) {

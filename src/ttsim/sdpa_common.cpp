@@ -68,7 +68,14 @@ float sdpa_sub_exp1(float a, float b, bool approx_exp, const TileMath& m) {
 }
 
 float sdpa_mul1(float a, float b, const TileMath& m) {
-  float x = fpu_mul(a, b, m.fidelity, m.fp32);
+  float x;
+  if (m.kern) {  // one vector of lanes (the others zero): cheaper than the lane model's 16-term dot
+    float av[16] = {a}, out[16];
+    m.kern->elwmul(av, &b, 0, m.kern->lanes, m.phases, m.fp32, out);
+    x = out[0];
+  } else {
+    x = fpu_mul(a, b, m.fidelity, m.fp32);
+  }
   sdpa_pack_bf16(&x, 1, m);
   return x;
 }

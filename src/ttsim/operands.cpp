@@ -11,19 +11,41 @@ namespace mha::ttsim::detail {
 
 void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat f, bool fp32, int phases,
                 simd::ARec* out) {
+  // encode_srcb(unpack_to_src(x)) for 8 values of K at once on AVX2: only a
+  // Float32 input's bf16 truncation (16-bit Dst) reaches the significand
+  // bits read here; a tf32 one keeps all ten, and exponent field 0 makes a
+  // zero datum whatever the truncation. Each phase's 8 records are then
+  // transposed from field vectors to ARecs.
+  const __m256i trunc = _mm256_set1_epi32(f == DataFormat::Float32 && !fp32 ? static_cast<int32_t>(0xffff0000u) : -1);
+  const __m256i z = _mm256_setzero_si256(), lo16 = _mm256_set1_epi32(0xffff);
   const int64_t per_row = K * phases;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < K; ++k) {
-      const SrcDatum d = encode_srcb(unpack_to_src(a[r * lda + k], f, fp32));
+    for (int64_t k = 0; k < K; k += 8) {
+      const __m256i u = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * lda + k)), trunc);
+      const __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(255));
+      const __m256i zero = _mm256_cmpeq_epi32(e, z);
+      const __m256i m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u, 13), _mm256_set1_epi32(0x3ff)),
+                                        _mm256_set1_epi32(0x400));
+      const __m256i neg = _mm256_srai_epi32(u, 31);
+      const __m256i pieces[2] = {_mm256_andnot_si256(zero, _mm256_srli_epi32(m, 4)),
+                                 _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_and_si256(m, _mm256_set1_epi32(15)), 3))};
+      auto dup = [&](__m256i x) { return _mm256_or_si256(_mm256_and_si256(x, lo16), _mm256_slli_epi32(x, 16)); };
       for (int p = 0; p < phases; ++p) {
         // As detail::dot16: the low pieces weigh 2^-5 (SrcA) and 2^-7 (SrcB).
         const int32_t adj = -127 - ((p & 1) ? 5 : 0) - ((p & 2) ? 7 : 0);
-        simd::ARec& rec = out[r * per_row + ((k / 32) * phases + p) * 32 + k % 32];
-        const int32_t piece = d.zero ? 0 : d.piece[(p >> 1) & 1];
-        rec.exp = simd::dup16(d.zero ? simd::kZeroExp : d.exp + adj);
-        rec.piece = simd::dup16(piece);
-        rec.spiece = simd::dup16(d.sign ? -piece : piece);
-        rec.neg = d.sign ? -1 : 0;
+        const __m256i ex = dup(_mm256_blendv_epi8(_mm256_add_epi32(e, _mm256_set1_epi32(adj)),
+                                                  _mm256_set1_epi32(simd::kZeroExp), zero));
+        const __m256i pc = pieces[(p >> 1) & 1];
+        const __m256i spc = _mm256_sub_epi32(_mm256_xor_si256(pc, neg), neg);
+        const __m256i t0 = _mm256_unpacklo_epi32(ex, dup(pc)), t1 = _mm256_unpackhi_epi32(ex, dup(pc));
+        const __m256i t2 = _mm256_unpacklo_epi32(dup(spc), neg), t3 = _mm256_unpackhi_epi32(dup(spc), neg);
+        const __m256i r0 = _mm256_unpacklo_epi64(t0, t2), r1 = _mm256_unpackhi_epi64(t0, t2);
+        const __m256i r2 = _mm256_unpacklo_epi64(t1, t3), r3 = _mm256_unpackhi_epi64(t1, t3);
+        __m256i* o = reinterpret_cast<__m256i*>(out + r * per_row + ((k / 32) * phases + p) * 32 + k % 32);
+        _mm256_storeu_si256(o, _mm256_permute2x128_si256(r0, r1, 0x20));
+        _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(r2, r3, 0x20));
+        _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(r0, r1, 0x31));
+        _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(r2, r3, 0x31));
       }
     }
 }

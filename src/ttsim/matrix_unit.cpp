@@ -78,6 +78,8 @@ void run_k_blocks(const MM& mm, int64_t Kt, const MatmulBlocking& blk, const Com
       pack_from_dst(dst.data(), b == 0 ? l1.data() : dst.data(), n, blk.interm, fp32, precise);
       if (b > 0 && !f32 && kern)
         kern->l1_acc_bf16(l1.data(), dst.data(), n);
+      else if (b > 0 && f32 && kern)
+        l1_acc_fp32(l1.data(), dst.data(), n);
       else if (b > 0)
         for (int64_t i = 0; i < n; ++i) l1[i] = f32 ? l1_acc_fp32(l1[i], dst[i]) : l1_acc_bf16(l1[i], dst[i]);
     }

@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -99,9 +100,13 @@ void pack_dst(const float* dst, float* out, int64_t n, DataFormat out_format, bo
   if (!pack_mode_supported(out_format, fp32_dest, src))
     throw std::logic_error(std::string("tt-sim packer: no mode for ") + (fp32_dest ? "fp32" : "16-bit") +
                            " Dst, pack source " + pack_src_name(src) + ", output " + format_name(out_format));
+  const int bits = bfp_magnitude_bits(out_format);
+  if (src == PackSrc::Float32 && bits == 0) {  // the fp32 value itself
+    if (out != dst) std::memmove(out, dst, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
   const int64_t done = src == PackSrc::Bfloat16 ? pack_bf16_stage(dst, out, n, fp32_dest) : 0;
   for (int64_t i = done; i < n; ++i) out[i] = pack_dst_value(dst[i], out_format, fp32_dest, src);
-  const int bits = bfp_magnitude_bits(out_format);
   if (bits == 0) return;
   // The block builder works on the 16-bit stage whatever the source was.
   for (int64_t i = 0; i + 16 <= n; i += 16) {

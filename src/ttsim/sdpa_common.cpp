@@ -159,12 +159,10 @@ void sdpa_matmul_decoded(const float* a, int64_t lda, int64_t rows, int64_t K, c
   s.arec.resize(static_cast<size_t>(rows * rec));
   detail::decode_in0(a, lda, rows, K, DataFormat::Bfloat16, m.fp32, m.phases, s.arec.data());
   const simd::In1 v = b1.view(k0, c0);
-  s.dst.assign(static_cast<size_t>(rows * N), 0u);
-  m.kern->mvmul(s.arec.data(), rec, rows, v, N, K / kTile, m.phases, m.fp32, s.dst.data(), N);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::memcpy(out + r * ldo, s.dst.data() + r * N, static_cast<size_t>(N) * 4);
-    sdpa_pack_bf16(out + r * ldo, N, m);
-  }
+  // Dst is the output rows themselves (in0 is decoded by now).
+  for (int64_t r = 0; r < rows; ++r) std::fill(out + r * ldo, out + r * ldo + N, 0.0f);
+  m.kern->mvmul(s.arec.data(), rec, rows, v, N, K / kTile, m.phases, m.fp32, reinterpret_cast<uint32_t*>(out), ldo);
+  for (int64_t r = 0; r < rows; ++r) sdpa_pack_bf16(out + r * ldo, N, m);
 }
 
 }  // namespace mha::ttsim

@@ -44,5 +44,7 @@ float l1_acc_bf16(float l1, float x);
 // The same for FP32 (pack_l1_acc_fp32): IEEE single addition with denormal
 // inputs and results flushed to signed zero, any NaN result 0x7FC00000.
 float l1_acc_fp32(float l1, float x);
+// l1[i] = l1_acc_fp32(l1[i], x[i]) for i < n, on vector lanes.
+void l1_acc_fp32(float* l1, const float* x, int64_t n);
 
 }  // namespace mha::ttsim

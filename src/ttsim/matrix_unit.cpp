@@ -78,6 +78,8 @@ void run_k_blocks(const MM& mm, int64_t Kt, const MatmulBlocking& blk, const Com
       pack_from_dst(dst.data(), b == 0 ? l1.data() : dst.data(), n, blk.interm, fp32, precise);
       if (b > 0 && !f32 && kern)
         kern->l1_acc_bf16(l1.data(), dst.data(), n);
+      else if (b > 0 && f32 && kern)
+        l1_acc_fp32(l1.data(), dst.data(), n);
       else if (b > 0)
         for (int64_t i = 0; i < n; ++i) l1[i] = f32 ? l1_acc_fp32(l1[i], dst[i]) : l1_acc_bf16(l1[i], dst[i]);
     }
@@ -150,8 +152,9 @@ void matmul_vector(const TileTensor& a, const TileTensor& b, TileTensor& out, co
     Scratch& s = scratch[static_cast<size_t>(th)];
     s.arec.resize(static_cast<size_t>(kTile * K * P));
     detail::decode_in0(a.matrix(bi) + r0 * K, K, kTile, K, a.format, fp32, P, s.arec.data());
+    const int64_t rows = detail::live_rows(s.arec.data(), kTile, K * P);
     auto mm = [&](int64_t kt0, int64_t kt1, float* dst) {
-      kern.mvmul(s.arec.data() + kt0 * P * kTile, K * P, kTile, in1.view(bb * K + kt0 * kTile), N, kt1 - kt0, P, fp32,
+      kern.mvmul(s.arec.data() + kt0 * P * kTile, K * P, rows, in1.view(bb * K + kt0 * kTile), N, kt1 - kt0, P, fp32,
                  reinterpret_cast<uint32_t*>(dst), N);
     };
     run_k_blocks(mm, Kt, blk, cfg, kTile * N, s.dst, s.l1, out.matrix(bi) + r0 * N, &kern);

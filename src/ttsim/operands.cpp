@@ -11,43 +11,65 @@ namespace mha::ttsim::detail {
 
 void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat f, bool fp32, int phases,
                 simd::ARec* out) {
+  // encode_srcb(unpack_to_src(x)) for 8 values of K at once on AVX2: only a
+  // Float32 input's bf16 truncation (16-bit Dst) reaches the significand
+  // bits read here; a tf32 one keeps all ten, and exponent field 0 makes a
+  // zero datum whatever the truncation. Each phase's 8 records are then
+  // transposed from field vectors to ARecs.
+  const __m256i trunc = _mm256_set1_epi32(f == DataFormat::Float32 && !fp32 ? static_cast<int32_t>(0xffff0000u) : -1);
+  const __m256i z = _mm256_setzero_si256(), lo16 = _mm256_set1_epi32(0xffff);
   const int64_t per_row = K * phases;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < K; ++k) {
-      const SrcDatum d = encode_srcb(unpack_to_src(a[r * lda + k], f, fp32));
+    for (int64_t k = 0; k < K; k += 8) {
+      const __m256i u = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * lda + k)), trunc);
+      const __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(255));
+      const __m256i zero = _mm256_cmpeq_epi32(e, z);
+      const __m256i m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u, 13), _mm256_set1_epi32(0x3ff)),
+                                        _mm256_set1_epi32(0x400));
+      const __m256i neg = _mm256_srai_epi32(u, 31);
+      const __m256i pieces[2] = {_mm256_andnot_si256(zero, _mm256_srli_epi32(m, 4)),
+                                 _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_and_si256(m, _mm256_set1_epi32(15)), 3))};
+      auto dup = [&](__m256i x) { return _mm256_or_si256(_mm256_and_si256(x, lo16), _mm256_slli_epi32(x, 16)); };
       for (int p = 0; p < phases; ++p) {
         // As detail::dot16: the low pieces weigh 2^-5 (SrcA) and 2^-7 (SrcB).
         const int32_t adj = -127 - ((p & 1) ? 5 : 0) - ((p & 2) ? 7 : 0);
-        simd::ARec& rec = out[r * per_row + ((k / 32) * phases + p) * 32 + k % 32];
-        const uint32_t piece = d.piece[(p >> 1) & 1];
-        rec.exp = d.zero ? simd::kZeroExp : d.exp + adj;
-        rec.pair = d.zero ? 0 : static_cast<int32_t>((p & 1) ? piece << 16 : piece);
-        rec.neg = d.sign ? -1 : 0;
-        rec.piece = d.zero ? 0 : static_cast<int32_t>(piece);
-        rec.spiece = d.sign ? -rec.piece : rec.piece;
+        const __m256i ex = dup(_mm256_blendv_epi8(_mm256_add_epi32(e, _mm256_set1_epi32(adj)),
+                                                  _mm256_set1_epi32(simd::kZeroExp), zero));
+        const __m256i pc = pieces[(p >> 1) & 1];
+        const __m256i spc = _mm256_sub_epi32(_mm256_xor_si256(pc, neg), neg);
+        const __m256i t0 = _mm256_unpacklo_epi32(ex, dup(pc)), t1 = _mm256_unpackhi_epi32(ex, dup(pc));
+        const __m256i t2 = _mm256_unpacklo_epi32(dup(spc), neg), t3 = _mm256_unpackhi_epi32(dup(spc), neg);
+        const __m256i r0 = _mm256_unpacklo_epi64(t0, t2), r1 = _mm256_unpackhi_epi64(t0, t2);
+        const __m256i r2 = _mm256_unpacklo_epi64(t1, t3), r3 = _mm256_unpackhi_epi64(t1, t3);
+        __m256i* o = reinterpret_cast<__m256i*>(out + r * per_row + ((k / 32) * phases + p) * 32 + k % 32);
+        _mm256_storeu_si256(o, _mm256_permute2x128_si256(r0, r1, 0x20));
+        _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(r2, r3, 0x20));
+        _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(r0, r1, 0x31));
+        _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(r2, r3, 0x31));
       }
     }
 }
 
-void In1Buffer::resize(int64_t K, int64_t N) {
-  ld = N;
-  exp.resize(static_cast<size_t>(K * N));
-  pcs.resize(exp.size());
-  neg32.resize(exp.size());
-  neg16.resize(exp.size() / 16);
-  exp16.resize(exp.size());
-  pc16_hi.resize(exp.size());
-  pc16_lo.resize(exp.size());
-  spc16_hi.resize(exp.size());
-  spc16_lo.resize(exp.size());
-  pos16.resize(exp.size() / 16);
+int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row) {
+  for (int64_t r = rows; r > 0; --r)
+    for (int64_t i = 0; i < per_row; ++i)
+      if (rec[(r - 1) * per_row + i].exp != simd::dup16(simd::kZeroExp)) return r;
+  return 0;
 }
 
-simd::In1 In1Buffer::view(int64_t k0) const {
-  const int64_t o = k0 * ld;
-  return {exp.data() + o,          pcs.data() + o,
-          neg32.data() + o,        {neg16.data() + o / 16, pos16.data() + o / 16},
-          exp16.data() + o,        {pc16_hi.data() + o, pc16_lo.data() + o},
+void In1Buffer::resize(int64_t K, int64_t N) {
+  ld = N;
+  const size_t n = static_cast<size_t>(K * N);
+  for (auto* v : {&exp16, &pc16_hi, &pc16_lo, &spc16_hi, &spc16_lo}) v->resize(n);
+  neg16.resize(n / 16);
+  pos16.resize(n / 16);
+}
+
+simd::In1 In1Buffer::view(int64_t k0, int64_t c0) const {
+  const int64_t o = k0 * ld + c0;
+  return {{neg16.data() + o / 16, pos16.data() + o / 16},
+          exp16.data() + o,
+          {pc16_hi.data() + o, pc16_lo.data() + o},
           {spc16_hi.data() + o, spc16_lo.data() + o},
           ld};
 }
@@ -64,9 +86,9 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
         std::memcpy(&u[j], &x, 4);
       }
       // encode_srca's fields for 16 lanes on AVX2 (the whole binary requires
-      // it): exponent (kZeroExp for exponent field 0), the doubled pieces
-      // (hidden + 4 bits, next 5 bits; doubled so the kernel's alignment can
-      // round with one shift), the sign mask, and their 16-bit copies.
+      // it), as simd::In1 holds them: exponent (kZeroExp for exponent field
+      // 0), the doubled pieces (hidden + 4 bits, next 5 bits), the same
+      // signed, and the sign masks.
       uint32_t bits = 0;
       __m256i exs[2], his[2], los[2], shis[2], slos[2];
       for (int h = 0; h < 2; ++h) {
@@ -78,11 +100,7 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
         his[h] = _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_srli_epi32(m, 6), 1));
         los[h] = _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(m, 1), _mm256_set1_epi32(31)), 1));
         exs[h] = _mm256_blendv_epi8(e, _mm256_set1_epi32(simd::kZeroExp), zero);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.exp[o + 8 * h]), exs[h]);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.pcs[o + 8 * h]),
-                            _mm256_or_si256(his[h], _mm256_slli_epi32(los[h], 16)));
         const __m256i sgn = _mm256_srai_epi32(v, 31);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.neg32[o + 8 * h]), sgn);
         // The pieces with the operand's sign on them ((x ^ s) - s negates where s = -1).
         shis[h] = _mm256_sub_epi32(_mm256_xor_si256(his[h], sgn), sgn);
         slos[h] = _mm256_sub_epi32(_mm256_xor_si256(los[h], sgn), sgn);

@@ -15,15 +15,22 @@ namespace mha::ttsim::detail {
 void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat f, bool fp32, int phases,
                 simd::ARec* out);
 
+// 1 + the last of `rows` decoded rows (per_row records each, as decode_in0
+// writes them) holding a non-zero operand; 0 when every row is zero. A zero
+// row of in0 adds nothing to a zero Dst row in any phase (each group's max
+// is not positive, so accumulate returns +0), so matmul leaves the trailing
+// zero rows (the padding of a one-token decode step's 32-row tile) out of
+// the kernel and their Dst rows stay +0.
+int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row);
+
 // in1 (SrcA role) decoded for simd::In1, with the storage behind it.
 struct In1Buffer {
-  std::vector<int32_t> exp, pcs, neg32;
   std::vector<uint16_t> neg16, pos16;
   std::vector<int16_t> exp16, pc16_hi, pc16_lo, spc16_hi, spc16_lo;
   int64_t ld = 0;
   void resize(int64_t K, int64_t N);  // ld = N
-  // View of the part starting at element (k0, 0) (k0 a row index).
-  simd::In1 view(int64_t k0 = 0) const;
+  // View of the part starting at element (k0, c0) (c0 a multiple of 16).
+  simd::In1 view(int64_t k0 = 0, int64_t c0 = 0) const;
 };
 
 // Decodes K x N values, element (k, n) at b[k*ks + n*ns], into rows

@@ -68,7 +68,14 @@ float sdpa_sub_exp1(float a, float b, bool approx_exp, const TileMath& m) {
 }
 
 float sdpa_mul1(float a, float b, const TileMath& m) {
-  float x = fpu_mul(a, b, m.fidelity, m.fp32);
+  float x;
+  if (m.kern) {  // one vector of lanes (the others zero): cheaper than the lane model's 16-term dot
+    float av[16] = {a}, out[16];
+    m.kern->elwmul(av, &b, 0, m.kern->lanes, m.phases, m.fp32, out);
+    x = out[0];
+  } else {
+    x = fpu_mul(a, b, m.fidelity, m.fp32);
+  }
   sdpa_pack_bf16(&x, 1, m);
   return x;
 }
@@ -151,21 +158,11 @@ void sdpa_matmul_decoded(const float* a, int64_t lda, int64_t rows, int64_t K, c
   const int64_t rec = K * m.phases;
   s.arec.resize(static_cast<size_t>(rows * rec));
   detail::decode_in0(a, lda, rows, K, DataFormat::Bfloat16, m.fp32, m.phases, s.arec.data());
-  simd::In1 v = b1.view(k0);
-  v.exp += c0;
-  v.pcs += c0;
-  v.neg32 += c0;
-  v.sign16[0] += c0 / 16;
-  v.sign16[1] += c0 / 16;
-  v.exp16 += c0;
-  v.pc16[0] += c0;
-  v.pc16[1] += c0;
-  s.dst.assign(static_cast<size_t>(rows * N), 0u);
-  m.kern->mvmul(s.arec.data(), rec, rows, v, N, K / kTile, m.phases, m.fp32, s.dst.data(), N);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::memcpy(out + r * ldo, s.dst.data() + r * N, static_cast<size_t>(N) * 4);
-    sdpa_pack_bf16(out + r * ldo, N, m);
-  }
+  const simd::In1 v = b1.view(k0, c0);
+  // Dst is the output rows themselves (in0 is decoded by now).
+  for (int64_t r = 0; r < rows; ++r) std::fill(out + r * ldo, out + r * ldo + N, 0.0f);
+  m.kern->mvmul(s.arec.data(), rec, rows, v, N, K / kTile, m.phases, m.fp32, reinterpret_cast<uint32_t*>(out), ldo);
+  for (int64_t r = 0; r < rows; ++r) sdpa_pack_bf16(out + r * ldo, N, m);
 }
 
 }  // namespace mha::ttsim

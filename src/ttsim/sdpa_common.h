@@ -89,8 +89,8 @@ void sdpa_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, const flo
                  int64_t N, const TileMath& m, SdpaScratch& s, float* out, int64_t ldo);
 
 // The same with in1 already decoded (the vector kernels only; b1 rows
-// [k0, k0 + K), columns [c0, c0 + N)): the fast path decodes K^T and V once
-// per head and reuses them for every chunk.
+// [k0, k0 + K), columns [c0, c0 + N), c0 a multiple of 16): the fast path
+// decodes K^T and V once per head and reuses them for every chunk.
 void sdpa_matmul_decoded(const float* a, int64_t lda, int64_t rows, int64_t K, const detail::In1Buffer& b1,
                          int64_t k0, int64_t c0, int64_t N, const TileMath& m, SdpaScratch& s, float* out,
                          int64_t ldo);

@@ -57,6 +57,25 @@ TEST(TtsimKBlock, L1AccumulationRoundsToNearestEven) {
             0x7fc00000u);
 }
 
+// The vector FP32 L1 accumulation against the per-value rule: random bit
+// patterns (every exponent: denormals, Inf, NaN payloads), sums that cancel
+// to a denormal, and a ragged length for the scalar tail.
+TEST(TtsimKBlock, VectorFp32L1AccumulationIsThePerValueRule) {
+  std::mt19937 rng(3);
+  const int64_t n = 1 << 14;
+  std::vector<float> l1(n), x(n);
+  for (int64_t i = 0; i < n; ++i) {
+    l1[i] = f32_from_bits(static_cast<uint32_t>(rng()));
+    x[i] = i % 4 == 0 ? f32_from_bits(f32_bits(-l1[i]) ^ (static_cast<uint32_t>(rng()) & 0x7ffu))
+                      : f32_from_bits(static_cast<uint32_t>(rng()) >> (i % 3 ? 0 : 8));
+  }
+  std::vector<float> got = l1;
+  l1_acc_fp32(got.data(), x.data(), n - 5);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(f32_bits(got[i]), f32_bits(i < n - 5 ? l1_acc_fp32(l1[i], x[i]) : l1[i]))
+        << std::hex << f32_bits(l1[i]) << " + " << f32_bits(x[i]);
+}
+
 // Three K tiles: block 0 gives 1.0, block 1 gives 2^-8, block 2 nothing.
 // Without blocking the 16-bit Dst adds them and rounds half away
 // (1.0078125); with L1 accumulation (1D program, blocks of one tile) the

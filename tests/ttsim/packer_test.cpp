@@ -243,3 +243,26 @@ TEST(TtsimPacker, RepackOfBlockFloatValuesIsTheSameFromEitherSource) {
     EXPECT_EQ(pack(v, f, false, PackSrc::Bfp8_b), pack(v, f, false, PackSrc::Bfloat16)) << format_name(f);
   }
 }
+
+// pack_dst's vector stage (Bfloat16 source) against pack_dst_value, the
+// per-value rules, on bit patterns covering every exponent (0 and 255 with
+// NaN payloads included), both signs, the bf16 rounding boundary (0x8000 in
+// the low half) and a ragged length that leaves a scalar tail.
+TEST(TtsimPacker, VectorBf16StageIsThePerValueRule) {
+  std::mt19937 rng(5);
+  std::vector<float> dst;
+  for (uint32_t e = 0; e < 256; ++e)
+    for (uint32_t s = 0; s < 2; ++s)
+      for (uint32_t low : {0x0u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu, 0x7f0000u, 0x7f8000u, 0x7fffffu, 0x1u})
+        dst.push_back(bits((s << 31) | (e << 23) | low));
+  for (int i = 0; i < 4096; ++i) dst.push_back(bits(static_cast<uint32_t>(rng())));
+  dst.resize(dst.size() - 3);
+  for (bool fp32 : {false, true})
+    for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Float32}) {
+      if (!pack_mode_supported(out, fp32, PackSrc::Bfloat16)) continue;
+      const std::vector<float> got = pack(dst, out, fp32, PackSrc::Bfloat16);
+      for (size_t i = 0; i < dst.size(); ++i)
+        ASSERT_EQ(f32_bits(got[i]), f32_bits(pack_dst_value(dst[i], out, fp32, PackSrc::Bfloat16)))
+            << "fp32_dest " << fp32 << " value " << std::hex << f32_bits(dst[i]);
+    }
+}

@@ -137,6 +137,45 @@ TEST(TtsimSimdExact, MatmulCancellationAndRangeEdges) {
       }
 }
 
+// A decode step's activation: a few real rows over a 32-row tile of zeros
+// (the vector path leaves trailing zero rows out of the kernel), with zero
+// rows in between too (kept), every value zero in one block, and K split
+// into blocks both ways (L1 accumulation, spill and reload).
+TEST(TtsimSimdExact, MatmulTrailingZeroRows) {
+  std::mt19937 rng(31);
+  ThreadPool pool(2);
+  int cases = 0;
+  for (simd::Isa isa : simd::vector_isas())
+    for (bool fp32 : {false, true})
+      for (int64_t live : {0, 1, 3})
+        for (bool l1 : {false, true}) {
+          const int64_t M = 64, K = 128, N = 96;
+          std::vector<float> va = values(rng, M * K, 6, 0.02), vb = values(rng, K * N, 6, 0.02);
+          for (int64_t r = 0; r < M; ++r)
+            if ((r >= live && r < 32) || r == 33 || r >= 40)  // block 0: `live` rows; block 1: 0-32, 34-39
+              std::fill(va.begin() + r * K, va.begin() + (r + 1) * K, r % 2 ? -0.0f : 0.0f);
+          TileTensor a = to_tile_layout(va.data(), {M, K}, DataFormat::Bfloat16);
+          TileTensor b = to_tile_layout(vb.data(), {K, N}, DataFormat::Bfp8_b);
+          ComputeConfig cfg;
+          cfg.math_fidelity = MathFidelity::HiFi2;
+          cfg.fp32_dest_acc_en = fp32;
+          cfg.output = fp32 ? DataFormat::Float32 : DataFormat::Bfloat16;
+          MatmulBlocking blk;
+          blk.in0_block_w = 2;
+          blk.packer_l1_acc = l1;
+          blk.interm = fp32 ? DataFormat::Float32 : DataFormat::Bfloat16;
+          TileTensor want, got;
+          tt_matmul(a, b, want, cfg, Exec{simd::Isa::Scalar, nullptr}, blk);
+          tt_matmul(a, b, got, cfg, Exec{isa, &pool}, blk);
+          const int64_t d = first_diff(want.data, got.data);
+          ASSERT_EQ(d, -1) << simd::isa_name(isa) << " fp32_dest=" << fp32 << " live rows " << live << " l1 " << l1
+                           << ": element " << d << " want " << bits_str(want.data[d]) << " got " << bits_str(got.data[d]);
+          for (int64_t c = 0; c < N; ++c) EXPECT_EQ(f32_bits(got.data[static_cast<size_t>(40 * N + c)]), 0u);
+          ++cases;
+        }
+  EXPECT_GE(cases, 12);
+}
+
 TEST(TtsimSimdExact, EltwiseMulAddAndExp) {
   std::mt19937 rng(99);
   for (simd::Isa isa : simd::vector_isas()) {

@@ -5,9 +5,11 @@
 // the oracle that tests/ttsim compares them with.
 //
 // Lanes run across output columns: for one row of in0 (SrcB, broadcast) and
-// W columns of in1 (SrcA), every step of a lane's dot product (the exponent
-// max of a group of eight products, each product's alignment shift, the
-// group sums, the Dst adder) is one vertical vector operation.
+// the columns of in1 (SrcA) in a vector, every step of a lane's dot product
+// (the exponent max of a group of eight products, each product's alignment,
+// the group sums, the Dst adder) is one vertical vector operation. A
+// group's quantities all fit 16 bits, so its products run on 16-bit lanes
+// (2W columns a vector) and only the Dst adder on W 32-bit lanes.
 #include <cstdint>
 #include <vector>
 
@@ -21,33 +23,31 @@ const char* isa_name(Isa isa);
 // out entirely; small enough that two of them still fit in an int16.
 constexpr int32_t kZeroExp = -8192;
 
-// One in0 (SrcB) datum as one fidelity phase sees it: the product exponent's
-// share (exponent field, rebiased for the phase), the phase's SrcB piece in
-// the 16-bit half of `pair` that meets the SrcA piece the phase uses (low
-// half: SrcA's high piece, high half: its low piece), and its sign (-1 when
-// negative, else 0).
+// An int16 in both halves of an int32: a 32-bit broadcast from memory (a
+// plain load on x86) then fills every 16-bit lane with it.
+constexpr int32_t dup16(int32_t x) {
+  return static_cast<int32_t>((static_cast<uint32_t>(x) & 0xffffu) * 0x10001u);
+}
+
+// One in0 (SrcB) datum as one fidelity phase sees it, each field dup16'd
+// but neg: the product exponent's share (exponent field, rebiased for the
+// phase; kZeroExp for a zero), the phase's SrcB piece (0 for a zero), the
+// piece with the datum's sign, and the sign (-1 when negative, else 0).
 struct ARec {
   int32_t exp;
-  int32_t pair;
+  int32_t piece;
+  int32_t spiece;
   int32_t neg;
-  int32_t piece;   // the same SrcB piece, unplaced (16-bit kernels)
-  int32_t spiece;  // piece with the datum's sign
 };
 
-// in1 (SrcA) decoded: element (k, n) at k*ld + n (ld a multiple of 32).
-// pcs holds both pieces, doubled (low half: high piece), as int16s; the sign
-// is kept three ways so each instruction set loads what it uses: a lane mask
-// (neg32: -1 or 0) and bit masks per 16 lanes at (k*ld + n)/16: sign16[0]
-// set where negative, sign16[1] its complement (indexed by an in0 sign & 1,
-// the lanes where the product is negative).
-//
-// The same as int16s for kernels with 16-bit lanes: exp16, each doubled
-// piece alone (pc16[0]: high piece, pc16[1]: low piece), and each doubled
-// piece with the value's sign (spc16, same order).
+// in1 (SrcA) decoded as int16s: element (k, n) at k*ld + n (ld a multiple
+// of 32): exp16 its exponent field (kZeroExp for a zero), pc16 each piece
+// doubled ([0]: high piece, [1]: low piece; doubled so that an alignment
+// can round with one shift), spc16 the same with the value's sign; and the
+// sign as bit masks per 16 lanes at (k*ld + n)/16: sign16[0] set where
+// negative, sign16[1] its complement (indexed by an in0 sign & 1, the lanes
+// where the product is negative). Each instruction set loads what it uses.
 struct In1 {
-  const int32_t* exp;
-  const int32_t* pcs;
-  const int32_t* neg32;
   const uint16_t* sign16[2];
   const int16_t* exp16;
   const int16_t* pc16[2];

@@ -15,8 +15,6 @@ struct VecAvx2 {
   using T = __m256i;
   using M = __m256i;
   using F = __m256;
-  // Column vectors per MVMUL block: as many as the registers hold.
-  static constexpr int kNV = 2;
   static constexpr int W = 8;
   static T load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
   static void store(void* p, T v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
@@ -54,11 +52,13 @@ struct VecAvx2 {
   static bool any(M a) { return !_mm256_testz_si256(a, a); }
   static T select(M m, T a, T b) { return _mm256_blendv_epi8(b, a, m); }  // m ? a : b
   static T keep(M m, T a) { return _mm256_and_si256(m, a); }             // m ? a : 0
-  // sum + (m where the product is negative): in1's sign lanes, flipped
-  // when the in0 datum is negative.
-  static T add_where_neg(T sum, const In1& b, int64_t j, int32_t aneg, T m) {
-    return add(sum, and_(m, xor_(load(b.neg32 + j), set1(aneg))));
-  }
+  // 16 x int16 lanes (MVMUL's groups). bcast16 reads a dup16'd int32.
+  static T bcast16(const int32_t& x) { return _mm256_set1_epi32(x); }
+  static T add16(T a, T b) { return _mm256_add_epi16(a, b); }
+  static T max16(T a, T b) { return _mm256_max_epi16(a, b); }
+  // int16 lanes 0-7 (lo32) or 8-15 (hi32) sign-extended to int32.
+  static T lo32(T a) { return _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a)); }
+  static T hi32(T a) { return _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a, 1)); }
   // float lanes (SFPU kernels)
   static F loadf(const float* p) { return _mm256_loadu_ps(p); }
   static void storef(float* p, F v) { _mm256_storeu_ps(p, v); }

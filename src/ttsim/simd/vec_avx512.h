@@ -14,8 +14,6 @@ struct VecAvx512 {
   using T = __m512i;
   using M = __mmask16;
   using F = __m512;
-  // Column vectors per MVMUL block: as many as the registers hold.
-  static constexpr int kNV = 1;
   static constexpr int W = 16;
   static T load(const void* p) { return _mm512_loadu_si512(p); }
   static void store(void* p, T v) { _mm512_storeu_si512(p, v); }
@@ -46,12 +44,13 @@ struct VecAvx512 {
   static bool any(M a) { return a != 0; }
   static T select(M m, T a, T b) { return _mm512_mask_blend_epi32(m, b, a); }  // m ? a : b
   static T keep(M m, T a) { return _mm512_maskz_mov_epi32(m, a); }           // m ? a : 0
-  // sum + (m where the product is negative): in1's sign bits (or their
-  // complement when the in0 datum is negative) loaded straight into a mask.
-  static T add_where_neg(T sum, const In1& b, int64_t j, int32_t aneg, T m) {
-    const M k = _load_mask16(const_cast<uint16_t*>(&b.sign16[aneg & 1][static_cast<uint64_t>(j) >> 4]));
-    return _mm512_mask_add_epi32(sum, k, sum, m);
-  }
+  // 32 x int16 lanes (MVMUL's groups). bcast16 reads a dup16'd int32.
+  static T bcast16(const int32_t& x) { return _mm512_set1_epi32(x); }
+  static T add16(T a, T b) { return _mm512_add_epi16(a, b); }
+  static T max16(T a, T b) { return _mm512_max_epi16(a, b); }
+  // int16 lanes 0-15 (lo32) or 16-31 (hi32) sign-extended to int32.
+  static T lo32(T a) { return _mm512_cvtepi16_epi32(_mm512_castsi512_si256(a)); }
+  static T hi32(T a) { return _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(a, 1)); }
   static F loadf(const float* p) { return _mm512_loadu_ps(p); }
   static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
   static F set1f(float x) { return _mm512_set1_ps(x); }

@@ -152,7 +152,10 @@ TEST(Decode, GqaMqaWindowsRopeAndEdges) {
 // Both instances of the chunk kernel (AVX2 always; AVX-512 when this CPU
 // has it) against float64 sums over the cache's decoded values
 // (kv_rows_to_f32), every cache format: odd widths for the one-element
-// formats (vector tails), whole blocks for the others.
+// formats (vector tails), whole blocks for the others. The V widths take
+// every path of the P.V pass on both ISAs: a wide strip (4 vectors on
+// AVX-512, 2 on AVX2, spanning units), single vectors after it, and (93) a
+// scalar tail.
 TEST(Decode, ChunkKernelsMatchFloat64) {
   std::mt19937 g(7);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -166,7 +169,7 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
   for (CacheDtype dt : kAllCacheDtypes) {
     SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " G " + std::to_string(G));
     const bool blocks = cache_dtype_block(dt) > 1;
-    const int64_t dh = blocks ? 64 : 37, dv = blocks ? 96 : 21, j0 = 5, j1 = 70, rows = 80;
+    const int64_t dh = blocks ? 64 : 37, dv = blocks ? 96 : 93, j0 = 5, j1 = 70, rows = 80;
     std::vector<float> q(G * dh), k(rows * dh), v(rows * dv);
     for (auto* vec : {&q, &k, &v})
       for (float& e : *vec) e = u(g);

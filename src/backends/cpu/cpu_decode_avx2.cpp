@@ -76,8 +76,11 @@ struct V {
   static constexpr int KB = 2;
   // a[h][k] (4 heads x 2 keys) -> s[h * ld + k] = scale * sum(a[h][k]): one
   // transposing reduction for the 8 sums instead of a hsum per key and head.
-  static void store_scores(const F a[4][2], float scale, float* s, int64_t ld) {
+  // Unrolled and inlined so that a[][] stays in registers: as a loop the
+  // 16 accumulators went through the stack on every batch of keys.
+  [[gnu::always_inline]] static void store_scores(const F a[4][2], float scale, float* s, int64_t ld) {
     __m256d t[4];
+#pragma GCC unroll 4
     for (int h = 0; h < 4; ++h)
       t[h] = _mm256_castps_pd(_mm256_add_ps(_mm256_unpacklo_ps(a[h][0], a[h][1]), _mm256_unpackhi_ps(a[h][0], a[h][1])));
     // per 128-bit lane: [h0 k0, h0 k1, h1 k0, h1 k1] and the same for h2, h3

@@ -81,8 +81,11 @@ struct V {
   // a[h][k] (4 heads x 4 keys) -> s[h * ld + k] = scale * sum(a[h][k]): one
   // transposing reduction for the 16 sums (unpack within 128-bit lanes, then
   // across them) instead of a horizontal sum per key and head.
-  static void store_scores(const F a[4][4], float scale, float* s, int64_t ld) {
+  // Unrolled and inlined so that a[][] stays in registers: as a loop the
+  // 16 accumulators went through the stack on every batch of keys.
+  [[gnu::always_inline]] static void store_scores(const F a[4][4], float scale, float* s, int64_t ld) {
     F u[4];
+#pragma GCC unroll 4
     for (int h = 0; h < 4; ++h) {
       const F t0 = _mm512_add_ps(_mm512_unpacklo_ps(a[h][0], a[h][1]), _mm512_unpackhi_ps(a[h][0], a[h][1]));
       const F t1 = _mm512_add_ps(_mm512_unpacklo_ps(a[h][2], a[h][3]), _mm512_unpackhi_ps(a[h][2], a[h][3]));

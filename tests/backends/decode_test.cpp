@@ -179,8 +179,7 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
   std::mt19937 g(7);
   std::uniform_real_distribution<float> u(-1, 1);
   __builtin_cpu_init();
-  std::vector<cpu::DecodeKernel> kernels{cpu::decode_chunk_avx2};
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) kernels.push_back(cpu::decode_chunk_avx512);
+  const std::vector<cpu::DecodeKernel> kernels = cpu::decode_kernels();
   const float scale_log2 = 0.3f * 1.4426950408889634f;
   // G 8: the batched score path (four heads x a few keys, 65 keys leave a
   // tail); G 6: the per-key path and the leftover heads.

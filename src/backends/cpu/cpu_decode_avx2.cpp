@@ -75,15 +75,19 @@ struct V {
       return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
     }
   }
-  // Lane i: the sum of key bytes 4i..4i+3 times query codes q[4i..4i+3].
+  // The offset kunit's bytes carry: none for q8_0's |k|, 8 for the nibbles.
   template <CacheDtype D>
-  [[gnu::always_inline]] static IK idot(IK ku, SG sg, const int8_t* q) {
+  static constexpr int32_t koff() { return D == CacheDtype::Q8_0 ? 0 : 8; }
+  // Lane i: the sum of key bytes 4i..4i+3 times query codes q[4i..4i+3],
+  // plus corr[i] (q4_0: its offset's share).
+  template <CacheDtype D>
+  [[gnu::always_inline]] static IK idot(IK ku, SG sg, const int8_t* q, const int32_t* corr) {
     __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
     if constexpr (D == CacheDtype::Q8_0) y = _mm256_sign_epi8(y, sg);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(ku, y), _mm256_set1_epi16(1));
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ku, y), _mm256_set1_epi16(1));
+    if constexpr (D == CacheDtype::Q8_0) return p;
+    else return _mm256_add_epi32(p, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr)));
   }
-  static IK loadi(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-  static IK addi(IK a, IK b) { return _mm256_add_epi32(a, b); }
   static F cvt(IK x) { return _mm256_cvtepi32_ps(x); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static uint16_t half_bits16(const unsigned char* p) {
@@ -156,16 +160,25 @@ bool cpu_has_avx512() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 }
+bool cpu_has_vnni() { return cpu_has_avx512() && __builtin_cpu_supports("avx512vnni"); }
 }  // namespace
 
 DecodeKernel decode_kernel() {
-  static const bool avx512 = cpu_has_avx512();
-  return avx512 ? decode_chunk_avx512 : decode_chunk_avx2;
+  static const DecodeKernel k = cpu_has_vnni() ? decode_chunk_avx512vnni : cpu_has_avx512() ? decode_chunk_avx512 : decode_chunk_avx2;
+  return k;
 }
 DecodeWiden decode_widen() {
   static const bool avx512 = cpu_has_avx512();
   return avx512 ? decode_widen_avx512 : decode_widen_avx2;
 }
-const char* decode_kernel_isa(DecodeKernel k) { return k == decode_chunk_avx512 ? "avx512" : "avx2"; }
+const char* decode_kernel_isa(DecodeKernel k) {
+  return k == decode_chunk_avx512vnni ? "avx512vnni" : k == decode_chunk_avx512 ? "avx512" : "avx2";
+}
+std::vector<DecodeKernel> decode_kernels() {
+  std::vector<DecodeKernel> ks{decode_chunk_avx2};
+  if (cpu_has_avx512()) ks.push_back(decode_chunk_avx512);
+  if (cpu_has_vnni()) ks.push_back(decode_chunk_avx512vnni);
+  return ks;
+}
 
 }  // namespace mha::cpu

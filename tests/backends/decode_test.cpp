@@ -167,11 +167,12 @@ std::vector<float> q8_0_values(const std::vector<float>& x) {
   return y;
 }
 
-// Both instances of the chunk kernel (AVX2 always; AVX-512 when this CPU
-// has it) against float64 sums over the cache's decoded values
-// (kv_rows_to_f32), the scores of q8_0 and q4_0 with the query quantized to
-// q8_0 (q8_0_values), every cache format: odd widths for the one-element
-// formats (vector tails), whole blocks for the others. The V widths take
+// Every instance of the chunk kernel this CPU runs (AVX2; AVX-512, and with
+// VNNI, where it has them) against float64 sums over the cache's decoded
+// values (kv_rows_to_f32), the scores of q8_0 and q4_0 with the query
+// quantized to q8_0 (q8_0_values), every cache format: odd widths for the
+// one-element formats (vector tails), whole blocks for the others (dh 96:
+// three 32-blocks, so AVX-512's two-block integer units end on a half unit). The V widths take
 // every path of the P.V pass on both ISAs: a wide strip (4 vectors on
 // AVX-512, 2 on AVX2, spanning units), single vectors after it, and (93) a
 // scalar tail.
@@ -187,7 +188,7 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
   for (CacheDtype dt : kAllCacheDtypes) {
     SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " G " + std::to_string(G));
     const bool blocks = cache_dtype_block(dt) > 1;
-    const int64_t dh = blocks ? 64 : 37, dv = blocks ? 96 : 93, j0 = 5, j1 = 70, rows = 80;
+    const int64_t dh = blocks ? 96 : 37, dv = blocks ? 96 : 93, j0 = 5, j1 = 70, rows = 80;
     std::vector<float> q(G * dh), k(rows * dh), v(rows * dv);
     for (auto* vec : {&q, &k, &v})
       for (float& e : *vec) e = u(g);

@@ -39,8 +39,7 @@ int main(int argc, char** argv) {
   std::vector<float> q(G * d), row(d);
   for (float& e : q) e = u(g);
   __builtin_cpu_init();
-  std::vector<cpu::DecodeKernel> kernels{cpu::decode_chunk_avx2};
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) kernels.push_back(cpu::decode_chunk_avx512);
+  const std::vector<cpu::DecodeKernel> kernels = cpu::decode_kernels();
   std::printf("| isa | cache | bytes/key (K+V) | ns/key | GB/s at that rate |\n|---|---|---:|---:|---:|\n");
   for (cpu::DecodeKernel kern : kernels)
     for (CacheDtype dt : kAllCacheDtypes) {

@@ -149,10 +149,30 @@ TEST(Decode, GqaMqaWindowsRopeAndEdges) {
   for (std::size_t i = 0; i < cases.size(); ++i) check_case(cases[i], seed + static_cast<uint32_t>(i));
 }
 
-// Both instances of the chunk kernel (AVX2 always; AVX-512 when this CPU
-// has it) against float64 sums over the cache's decoded values
-// (kv_rows_to_f32), every cache format: odd widths for the one-element
-// formats (vector tails), whole blocks for the others. The V widths take
+// The query as the integer score path of the q8_0 and q4_0 caches reads it,
+// written out here from ggml's quantize_row_q8_0_ref: per block of 32,
+// d = max|x| / 127, codes round(x / d) (half away from zero), the scale
+// stored as fp16; the values are code * fp16(d). Each product of a code
+// with a cached key element (code * fp16 scale) is exact in float64, so a
+// float64 dot of these values with the decoded keys is the integer sums
+// times the two scales.
+std::vector<float> q8_0_values(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (size_t e = b; e < b + 32; ++e) amax = std::max(amax, std::fabs(x[e]));
+    const float d = amax / 127, id = d != 0 ? 1 / d : 0, ds = f32_from_f16(f16_from_f32(d));
+    for (size_t e = b; e < b + 32; ++e) y[e] = std::round(x[e] * id) * ds;
+  }
+  return y;
+}
+
+// Every instance of the chunk kernel this CPU runs (AVX2; AVX-512, and with
+// VNNI, where it has them) against float64 sums over the cache's decoded
+// values (kv_rows_to_f32), the scores of q8_0 and q4_0 with the query
+// quantized to q8_0 (q8_0_values), every cache format: odd widths for the
+// one-element formats (vector tails), whole blocks for the others (dh 96:
+// three 32-blocks, so AVX-512's two-block integer units end on a half unit). The V widths take
 // every path of the P.V pass on both ISAs: a wide strip (4 vectors on
 // AVX-512, 2 on AVX2, spanning units), single vectors after it, and (93) a
 // scalar tail.
@@ -160,8 +180,7 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
   std::mt19937 g(7);
   std::uniform_real_distribution<float> u(-1, 1);
   __builtin_cpu_init();
-  std::vector<cpu::DecodeKernel> kernels{cpu::decode_chunk_avx2};
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) kernels.push_back(cpu::decode_chunk_avx512);
+  const std::vector<cpu::DecodeKernel> kernels = cpu::decode_kernels();
   const float scale_log2 = 0.3f * 1.4426950408889634f;
   // G 8: the batched score path (four heads x a few keys, 65 keys leave a
   // tail); G 6: the per-key path and the leftover heads.
@@ -169,7 +188,7 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
   for (CacheDtype dt : kAllCacheDtypes) {
     SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " G " + std::to_string(G));
     const bool blocks = cache_dtype_block(dt) > 1;
-    const int64_t dh = blocks ? 64 : 37, dv = blocks ? 96 : 93, j0 = 5, j1 = 70, rows = 80;
+    const int64_t dh = blocks ? 96 : 37, dv = blocks ? 96 : 93, j0 = 5, j1 = 70, rows = 80;
     std::vector<float> q(G * dh), k(rows * dh), v(rows * dv);
     for (auto* vec : {&q, &k, &v})
       for (float& e : *vec) e = u(g);
@@ -181,6 +200,8 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
     }
     kv_rows_to_f32(dt, kc.data(), rows, dh, k.data(), dh);  // what the kernel must read
     kv_rows_to_f32(dt, vc.data(), rows, dv, v.data(), dv);
+    const bool intdot = dt == CacheDtype::Q8_0 || dt == CacheDtype::Q4_0;
+    const std::vector<float> qs = intdot ? q8_0_values(q) : q;  // the query the scores see
     for (cpu::DecodeKernel kern : kernels) {
       SCOPED_TRACE(cpu::decode_kernel_isa(kern));
       std::vector<float> s(G * (j1 - j0)), o(G * dv), m(G), l(G);
@@ -193,7 +214,7 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
         std::vector<double> sc;
         for (int64_t j = j0; j < j1; ++j) {
           double acc = 0;
-          for (int64_t d = 0; d < dh; ++d) acc += double(q[h * dh + d]) * k[j * dh + d];
+          for (int64_t d = 0; d < dh; ++d) acc += double(qs[h * dh + d]) * k[j * dh + d];
           sc.push_back(acc * scale_log2);
         }
         const double M = *std::max_element(sc.begin(), sc.end());

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "backends/cpu/cpu_decode_kernel.h"
+#include "backends/cpu/kv_format.h"
 #include "backends/cpu/cpu_simd.h"
 
 namespace mha::cpu {
@@ -52,6 +53,47 @@ struct V {
     const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     const __m256i code = _mm256_and_si256(_mm256_srl_epi32(b, _mm_cvtsi32_si128(off ? 4 : 0)), _mm256_set1_epi32(15));
     return smag(code, 3, s);
+  }
+  // The integer K scores (cpu_decode_kernel.inc): one q8_0 block of a key
+  // per unit, as unsigned bytes (|k| for q8_0, with k kept in sg for its
+  // signs; the nibbles for q4_0) and its scale dk on every lane.
+  static constexpr int64_t QB = 1;  // blocks per unit
+  using IK = __m256i;
+  using SG = __m256i;
+  template <CacheDtype D, bool>
+  [[gnu::always_inline]] static IK kunit(const unsigned char* r, int64_t b, SG& sg, F& dk) {
+    if constexpr (D == CacheDtype::Q8_0) {
+      const unsigned char* p = r + b * 34;
+      dk = set1(half(half_bits16(p)));
+      sg = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+      return _mm256_sign_epi8(sg, sg);
+    } else {
+      const unsigned char* p = r + b * 18;
+      dk = set1(half(half_bits16(p)));
+      sg = _mm256_setzero_si256();
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)), m = _mm_set1_epi8(15);
+      return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
+    }
+  }
+  // The offset kunit's bytes carry: none for q8_0's |k|, 8 for the nibbles.
+  template <CacheDtype D>
+  static constexpr int32_t koff() { return D == CacheDtype::Q8_0 ? 0 : 8; }
+  // Lane i: the sum of key bytes 4i..4i+3 times query codes q[4i..4i+3],
+  // plus corr[i] (q4_0: its offset's share).
+  template <CacheDtype D>
+  [[gnu::always_inline]] static IK idot(IK ku, SG sg, const int8_t* q, const int32_t* corr) {
+    __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+    if constexpr (D == CacheDtype::Q8_0) y = _mm256_sign_epi8(y, sg);
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ku, y), _mm256_set1_epi16(1));
+    if constexpr (D == CacheDtype::Q8_0) return p;
+    else return _mm256_add_epi32(p, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr)));
+  }
+  static F cvt(IK x) { return _mm256_cvtepi32_ps(x); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static uint16_t half_bits16(const unsigned char* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return h;
   }
   static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
   static F set1(float x) { return _mm256_set1_ps(x); }
@@ -118,16 +160,25 @@ bool cpu_has_avx512() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 }
+bool cpu_has_vnni() { return cpu_has_avx512() && __builtin_cpu_supports("avx512vnni"); }
 }  // namespace
 
 DecodeKernel decode_kernel() {
-  static const bool avx512 = cpu_has_avx512();
-  return avx512 ? decode_chunk_avx512 : decode_chunk_avx2;
+  static const DecodeKernel k = cpu_has_vnni() ? decode_chunk_avx512vnni : cpu_has_avx512() ? decode_chunk_avx512 : decode_chunk_avx2;
+  return k;
 }
 DecodeWiden decode_widen() {
   static const bool avx512 = cpu_has_avx512();
   return avx512 ? decode_widen_avx512 : decode_widen_avx2;
 }
-const char* decode_kernel_isa(DecodeKernel k) { return k == decode_chunk_avx512 ? "avx512" : "avx2"; }
+const char* decode_kernel_isa(DecodeKernel k) {
+  return k == decode_chunk_avx512vnni ? "avx512vnni" : k == decode_chunk_avx512 ? "avx512" : "avx2";
+}
+std::vector<DecodeKernel> decode_kernels() {
+  std::vector<DecodeKernel> ks{decode_chunk_avx2};
+  if (cpu_has_avx512()) ks.push_back(decode_chunk_avx512);
+  if (cpu_has_vnni()) ks.push_back(decode_chunk_avx512vnni);
+  return ks;
+}
 
 }  // namespace mha::cpu

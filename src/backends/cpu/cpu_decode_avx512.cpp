@@ -12,10 +12,16 @@
 #include <type_traits>
 
 #include "backends/cpu/cpu_decode_kernel.h"
+#include "backends/cpu/kv_format.h"
 #include "backends/cpu/cpu_simd_avx512.h"
 
+#ifndef MHA_DECODE_VNNI
+#define MHA_DECODE_VNNI 0  // cpu_decode_avx512vnni.cpp builds this file again with 1
+#define MHA_DECODE_NS decode_avx512
+#endif
+
 namespace mha::cpu {
-namespace decode_avx512 {
+namespace MHA_DECODE_NS {
 
 struct V {
   using F = __m512;
@@ -59,6 +65,70 @@ struct V {
     const F t = _mm512_set_ps(-7, -6, -5, -4, -3, -2, -1, -0.0f, 7, 6, 5, 4, 3, 2, 1, 0);
     return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), t), s);
   }
+  // The integer K scores (cpu_decode_kernel.inc): two q8_0 blocks of a key
+  // per unit (lanes 0-7 and 8-15), as unsigned bytes (|k| for q8_0, whose
+  // negative bytes sg marks; the nibbles for q4_0) and their scales dk.
+  static constexpr int64_t QB = 2;
+  using IK = __m512i;
+  using SG = __mmask64;
+  static uint16_t half_bits16(const unsigned char* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return h;
+  }
+  // Half: the row's odd last block alone (the upper lanes read as zero).
+  template <CacheDtype D, bool Half>
+  [[gnu::always_inline]] static IK kunit(const unsigned char* r, int64_t b, SG& sg, F& dk) {
+    constexpr int64_t bb = D == CacheDtype::Q8_0 ? 34 : 18;
+    const unsigned char *p0 = r + b * bb, *p1 = p0 + bb;
+    const __m256 d0 = _mm256_set1_ps(half(half_bits16(p0)));
+    dk = _mm512_insertf32x8(_mm512_castps256_ps512(d0), Half ? _mm256_setzero_ps() : _mm256_set1_ps(half(half_bits16(p1))), 1);
+    if constexpr (D == CacheDtype::Q8_0) {
+      const __m256i k0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + 2));
+      const __m512i k = _mm512_inserti64x4(_mm512_castsi256_si512(k0),
+                                           Half ? _mm256_setzero_si256() : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1 + 2)), 1);
+#if MHA_DECODE_VNNI
+      sg = 0;
+      return _mm512_xor_si512(k, _mm512_set1_epi8(-128));  // k + 128 (a Half's zero upper lanes meet zero q codes)
+#else
+      sg = _mm512_movepi8_mask(k);
+      return _mm512_abs_epi8(k);
+#endif
+    } else {
+      sg = 0;
+      // lanes [block b's 16 bytes, twice | block b+1's, twice], shifted by 0 / 4 per copy:
+      // each block's 16 low nibbles (elements 0-15), then its 16 high ones
+      const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + 2));
+      const __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(x0),
+                                                Half ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + 2)), 1);
+      const __m512i w = _mm512_shuffle_i64x2(_mm512_castsi256_si512(x), _mm512_castsi256_si512(x), _MM_SHUFFLE(1, 1, 0, 0));
+      const __m512i sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+      return _mm512_and_si512(_mm512_srlv_epi64(w, sh), _mm512_set1_epi8(15));
+    }
+  }
+  // The offset kunit's bytes carry: 8 for the nibbles; for q8_0, none (|k|)
+  // or 128 (VNNI's k + 128).
+  template <CacheDtype D>
+  static constexpr int32_t koff() { return D == CacheDtype::Q4_0 ? 8 : MHA_DECODE_VNNI ? 128 : 0; }
+  // Lane i: the sum of key bytes 4i..4i+3 times query codes q[4i..4i+3],
+  // plus corr[i] (the offset's share).
+  template <CacheDtype D>
+  [[gnu::always_inline]] static IK idot(IK ku, SG sg, const int8_t* q, const int32_t* corr) {
+    const __m512i y = _mm512_loadu_si512(q);
+#if MHA_DECODE_VNNI
+    (void)sg;
+    return _mm512_dpbusd_epi32(_mm512_loadu_si512(corr), ku, y);
+#else
+    if constexpr (D == CacheDtype::Q8_0) {
+      return _mm512_madd_epi16(_mm512_maddubs_epi16(ku, _mm512_mask_sub_epi8(y, sg, _mm512_setzero_si512(), y)), _mm512_set1_epi16(1));
+    } else {
+      (void)sg;
+      return _mm512_add_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(ku, y), _mm512_set1_epi16(1)), _mm512_loadu_si512(corr));
+    }
+#endif
+  }
+  static F cvt(IK x) { return _mm512_cvtepi32_ps(x); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
   static F set1(float x) { return _mm512_set1_ps(x); }
   static F zero() { return _mm512_setzero_ps(); }
@@ -109,11 +179,15 @@ struct V {
 
 #include "backends/cpu/cpu_decode_kernel.inc"
 
-}  // namespace decode_avx512
+}  // namespace MHA_DECODE_NS
 
-void decode_chunk_avx512(const DecodeChunk& c) { decode_avx512::chunk(c); }
+#if MHA_DECODE_VNNI
+void decode_chunk_avx512vnni(const DecodeChunk& c) { MHA_DECODE_NS::chunk(c); }
+#else
+void decode_chunk_avx512(const DecodeChunk& c) { MHA_DECODE_NS::chunk(c); }
 void decode_widen_avx512(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld) {
-  decode_avx512::widen(dt, rows, n, d, rb, dst, ld);
+  MHA_DECODE_NS::widen(dt, rows, n, d, rb, dst, ld);
 }
+#endif
 
 }  // namespace mha::cpu

@@ -8,6 +8,7 @@
 // machine. Every cache format is read in place: each vector of a cached row
 // is decoded in registers as it is used, never widened into a copy.
 #include <cstdint>
+#include <vector>
 
 #include "model/cache_dtype.h"
 
@@ -31,6 +32,7 @@ struct DecodeChunk {
 using DecodeKernel = void (*)(const DecodeChunk&);
 void decode_chunk_avx2(const DecodeChunk& c);
 void decode_chunk_avx512(const DecodeChunk& c);
+void decode_chunk_avx512vnni(const DecodeChunk& c);  // AVX-512 with AVX512_VNNI (q8_0/q4_0 scores)
 // n cached rows of d elements (rb bytes apart) widened to dst [n, d] at
 // stride ld with the kernel's decoders; kv_rows_to_f32 (kv_format.h) calls
 // the widest and makes the result exact where they are not.
@@ -38,8 +40,10 @@ using DecodeWiden = void (*)(CacheDtype dt, const void* rows, int64_t n, int64_t
 void decode_widen_avx2(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld);
 void decode_widen_avx512(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld);
 DecodeWiden decode_widen();
-// The widest kernel this CPU runs, and a kernel's name ("avx512" or "avx2").
+// The widest kernel this CPU runs, and a kernel's name ("avx512vnni",
+// "avx512" or "avx2"); decode_kernels: every kernel this CPU runs.
 DecodeKernel decode_kernel();
 const char* decode_kernel_isa(DecodeKernel k = decode_kernel());
+std::vector<DecodeKernel> decode_kernels();
 
 }  // namespace mha::cpu

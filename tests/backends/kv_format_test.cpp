@@ -43,7 +43,9 @@ std::vector<uint8_t> oracle_q8_0(const std::vector<float>& x) {
     for (int i = 0; i < 32; ++i) {
       const double v = to_float(static_cast<double>(x[b + i]) * id);
       const double r = std::floor(std::abs(v) + 0.5);
-      out.push_back(static_cast<uint8_t>(static_cast<int>(v < 0 ? -r : r)));
+      // A subnormal scale overflows its reciprocal: ggml's cast is then
+      // undefined; the cache defines it as 0 (kv_format.cpp).
+      out.push_back(std::isfinite(v) ? static_cast<uint8_t>(static_cast<int>(v < 0 ? -r : r)) : 0);
     }
   }
   return out;
@@ -65,7 +67,7 @@ std::vector<uint8_t> oracle_q4_0(const std::vector<float>& x) {
     uint8_t nib[32];
     for (int i = 0; i < 32; ++i) {
       const float t = to_float(static_cast<double>(to_float(static_cast<double>(x[b + i]) * id)) + 8.5);
-      nib[i] = static_cast<uint8_t>(std::min(15.0, std::trunc(static_cast<double>(t))));
+      nib[i] = std::isfinite(t) ? static_cast<uint8_t>(std::min(15.0, std::trunc(static_cast<double>(t)))) : 0;
     }
     for (int i = 0; i < 16; ++i) out.push_back(static_cast<uint8_t>(nib[i] | nib[i + 16] << 4));
   }

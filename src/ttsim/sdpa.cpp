@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -18,13 +17,7 @@
 namespace mha::ttsim {
 
 float sdpa_scale_bf16(const SdpaConfig& cfg, int64_t dh) {
-  const float s = cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(dh)));
-  uint32_t u;
-  std::memcpy(&u, &s, 4);
-  u &= 0xffff0000u;
-  float t;
-  std::memcpy(&t, &u, 4);
-  return t;
+  return sdpa_truncate_bf16(cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(dh))));
 }
 
 bool sdpa_chunk_masked(const SdpaConfig& cfg, int64_t q_low, int64_t k_high, bool has_mask) {

@@ -11,6 +11,15 @@
 
 namespace mha::ttsim {
 
+float sdpa_truncate_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u &= 0xffff0000u;
+  float t;
+  std::memcpy(&t, &u, 4);
+  return t;
+}
+
 TileMath::TileMath(MathFidelity f, bool fp32_dest, bool math_approx, const simd::KernelTable* k)
     : fidelity(f), phases(fidelity_phase_count(f)), fp32(fp32_dest), approx(math_approx), kern(k) {}
 

@@ -42,6 +42,11 @@ void sdpa_pack_bf16(float* x, int64_t n, const TileMath& m);
 // in SrcA, s in SrcB)) at the kernel's fidelity. s must be a bf16 value.
 void sdpa_mul_bcast(float* x, int64_t n, float s, const TileMath& m);
 
+// The float's top 16 bits (truncation to bf16): how prefill's reader puts
+// the scale in its bf16 scalar tile and decode's statistics' exp takes it
+// (scale_fp32 >> 16).
+float sdpa_truncate_bf16(float x);
+
 // add_block_inplace: a = pack(ELWADD(a, b)), n values.
 void sdpa_add(float* a, const float* b, int64_t n, const TileMath& m);
 

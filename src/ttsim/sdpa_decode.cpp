@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -306,16 +305,6 @@ int64_t check_decode_args(const TileTensor& q, const TileTensor& k, const TileTe
   return S;
 }
 
-// The scale as the statistics' exp takes it: bf16 (scale_fp32 >> 16).
-float decode_scale_bf16(float scale) {
-  uint32_t bits;
-  std::memcpy(&bits, &scale, 4);
-  bits &= 0xffff0000u;
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return out;
-}
-
 // One (user, kv head) pair: chunk length, the window's first chunk and
 // unaligned start (0 without a window), and how many chunks from there.
 struct Job {
@@ -380,7 +369,7 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
                      " cores per head, the kernel's reduction tree takes at most 64 (max_cores_per_head_batch)");
   const int64_t G = nh / nkv, N = grid.cores_per_head;
   const float scale = cfg.scale ? *cfg.scale : 1.0f / std::sqrt(static_cast<float>(q.pcols));
-  const float scale_bf16 = decode_scale_bf16(scale);
+  const float scale_bf16 = sdpa_truncate_bf16(scale);
   const std::vector<Job> jobs = plan_jobs(cur_pos, S, nkv, page_table != nullptr, cfg);
   std::vector<std::vector<Partial>> parts(jobs.size(), std::vector<Partial>(static_cast<size_t>(N)));
   const TileMath tm(cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.math_approx_mode, ex.kernels());

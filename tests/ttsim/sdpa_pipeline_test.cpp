@@ -59,6 +59,15 @@ std::unique_ptr<Backend> ttsim(const ordered_json& extra = ordered_json::object(
 
 double pcc(const Tensor& ref, const Tensor& out) { return compare::compare(ref, out, compare::Options{}).pcc; }
 
+// Decode step i's input [2, 1, 256]: token i of each of the two batch rows
+// of b's [2, 6, 256] query.
+Tensor step_input(const Built& b, int64_t i) {
+  Tensor x(DType::F32, {2, 1, 256});
+  for (int64_t bb = 0; bb < 2; ++bb)
+    std::copy_n(b.in.query.data<float>() + (bb * 6 + i) * 256, 256, x.data<float>() + bb * 256);
+  return x;
+}
+
 }  // namespace
 
 // Every decode step's output on tt-sim against the cpu backend's after the
@@ -78,9 +87,7 @@ TEST(TtSimSdpa, DecodeStepsTrackCpuAfterASyntheticCache) {
   sc->fill_synthetic(70, 5);
   st->fill_synthetic(70, 5);
   for (int64_t i = 0; i < 6; ++i) {
-    Tensor x(DType::F32, {2, 1, 256});
-    for (int64_t bb = 0; bb < 2; ++bb)
-      std::copy_n(b.in.query.data<float>() + (bb * 6 + i) * 256, 256, x.data<float>() + bb * 256);
+    const Tensor x = step_input(b, i);
     Tensor yc = sc->append(x), yt = st->append(x);
     EXPECT_GT(pcc(yc, yt), 0.99) << "step " << i;
   }
@@ -103,9 +110,7 @@ TEST(TtSimSdpa, WindowedDecodeStepsTrackCpu) {
   auto sc = cpu->start_decode(b.spec, opt), st = tt->start_decode(b.spec, opt), sp = tt->start_decode(plain.spec, opt);
   for (auto* s : {sc.get(), st.get(), sp.get()}) s->fill_synthetic(70, 5);
   for (int64_t i = 0; i < 6; ++i) {
-    Tensor x(DType::F32, {2, 1, 256});
-    for (int64_t bb = 0; bb < 2; ++bb)
-      std::copy_n(b.in.query.data<float>() + (bb * 6 + i) * 256, 256, x.data<float>() + bb * 256);
+    const Tensor x = step_input(b, i);
     const Tensor yc = sc->append(x), yt = st->append(x), yp = sp->append(x);
     const double with = pcc(yc, yt), without = pcc(yc, yp);
     std::cout << "[window decode] step " << i << ": PCC against cpu " << with << " (unwindowed tt-sim " << without

@@ -156,7 +156,7 @@ class CpuBackend : public Backend {
 
  private:
   const char* flash_isa() const { return cpu::flash_kernel_isa(isa_); }
-  const char* decode_isa() const { return isa_ == cpu::FlashIsa::Avx2 ? "avx2" : cpu::decode_kernel_isa(); }
+  const char* decode_isa() const { return cpu::decode_kernel_isa(cpu::decode_kernel_for(isa_)); }
 
   int threads_;
   cpu::FlashIsa isa_;  // the "kernels" option

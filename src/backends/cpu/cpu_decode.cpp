@@ -79,7 +79,7 @@ class CpuDecode : public DecodeSession {
  public:
   CpuDecode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool, FlashIsa isa)
       : spec_(spec), opt_(opt), pool_(pool), rule_(spec), isa_(isa),
-        kernel_(isa == FlashIsa::Avx2 ? decode_chunk_avx2 : decode_kernel()),
+        kernel_(decode_kernel_for(isa)),
         qkv_(pack_stacked({&spec.q, &spec.k, &spec.v})), kbytes_(kv_row_bytes(opt.cache_dtype, spec.head_dim)),
         vbytes_(kv_row_bytes(opt.cache_dtype, spec.head_dim_v)) {
     if (spec.out) out_ = pack_linear(*spec.out);
@@ -275,6 +275,8 @@ class CpuDecode : public DecodeSession {
 };
 
 }  // namespace
+
+DecodeKernel decode_kernel_for(FlashIsa isa) { return isa == FlashIsa::Avx2 ? decode_chunk_avx2 : decode_kernel(); }
 
 std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool,
                                                FlashIsa isa) {

@@ -2,6 +2,7 @@
 // The cpu backend's KV-cache session (backends/decode.h).
 #include <memory>
 
+#include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/cpu_flash.h"
 #include "backends/cpu/cpu_thread_pool.h"
 #include "backends/decode.h"
@@ -12,5 +13,8 @@ namespace mha::cpu {
 // isa forces the flash and decode kernels' instance (Auto: the widest).
 std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool,
                                                FlashIsa isa = FlashIsa::Auto);
+// The decode chunk kernel a session with `isa` runs: AVX2 when forced, else
+// the widest this CPU has (AVX-512 forced as for flash).
+DecodeKernel decode_kernel_for(FlashIsa isa);
 
 }  // namespace mha::cpu

@@ -247,8 +247,10 @@ void attention_shares(const PhaseRun& pr, bool avx2_attention, Result& res) {
 
 // A prefill or generate row on a KV-cache session: the timed phase, then,
 // untimed, the cache format's error against float64 for generate rows.
+// avx2_attention: the backend's attention kernel runs AVX2 (describe()'s
+// attention_isa), so its FMA share is of the AVX2 loop's peak.
 void run_session_row(const Row& row, Backend& backend, PreparedRun& run, TorchGenerator& gen, int64_t warmup,
-                     int64_t reps, RateCache& rates, Result& res) {
+                     int64_t reps, RateCache& rates, bool avx2_attention, Result& res) {
   if (auto why = backend.supports_decode(run.spec)) {
     res.skipped = *why;
     return;
@@ -263,8 +265,7 @@ void run_session_row(const Row& row, Backend& backend, PreparedRun& run, TorchGe
   if (row.phase == Phase::Generate && (backend.name() != "reference" || row.cache_dtype != CacheDtype::Float32) &&
       !decode_error_too_costly(run.spec, row.batch, row.depth, std::min(row.seq, kErrorTokens)))
     res.cache_error = phase_error(run.spec, backend, row, x);
-  const nlohmann::json info = backend.describe();
-  attention_shares(pr, info.contains("attention_isa") && info["attention_isa"] == "avx2", res);
+  attention_shares(pr, avx2_attention, res);
 }
 
 }  // namespace
@@ -291,7 +292,8 @@ Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& r
   if (row.phase == Phase::Forward || (row.phase == Phase::Prefill && row.depth == 0 && !row.prefill_session))
     run_forward_row(row, recipe, *backend, run, gen, w, n, rates, res);
   else
-    run_session_row(row, *backend, run, gen, w, n, rates, res);
+    run_session_row(row, *backend, run, gen, w, n, rates,
+                    info.contains("attention_isa") && info["attention_isa"] == "avx2", res);
   if (!res.skipped.empty()) return res;
   tokens_per_second(res, static_cast<double>(row.batch * row.seq));
   const double sec = res.timing.median_ms / 1e3;

@@ -149,28 +149,29 @@ TEST(Decode, GqaMqaWindowsRopeAndEdges) {
   for (std::size_t i = 0; i < cases.size(); ++i) check_case(cases[i], seed + static_cast<uint32_t>(i));
 }
 
-// The query as the integer score path of the q8_0 and q4_0 caches reads it,
-// written out here from ggml's quantize_row_q8_0_ref: per block of 32,
-// d = max|x| / 127, codes round(x / d) (half away from zero), the scale
-// stored as fp16; the values are code * fp16(d). Each product of a code
-// with a cached key element (code * fp16 scale) is exact in float64, so a
+// The query as the integer score path reads it, written out here from
+// ggml's quantize_row_q8_0_ref: per block of `block` elements (32 for the
+// q8_0 and q4_0 caches, 16 for bfloat8_b and bfloat4_b), d = max|x| / 127,
+// codes round(x / d) (half away from zero), the scale stored as fp16; the
+// values are code * fp16(d). Each product of a code with a cached key
+// element (code * fp16 scale, or code * 2^e) is exact in float64, so a
 // float64 dot of these values with the decoded keys is the integer sums
 // times the two scales.
-std::vector<float> q8_0_values(const std::vector<float>& x) {
+std::vector<float> q8_0_values(const std::vector<float>& x, size_t block = 32) {
   std::vector<float> y(x.size());
-  for (size_t b = 0; b < x.size(); b += 32) {
+  for (size_t b = 0; b < x.size(); b += block) {
     float amax = 0;
-    for (size_t e = b; e < b + 32; ++e) amax = std::max(amax, std::fabs(x[e]));
+    for (size_t e = b; e < b + block; ++e) amax = std::max(amax, std::fabs(x[e]));
     const float d = amax / 127, id = d != 0 ? 1 / d : 0, ds = f32_from_f16(f16_from_f32(d));
-    for (size_t e = b; e < b + 32; ++e) y[e] = std::round(x[e] * id) * ds;
+    for (size_t e = b; e < b + block; ++e) y[e] = std::round(x[e] * id) * ds;
   }
   return y;
 }
 
 // Every instance of the chunk kernel this CPU runs (AVX2; AVX-512, and with
 // VNNI, where it has them) against float64 sums over the cache's decoded
-// values (kv_rows_to_f32), the scores of q8_0 and q4_0 with the query
-// quantized to q8_0 (q8_0_values), every cache format: odd widths for the
+// values (kv_rows_to_f32), the scores of the block formats with the query
+// quantized to q8_0 blocks (q8_0_values), every cache format: odd widths for the
 // one-element formats (vector tails), whole blocks for the others (dh 96:
 // three 32-blocks, so AVX-512's two-block integer units end on a half unit). The V widths take
 // every path of the P.V pass on both ISAs: a wide strip (4 vectors on
@@ -200,8 +201,8 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
     }
     kv_rows_to_f32(dt, kc.data(), rows, dh, k.data(), dh);  // what the kernel must read
     kv_rows_to_f32(dt, vc.data(), rows, dv, v.data(), dv);
-    const bool intdot = dt == CacheDtype::Q8_0 || dt == CacheDtype::Q4_0;
-    const std::vector<float> qs = intdot ? q8_0_values(q) : q;  // the query the scores see
+    // the query the scores see (every block format's are integer dot products)
+    const std::vector<float> qs = blocks ? q8_0_values(q, static_cast<size_t>(cache_dtype_block(dt))) : q;
     for (cpu::DecodeKernel kern : kernels) {
       SCOPED_TRACE(cpu::decode_kernel_isa(kern));
       std::vector<float> s(G * (j1 - j0)), o(G * dv), m(G), l(G);

@@ -54,38 +54,94 @@ struct V {
     const __m256i code = _mm256_and_si256(_mm256_srl_epi32(b, _mm_cvtsi32_si128(off ? 4 : 0)), _mm256_set1_epi32(15));
     return smag(code, 3, s);
   }
-  // The integer K scores (cpu_decode_kernel.inc): one q8_0 block of a key
-  // per unit, as unsigned bytes (|k| for q8_0, with k kept in sg for its
-  // signs; the nibbles for q4_0) and its scale dk on every lane.
-  static constexpr int64_t QB = 1;  // blocks per unit
+  // The integer K scores (cpu_decode_kernel.inc): 32 elements of a key per
+  // unit, as unsigned bytes (|k| for q8_0 / bfloat8_b, with the signed
+  // bytes kept in sg for their signs; the nibbles for q4_0; 8 + k for
+  // bfloat4_b) and each lane's key scale dk: one q8_0 / q4_0 block, or two
+  // block-float face rows (128-bit lane f: face row f, in element order).
+  static constexpr int64_t QB = 1;  // 32-element blocks per unit
   using IK = __m256i;
   using SG = __m256i;
-  template <CacheDtype D, bool>
-  [[gnu::always_inline]] static IK kunit(const unsigned char* r, int64_t b, SG& sg, F& dk) {
+  // vpshufb controls (-128: zero): every dword = the lane's byte (face row
+  // f's shared exponent) << 24, for bfloat8_b's R (bytes 0 and 16 + 1) and
+  // bfloat4_b's (bytes 0 and 2 + 7); bfloat4_b's code bytes twice per lane.
+  alignas(32) static constexpr int8_t kExp8Ctl[32] = {
+      -128, -128, -128, 0, -128, -128, -128, 0, -128, -128, -128, 0, -128, -128, -128, 0,
+      -128, -128, -128, 1, -128, -128, -128, 1, -128, -128, -128, 1, -128, -128, -128, 1};
+  alignas(32) static constexpr int8_t kExp4Ctl[32] = {
+      -128, -128, -128, 0, -128, -128, -128, 0, -128, -128, -128, 0, -128, -128, -128, 0,
+      -128, -128, -128, 7, -128, -128, -128, 7, -128, -128, -128, 7, -128, -128, -128, 7};
+  alignas(32) static constexpr int8_t kBfp4Ctl[32] = {
+      1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8,
+      8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15};
+  static __m256i ctl(const int8_t* c) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(c)); }
+  // bfp_scale(e, top) per lane from x (lane f holding e at the byte ec
+  // picks): float bits (e - top) << 23, 0 where e <= top.
+  static F bfp_scales(__m256i x, const int8_t* ec, int top) {
+    const __m256i e = _mm256_srli_epi32(_mm256_shuffle_epi8(x, ctl(ec)), 1);
+    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(top << 23)), _mm256_setzero_si256()));
+  }
+  // Tail: the row's short last unit (block floats: one face row; the upper
+  // lanes read as zeros).
+  template <CacheDtype D, bool Tail>
+  [[gnu::always_inline]] static IK kunit(const unsigned char* r, int64_t d, int64_t, SG& sg, F& dk) {
     if constexpr (D == CacheDtype::Q8_0) {
-      const unsigned char* p = r + b * 34;
+      const unsigned char* p = r + d / 32 * 34;
       dk = set1(half(half_bits16(p)));
       sg = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
       return _mm256_sign_epi8(sg, sg);
-    } else {
-      const unsigned char* p = r + b * 18;
+    } else if constexpr (D == CacheDtype::Q4_0) {
+      const unsigned char* p = r + d / 32 * 18;
       dk = set1(half(half_bits16(p)));
       sg = _mm256_setzero_si256();
       const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)), m = _mm_set1_epi8(15);
       return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
+    } else if constexpr (D == CacheDtype::Bfloat8_b) {
+      // Two face rows of 17 bytes from p: codes at 1..16 and 18..33,
+      // exponents at 0 and 17 (byte 1 of R's upper lane).
+      const unsigned char* p = r + d / 16 * 17;
+      if constexpr (Tail) {
+        sg = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 1)));
+        dk = bfp_scales(_mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), kExp8Ctl, 6);
+      } else {
+        sg = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(p + 18), reinterpret_cast<const __m128i*>(p + 1));
+        dk = bfp_scales(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), kExp8Ctl, 6);
+      }
+      return _mm256_and_si256(sg, _mm256_set1_epi8(127));  // |k|; sg's bytes are negative where k's sign is set
+    } else {
+      // Two face rows of 9 bytes from p: lane 0 = bytes 0..15 (exponent at
+      // 0, code bytes 1..8), lane 1 = bytes 2..17 (7, and 8..15).
+      const unsigned char* p = r + d / 16 * 9;
+      __m256i x;
+      if constexpr (Tail) {
+        unsigned char b[16] = {};
+        std::memcpy(b, p, 9);
+        x = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+      } else {
+        x = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(p + 2), reinterpret_cast<const __m128i*>(p));
+      }
+      dk = bfp_scales(x, kExp4Ctl, 2);
+      sg = _mm256_setzero_si256();
+      const __m256i t = _mm256_shuffle_epi8(x, ctl(kBfp4Ctl));
+      const __m256i hi = _mm256_set_epi64x(-1, 0, -1, 0);  // positions 8-15 of each lane: the high nibbles
+      const __m256i c = _mm256_and_si256(_mm256_blendv_epi8(t, _mm256_srli_epi16(t, 4), hi), _mm256_set1_epi8(15));
+      // sign-magnitude code -> 8 + value: 0..7 -> 8..15, 8..15 (-0..-7) -> 8..1
+      const __m128i tab = _mm_setr_epi8(8, 9, 10, 11, 12, 13, 14, 15, 8, 7, 6, 5, 4, 3, 2, 1);
+      return _mm256_shuffle_epi8(_mm256_set_m128i(tab, tab), c);
     }
   }
-  // The offset kunit's bytes carry: none for q8_0's |k|, 8 for the nibbles.
+  // The offset kunit's bytes carry: none for q8_0's and bfloat8_b's |k|, 8
+  // for the nibbles and bfloat4_b's 8 + k.
   template <CacheDtype D>
-  static constexpr int32_t koff() { return D == CacheDtype::Q8_0 ? 0 : 8; }
+  static constexpr int32_t koff() { return D == CacheDtype::Q8_0 || D == CacheDtype::Bfloat8_b ? 0 : 8; }
   // Lane i: the sum of key bytes 4i..4i+3 times query codes q[4i..4i+3],
-  // plus corr[i] (q4_0: its offset's share).
+  // plus corr[i] (the offset's share).
   template <CacheDtype D>
   [[gnu::always_inline]] static IK idot(IK ku, SG sg, const int8_t* q, const int32_t* corr) {
     __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-    if constexpr (D == CacheDtype::Q8_0) y = _mm256_sign_epi8(y, sg);
+    if constexpr (koff<D>() == 0) y = _mm256_sign_epi8(y, sg);  // the key's signs onto q
     const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ku, y), _mm256_set1_epi16(1));
-    if constexpr (D == CacheDtype::Q8_0) return p;
+    if constexpr (koff<D>() == 0) return p;
     else return _mm256_add_epi32(p, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr)));
   }
   static F cvt(IK x) { return _mm256_cvtepi32_ps(x); }

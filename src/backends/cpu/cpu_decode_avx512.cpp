@@ -65,9 +65,12 @@ struct V {
     const F t = _mm512_set_ps(-7, -6, -5, -4, -3, -2, -1, -0.0f, 7, 6, 5, 4, 3, 2, 1, 0);
     return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srlv_epi32(w, sh), t), s);
   }
-  // The integer K scores (cpu_decode_kernel.inc): two q8_0 blocks of a key
-  // per unit (lanes 0-7 and 8-15), as unsigned bytes (|k| for q8_0, whose
-  // negative bytes sg marks; the nibbles for q4_0) and their scales dk.
+  // The integer K scores (cpu_decode_kernel.inc): 64 elements of a key per
+  // unit, as unsigned bytes (|k| for q8_0 / bfloat8_b, whose negative bytes
+  // sg marks, or k + 128 with VNNI; the nibbles for q4_0; 8 + k for
+  // bfloat4_b) and each lane's key scale dk: two q8_0 / q4_0 blocks (lanes
+  // 0-7 and 8-15), or four block-float face rows (lanes 4f..4f+3 face row f,
+  // whose 16 codes fill 128-bit lane f in element order).
   static constexpr int64_t QB = 2;
   using IK = __m512i;
   using SG = __mmask64;
@@ -76,40 +79,120 @@ struct V {
     std::memcpy(&h, p, 2);
     return h;
   }
-  // Half: the row's odd last block alone (the upper lanes read as zero).
-  template <CacheDtype D, bool Half>
-  [[gnu::always_inline]] static IK kunit(const unsigned char* r, int64_t b, SG& sg, F& dk) {
-    constexpr int64_t bb = D == CacheDtype::Q8_0 ? 34 : 18;
-    const unsigned char *p0 = r + b * bb, *p1 = p0 + bb;
-    const __m256 d0 = _mm256_set1_ps(half(half_bits16(p0)));
-    dk = _mm512_insertf32x8(_mm512_castps256_ps512(d0), Half ? _mm256_setzero_ps() : _mm256_set1_ps(half(half_bits16(p1))), 1);
-    if constexpr (D == CacheDtype::Q8_0) {
-      const __m256i k0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + 2));
-      const __m512i k = _mm512_inserti64x4(_mm512_castsi256_si512(k0),
-                                           Half ? _mm256_setzero_si256() : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1 + 2)), 1);
+  // vpshufb controls (-128: zero). kExpCtl: per 128-bit lane f, every
+  // dword = byte f << 24 (where the block-float units hold face row f's
+  // shared exponent). kBfp8Ctl[0]: lane f bytes f+1..15 to positions
+  // 0..14-f (from R), [1]: bytes 12..12+f to 15-f..15 (from R2).
+  // kBfp4Ctl: lane f positions i and 8 + i take byte f + 1 + i.
+  alignas(64) static constexpr int8_t kExpCtl[64] = {
+      -128, -128, -128, 0, -128, -128, -128, 0, -128, -128, -128, 0, -128, -128, -128, 0,
+      -128, -128, -128, 1, -128, -128, -128, 1, -128, -128, -128, 1, -128, -128, -128, 1,
+      -128, -128, -128, 2, -128, -128, -128, 2, -128, -128, -128, 2, -128, -128, -128, 2,
+      -128, -128, -128, 3, -128, -128, -128, 3, -128, -128, -128, 3, -128, -128, -128, 3};
+  alignas(64) static constexpr int8_t kBfp8Ctl[2][64] = {
+      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, -128,
+       2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, -128, -128,
+       3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, -128, -128, -128,
+       4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, -128, -128, -128, -128},
+      {-128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, 12,
+       -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, 12, 13,
+       -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, 12, 13, 14,
+       -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, 12, 13, 14, 15}};
+  alignas(64) static constexpr int8_t kBfp4Ctl[64] = {
+      1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8,
+      2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9,
+      3, 4, 5, 6, 7, 8, 9, 10, 3, 4, 5, 6, 7, 8, 9, 10,
+      4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11};
+  static __m512i ctl(const int8_t* c) { return _mm512_load_si512(c); }
+  // The face rows' scales from x (lane f holding shared exponent e at byte
+  // f): bfp_scale(e, top) = 2^(e - 127 - top) as float bits (e - top) << 23,
+  // 0 where e <= top.
+  static F bfp_scales(__m512i x, int top) {
+    const __m512i e = _mm512_srli_epi32(_mm512_shuffle_epi8(x, ctl(kExpCtl)), 1);
+    return _mm512_castsi512_ps(_mm512_max_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(top << 23)), _mm512_setzero_si512()));
+  }
+  // Tail: the row's short last unit, n elements (the rest read as zeros).
+  template <CacheDtype D, bool Tail>
+  [[gnu::always_inline]] static IK kunit(const unsigned char* r, int64_t d, int64_t n, SG& sg, F& dk) {
+    if constexpr (D == CacheDtype::Bfloat8_b) {
+      // Four face rows of 17 bytes from p: R = bytes 0..63, R2 = 4..67 (no
+      // byte past the unit). Lane f of R holds row f's exponent at byte f
+      // (p[17f]) and its codes 17f+1.. at bytes f+1..15; the last f+1 codes
+      // are bytes 12..12+f of lane f of R2.
+      const unsigned char* p = r + d / 16 * 17;
+      __m512i R, R2;
+      if constexpr (Tail) {
+        const int64_t nb = n / 16 * 17;
+        R = _mm512_maskz_loadu_epi8((__mmask64{1} << nb) - 1, p);
+        R2 = _mm512_maskz_loadu_epi8((__mmask64{1} << (nb - 4)) - 1, p + 4);
+      } else {
+        R = _mm512_loadu_si512(p);
+        R2 = _mm512_loadu_si512(p + 4);
+      }
+      dk = bfp_scales(R, 6);
+      const __m512i c = _mm512_or_si512(_mm512_shuffle_epi8(R, ctl(kBfp8Ctl[0])), _mm512_shuffle_epi8(R2, ctl(kBfp8Ctl[1])));
+      sg = _mm512_movepi8_mask(c);  // the sign bits
 #if MHA_DECODE_VNNI
+      // k + 128: 128 + m (the sign bit flipped) or 128 - m
+      const __m512i t = _mm512_xor_si512(c, _mm512_set1_epi8(-128));
+      const IK u = _mm512_mask_sub_epi8(t, sg, _mm512_set1_epi8(-128), t);
       sg = 0;
-      return _mm512_xor_si512(k, _mm512_set1_epi8(-128));  // k + 128 (a Half's zero upper lanes meet zero q codes)
+      return u;
 #else
-      sg = _mm512_movepi8_mask(k);
-      return _mm512_abs_epi8(k);
+      return _mm512_and_si512(c, _mm512_set1_epi8(127));
 #endif
-    } else {
+    } else if constexpr (D == CacheDtype::Bfloat4_b) {
+      // Four face rows of 9 bytes (36 from p): dwords 2f..2f+3 into lane f
+      // put row f's exponent at byte f and its code bytes at f+1..f+8.
+      const unsigned char* p = r + d / 16 * 9;
+      const int64_t nb = Tail ? n / 16 * 9 : 36;
+      const __m512i P = _mm512_permutexvar_epi32(_mm512_set_epi32(9, 8, 7, 6, 7, 6, 5, 4, 5, 4, 3, 2, 3, 2, 1, 0),
+                                                 _mm512_maskz_loadu_epi8((__mmask64{1} << nb) - 1, p));
+      dk = bfp_scales(P, 2);
+      // bytes f+1..f+8 twice; low nibbles (codes 0-7) in the first eight, high (8-15) in the rest
+      const __m512i t = _mm512_shuffle_epi8(P, ctl(kBfp4Ctl));
+      const __m512i c = _mm512_and_si512(_mm512_mask_blend_epi8(0xFF00FF00FF00FF00ull, t, _mm512_srli_epi16(t, 4)),
+                                         _mm512_set1_epi8(15));
       sg = 0;
-      // lanes [block b's 16 bytes, twice | block b+1's, twice], shifted by 0 / 4 per copy:
-      // each block's 16 low nibbles (elements 0-15), then its 16 high ones
-      const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + 2));
-      const __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(x0),
-                                                Half ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + 2)), 1);
-      const __m512i w = _mm512_shuffle_i64x2(_mm512_castsi256_si512(x), _mm512_castsi256_si512(x), _MM_SHUFFLE(1, 1, 0, 0));
-      const __m512i sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-      return _mm512_and_si512(_mm512_srlv_epi64(w, sh), _mm512_set1_epi8(15));
+      // sign-magnitude code -> 8 + value: 0..7 -> 8..15, 8..15 (-0..-7) -> 8..1
+      return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_setr_epi8(8, 9, 10, 11, 12, 13, 14, 15, 8, 7, 6, 5, 4, 3, 2, 1)), c);
+    } else {
+      constexpr bool Half = Tail;  // the row's odd last block alone (the upper lanes read as zero)
+      (void)n;
+      constexpr int64_t bb = D == CacheDtype::Q8_0 ? 34 : 18;
+      const unsigned char *p0 = r + d / 32 * bb, *p1 = p0 + bb;
+      const __m256 d0 = _mm256_set1_ps(half(half_bits16(p0)));
+      dk = _mm512_insertf32x8(_mm512_castps256_ps512(d0), Half ? _mm256_setzero_ps() : _mm256_set1_ps(half(half_bits16(p1))), 1);
+      if constexpr (D == CacheDtype::Q8_0) {
+        const __m256i k0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + 2));
+        const __m512i k = _mm512_inserti64x4(_mm512_castsi256_si512(k0),
+                                             Half ? _mm256_setzero_si256() : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1 + 2)), 1);
+#if MHA_DECODE_VNNI
+        sg = 0;
+        return _mm512_xor_si512(k, _mm512_set1_epi8(-128));  // k + 128 (a Half's zero upper lanes meet zero q codes)
+#else
+        sg = _mm512_movepi8_mask(k);
+        return _mm512_abs_epi8(k);
+#endif
+      } else {
+        sg = 0;
+        // lanes [block b's 16 bytes, twice | block b+1's, twice], shifted by 0 / 4 per copy:
+        // each block's 16 low nibbles (elements 0-15), then its 16 high ones
+        const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + 2));
+        const __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(x0),
+                                                  Half ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + 2)), 1);
+        const __m512i w = _mm512_shuffle_i64x2(_mm512_castsi256_si512(x), _mm512_castsi256_si512(x), _MM_SHUFFLE(1, 1, 0, 0));
+        const __m512i sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+        return _mm512_and_si512(_mm512_srlv_epi64(w, sh), _mm512_set1_epi8(15));
+      }
     }
   }
-  // The offset kunit's bytes carry: 8 for the nibbles; for q8_0, none (|k|)
-  // or 128 (VNNI's k + 128).
+  // The offset kunit's bytes carry: 8 for the nibbles (q4_0, bfloat4_b);
+  // for q8_0 and bfloat8_b, none (|k|) or 128 (VNNI's k + 128).
   template <CacheDtype D>
-  static constexpr int32_t koff() { return D == CacheDtype::Q4_0 ? 8 : MHA_DECODE_VNNI ? 128 : 0; }
+  static constexpr int32_t koff() {
+    return D == CacheDtype::Q4_0 || D == CacheDtype::Bfloat4_b ? 8 : MHA_DECODE_VNNI ? 128 : 0;
+  }
   // Lane i: the sum of key bytes 4i..4i+3 times query codes q[4i..4i+3],
   // plus corr[i] (the offset's share).
   template <CacheDtype D>
@@ -119,7 +202,7 @@ struct V {
     (void)sg;
     return _mm512_dpbusd_epi32(_mm512_loadu_si512(corr), ku, y);
 #else
-    if constexpr (D == CacheDtype::Q8_0) {
+    if constexpr (koff<D>() == 0) {  // the key's signs onto q
       return _mm512_madd_epi16(_mm512_maddubs_epi16(ku, _mm512_mask_sub_epi8(y, sg, _mm512_setzero_si512(), y)), _mm512_set1_epi16(1));
     } else {
       (void)sg;

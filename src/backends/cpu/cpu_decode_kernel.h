@@ -27,12 +27,13 @@ struct DecodeChunk {
   float* o = nullptr;         // out [G, dv]: sum_j 2^(s_j - m) v_j
   float* m = nullptr;         // out [G]: max score (log2 units)
   float* l = nullptr;         // out [G]: sum_j 2^(s_j - m)
+  bool scores_only = false;   // tests, benches: stop once s holds the scores (log2 units); m, l, o unset
 };
 
 using DecodeKernel = void (*)(const DecodeChunk&);
 void decode_chunk_avx2(const DecodeChunk& c);
 void decode_chunk_avx512(const DecodeChunk& c);
-void decode_chunk_avx512vnni(const DecodeChunk& c);  // AVX-512 with AVX512_VNNI (q8_0/q4_0 scores)
+void decode_chunk_avx512vnni(const DecodeChunk& c);  // AVX-512 with AVX512_VNNI (integer K scores)
 // n cached rows of d elements (rb bytes apart) widened to dst [n, d] at
 // stride ld with the kernel's decoders; kv_rows_to_f32 (kv_format.h) calls
 // the widest and makes the result exact where they are not.

@@ -76,10 +76,11 @@ struct V {
       8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15};
   static __m256i ctl(const int8_t* c) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(c)); }
   // bfp_scale(e, top) per lane from x (lane f holding e at the byte ec
-  // picks): float bits (e - top) << 23, 0 where e <= top.
+  // picks): float bits (e - top) << 23, 0 where e <= top (the bytes'
+  // saturating e - top).
   static F bfp_scales(__m256i x, const int8_t* ec, int top) {
-    const __m256i e = _mm256_srli_epi32(_mm256_shuffle_epi8(x, ctl(ec)), 1);
-    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(top << 23)), _mm256_setzero_si256()));
+    const __m256i e = _mm256_shuffle_epi8(_mm256_subs_epu8(x, _mm256_set1_epi8(static_cast<char>(top))), ctl(ec));
+    return _mm256_castsi256_ps(_mm256_srli_epi32(e, 1));
   }
   // Tail: the row's short last unit (block floats: one face row; the upper
   // lanes read as zeros).

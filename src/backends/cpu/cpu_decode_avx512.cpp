@@ -106,10 +106,10 @@ struct V {
   static __m512i ctl(const int8_t* c) { return _mm512_load_si512(c); }
   // The face rows' scales from x (lane f holding shared exponent e at byte
   // f): bfp_scale(e, top) = 2^(e - 127 - top) as float bits (e - top) << 23,
-  // 0 where e <= top.
+  // 0 where e <= top (the bytes' saturating e - top).
   static F bfp_scales(__m512i x, int top) {
-    const __m512i e = _mm512_srli_epi32(_mm512_shuffle_epi8(x, ctl(kExpCtl)), 1);
-    return _mm512_castsi512_ps(_mm512_max_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(top << 23)), _mm512_setzero_si512()));
+    const __m512i e = _mm512_shuffle_epi8(_mm512_subs_epu8(x, _mm512_set1_epi8(static_cast<char>(top))), ctl(kExpCtl));
+    return _mm512_castsi512_ps(_mm512_srli_epi32(e, 1));
   }
   // Tail: the row's short last unit, n elements (the rest read as zeros).
   template <CacheDtype D, bool Tail>

@@ -108,8 +108,10 @@ TEST(DecodeBfpScores, IntegerScoresAreTheDocumentedRuleBitForBit) {
   // G 8 / 4: the batched path (4 heads x KB keys) and its key tail; G 6, 3,
   // 5: leftover heads; dh 16..144: one face row, odd numbers of them (short
   // last units on both ISAs), 128; chunks of 1, 3 and 37 keys from j0 > 0.
-  const std::vector<Shape> shapes{{8, 128, 3, 40}, {4, 16, 0, 9},  {6, 48, 2, 5},  {3, 80, 1, 2},
-                                  {5, 144, 0, 37}, {4, 112, 5, 8}, {8, 32, 0, 64}, {4, 64, 7, 8}};
+  // G 36 x 128 is past the integer path's 4096 query elements: the float
+  // scores, which these exact inputs must give the same bits.
+  const std::vector<Shape> shapes{{8, 128, 3, 40}, {4, 16, 0, 9},  {6, 48, 2, 5},  {3, 80, 1, 2}, {5, 144, 0, 37},
+                                  {4, 112, 5, 8},  {8, 32, 0, 64}, {4, 64, 7, 8},  {36, 128, 0, 9}};
   for (CacheDtype dt : {CacheDtype::Bfloat8_b, CacheDtype::Bfloat4_b})
     for (const Shape& sh : shapes) {
       SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " G " + std::to_string(sh.G) + " dh " + std::to_string(sh.dh) +

@@ -6,7 +6,6 @@
 // to set against the bytes per key each format reads. The score, softmax and
 // P.V columns split the same best run by pass (DecodeChunk::pass_cpu_s).
 //   mha_decode_bench [n] [G] [d]      (defaults 16384 4 128: a Llama-3-8B group)
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>

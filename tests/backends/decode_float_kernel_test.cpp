@@ -1,14 +1,14 @@
 // The decode chunk kernel on the one-element cache formats (float32,
 // float16, bfloat16), bit for bit.
-// P.V pass: each output element is one
-// chain of float multiply-adds over the chunk's keys in order,
+// P.V pass: each output element is one chain of float multiply-adds over
+// the chunk's keys in order,
 //   o[h, e] = fma(p[h, j], v[j, e], o[h, e]),  j = j0 .. j1-1, from 0,
 // however the pass tiles heads, elements and keys and however far ahead it
 // prefetches: the kernel's own softmax weights (left in c.s) pushed through
 // std::fma in that order must give its o exactly. Widths are whole vectors
-// (the scalar tail's rounding is the compiler's), with more keys than the
-// V pass's prefetch distance so that the prefetch runs ahead of, and off
-// the end of, the chunk.
+// (a scalar tail column rounds the product before the add), with more keys
+// than the V pass's prefetch distance so that the prefetch runs ahead of,
+// and off the end of, the chunk.
 // Scores: a key's score is one FMA chain per vector lane over d, then one
 // fixed reduction tree, whichever batch of keys it falls in (AVX2 scores
 // three keys at a time, then two). A chunk of 208 keys and one that starts

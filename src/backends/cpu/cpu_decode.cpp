@@ -276,6 +276,12 @@ class CpuDecode : public DecodeSession {
 
 }  // namespace
 
+double decode_thread_cpu_s() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 DecodeKernel decode_kernel_for(FlashIsa isa) { return isa == FlashIsa::Avx2 ? decode_chunk_avx2 : decode_kernel(); }
 
 std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool,

@@ -27,8 +27,14 @@ struct DecodeChunk {
   float* o = nullptr;         // out [G, dv]: sum_j 2^(s_j - m) v_j
   float* m = nullptr;         // out [G]: max score (log2 units)
   float* l = nullptr;         // out [G]: sum_j 2^(s_j - m)
-  bool scores_only = false;   // tests, benches: stop once s holds the scores (log2 units); m, l, o unset
+  bool scores_only = false;   // tests: stop once s holds the scores (log2 units); m, l, o unset
+  // Optional [3]: the calling thread's CPU seconds in the score, softmax
+  // and P.V passes are added here (mha_decode_bench's per-pass columns).
+  double* pass_cpu_s = nullptr;
 };
+
+// The calling thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID).
+double decode_thread_cpu_s();
 
 using DecodeKernel = void (*)(const DecodeChunk&);
 void decode_chunk_avx2(const DecodeChunk& c);

@@ -1,5 +1,5 @@
-// The decode chunk kernel on the one-element cache formats (float32,
-// float16, bfloat16), bit for bit.
+// The decode chunk kernel bit for bit: the P.V pass on every cache format,
+// the scores on the one-element ones (float32, float16, bfloat16).
 // P.V pass: each output element is one chain of float multiply-adds over
 // the chunk's keys in order,
 //   o[h, e] = fma(p[h, j], v[j, e], o[h, e]),  j = j0 .. j1-1, from 0,
@@ -30,16 +30,23 @@
 namespace mha {
 namespace {
 
-TEST(DecodeVPass, FloatFormatsAreOneFmaChainPerElement) {
+TEST(DecodeVPass, EveryFormatIsOneFmaChainPerElement) {
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-1, 1);
   __builtin_cpu_init();
   // G 8: two head quads (the prefetching one and another); G 6: a quad and
   // the leftover heads. dv 80 on AVX-512 is one 4-vector strip and a single
   // vector; 128 two strips. j0 > 0 and 1000 keys: a partial last block.
+  // The block formats (dv a whole number of their 32- or 16-element
+  // blocks) are held to the same chain over the values kv_rows_to_f32
+  // decodes: 96 on AVX-512 is a strip and two single vectors, on AVX2
+  // (strips of 16 or 24 elements) a strip that ends mid-block.
+  const CacheDtype all[] = {CacheDtype::Float32, CacheDtype::Float16, CacheDtype::Bfloat16, CacheDtype::Q8_0,
+                            CacheDtype::Q4_0,    CacheDtype::Bfloat8_b, CacheDtype::Bfloat4_b};
   for (int64_t G : {8, 6})
-    for (int64_t dv : {80, 128})
-      for (CacheDtype dt : {CacheDtype::Float32, CacheDtype::Float16, CacheDtype::Bfloat16}) {
+    for (int64_t dv : {80, 96, 128})
+      for (CacheDtype dt : all) {
+        if (dv % cache_dtype_block(dt) != 0 || (dv == 96) != (cache_dtype_block(dt) > 1)) continue;
         SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " G " + std::to_string(G) + " dv " + std::to_string(dv));
         const int64_t dh = 64, j0 = 3, j1 = 1003, rows = j1 + 5;
         std::vector<float> q(G * dh), k(rows * dh), v(rows * dv);
@@ -51,7 +58,9 @@ TEST(DecodeVPass, FloatFormatsAreOneFmaChainPerElement) {
           kv_encode_row(dt, k.data() + j * dh, dh, kc.data() + j * kb);
           kv_encode_row(dt, v.data() + j * dv, dv, vc.data() + j * vb);
         }
-        kv_rows_to_f32(dt, vc.data(), rows, dv, v.data(), dv);  // the values the kernel reads
+        // The values the kernel reads, by the scalar definition (not the
+        // SIMD decoders the kernel shares with kv_rows_to_f32).
+        for (int64_t j = 0; j < rows; ++j) kv_row_to_f32_scalar(dt, vc.data() + j * vb, dv, v.data() + j * dv);
         for (cpu::DecodeKernel kern : cpu::decode_kernels()) {
           SCOPED_TRACE(cpu::decode_kernel_isa(kern));
           const int64_t n = j1 - j0;

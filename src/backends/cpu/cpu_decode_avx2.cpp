@@ -38,21 +38,26 @@ struct V {
   static F nib_hi(I b, F s) {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 4), _mm256_set1_epi32(8))), s);
   }
-  // Eight sign-magnitude codes (sign at bit `bits`) times s.
-  static F smag(__m256i code, int bits, F s) {
-    const __m256i mag = _mm256_and_si256(code, _mm256_set1_epi32((1 << bits) - 1));
-    const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(code, bits), 31);
-    return _mm256_or_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(mag), s), _mm256_castsi256_ps(sign));
-  }
+  // Eight bfloat8_b codes (sign at bit 7) times s: sign-extended, so that
+  // bit 31 already holds the sign for the OR (one AND instead of a shift
+  // pair).
   static F bfp8(const uint8_t* p, F s) {
-    return smag(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 7, s);
+    const __m256i x = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const F m = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(x, _mm256_set1_epi32(127))), s);
+    return _mm256_or_ps(m, _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(INT32_MIN))));
   }
   // Elements off .. off+7 (off 0 or 8) of a bfloat4_b face row whose eight
-  // bytes hold codes i (low nibble) and i + 8 (high).
+  // bytes hold codes i (low nibble) and i + 8 (high): the code's value in
+  // units of the scale by two 8-entry tables (vpermps reads the index's low
+  // three bits, the magnitude), the negative one where the code's sign bit
+  // (moved to bit 31) is set, then the scale. -0 * s and -m * s are the
+  // bits of (m * s) | sign.
   static F bfp4(const uint8_t* p, int64_t off, F s) {
     const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m256i code = _mm256_and_si256(_mm256_srl_epi32(b, _mm_cvtsi32_si128(off ? 4 : 0)), _mm256_set1_epi32(15));
-    return smag(code, 3, s);
+    const __m256i code = off ? _mm256_srli_epi32(b, 4) : b;
+    const __m256 pos = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), neg = _mm256_setr_ps(-0.0f, -1, -2, -3, -4, -5, -6, -7);
+    const __m256 sign = _mm256_castsi256_ps(_mm256_slli_epi32(code, 28));
+    return _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(pos, code), _mm256_permutevar8x32_ps(neg, code), sign), s);
   }
   // The integer K scores (cpu_decode_kernel.inc): 32 elements of a key per
   // unit, as unsigned bytes (|k| for q8_0 / bfloat8_b, with the signed

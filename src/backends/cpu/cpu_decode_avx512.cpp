@@ -45,15 +45,13 @@ struct V {
   static F q4_table() { return _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8); }
   static F nib_lo(I b, F s) { return _mm512_mul_ps(_mm512_permutexvar_ps(b, q4_table()), s); }  // uses index bits 0-3
   static F nib_hi(I b, F s) { return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), q4_table()), s); }
-  // Sixteen sign-magnitude codes (sign at bit `bits`) times s.
-  static F smag(__m512i code, int bits, F s) {
-    const __m512i mag = _mm512_and_si512(code, _mm512_set1_epi32((1 << bits) - 1));
-    const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(code, bits), 31);
-    return _mm512_castsi512_ps(
-        _mm512_or_si512(_mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(mag), s)), sign));
-  }
+  // Sixteen bfloat8_b codes (sign at bit 7) times s: sign-extended, so that
+  // bit 31 already holds the sign and one ternary-logic op ORs it in.
   static F bfp8(const uint8_t* p, F s) {
-    return smag(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 7, s);
+    const __m512i x = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const F m = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(x, _mm512_set1_epi32(127))), s);
+    // m | (x & sign bit): truth table 0xF0 | (0xCC & 0xAA) over (m, x, mask)
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(m), x, _mm512_set1_epi32(INT32_MIN), 0xF8));
   }
   // A whole bfloat4_b face row (off is 0): eight bytes hold codes i (low
   // nibble) and i + 8 (high); lanes 0-7 take the low nibbles, 8-15 the high.

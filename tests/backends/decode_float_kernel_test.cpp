@@ -87,6 +87,42 @@ TEST(DecodeVPass, EveryFormatIsOneFmaChainPerElement) {
       }
 }
 
+// Each ISA's decoders (the kernel's V-pass values, and decode_widen's) give
+// the scalar definition's bits for every code: rows of random bytes, which
+// are valid rows of the block formats (q8_0 / q4_0 scales may be any fp16,
+// NaN included), with the block floats' shared exponents above the
+// magnitude's top bit (below it kv_rows_to_f32 redoes the face row) and
+// below 255 (where the scalar definition's exponent field overflows to Inf /
+// NaN, tt-metal's unpack, and the decoders give the finite m * 2^(255 - 127
+// - top)). -0 codes included: a decoder that loses a zero's sign fails here.
+TEST(DecodeWiden, EveryIsaDecodesEveryCodeAsTheScalarDefinition) {
+  std::mt19937 g(3);
+  __builtin_cpu_init();
+  std::vector<cpu::DecodeWiden> widens{cpu::decode_widen_avx2};
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) widens.push_back(cpu::decode_widen_avx512);
+  for (CacheDtype dt : {CacheDtype::Q8_0, CacheDtype::Q4_0, CacheDtype::Bfloat8_b, CacheDtype::Bfloat4_b}) {
+    SCOPED_TRACE(cache_dtype_name(dt));
+    const int64_t n = 64, d = 256, rb = kv_row_bytes(dt, d);
+    std::vector<unsigned char> rows(n * rb);
+    for (auto& x : rows) x = static_cast<unsigned char>(g());
+    if (dt == CacheDtype::Bfloat8_b || dt == CacheDtype::Bfloat4_b) {
+      const int top = dt == CacheDtype::Bfloat8_b ? 6 : 2, fb = dt == CacheDtype::Bfloat8_b ? 17 : 9;
+      for (int64_t f = 0; f < n * d / 16; ++f)
+        rows[f / (d / 16) * rb + f % (d / 16) * fb] = static_cast<unsigned char>(f % 7 ? top + 1 + g() % (254 - top) : 254);
+    }
+    std::vector<float> want(n * d);
+    for (int64_t r = 0; r < n; ++r) kv_row_to_f32_scalar(dt, rows.data() + r * rb, d, want.data() + r * d);
+    for (cpu::DecodeWiden w : widens) {
+      std::vector<float> got(n * d);
+      w(dt, rows.data(), n, d, rb, got.data(), d);
+      int64_t mismatches = 0;
+      for (int64_t i = 0; i < n * d; ++i)
+        mismatches += std::memcmp(&got[i], &want[i], 4) != 0 && !(std::isnan(got[i]) && std::isnan(want[i]));
+      EXPECT_EQ(mismatches, 0) << (w == cpu::decode_widen_avx2 ? "avx2" : "avx512");
+    }
+  }
+}
+
 TEST(DecodeScores, KeyScoreKeepsItsBitsInAnyBatch) {
   std::mt19937 g(5);
   std::uniform_real_distribution<float> u(-1, 1);

@@ -23,6 +23,10 @@ struct V {
   }
   static F load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static float half(uint16_t h) { return _cvtsh_ss(h); }
+  // fp16 h -> a vector of its float (q8_0 / q4_0 block scales): the word
+  // broadcast, then one vector convert, rather than vpinsrw + a scalar
+  // convert + a broadcast (P.V q8_0 10.6 -> 10.0 ns/key, q4_0 11.4 -> 11.0).
+  static F half_set1(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
   // Eight int8 values times s.
   static F q8(const int8_t* p, F s) {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))), s);

@@ -27,6 +27,14 @@ struct V {
   // broadcast, then one vector convert, rather than vpinsrw + a scalar
   // convert + a broadcast (P.V q8_0 10.6 -> 10.0 ns/key, q4_0 11.4 -> 11.0).
   static F half_set1(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
+  // bfloat8_b's face-row scale bfp_scale(e, 6) (cpu_decode_kernel.inc) in
+  // every lane: a scalar convert, then the broadcast.
+  static F bfp8_scale(unsigned char e) {
+    float f = 0.0f;
+    const uint32_t u = static_cast<uint32_t>(e - 6) << 23;
+    if (e > 6) std::memcpy(&f, &u, 4);
+    return set1(f);
+  }
   // Eight int8 values times s.
   static F q8(const int8_t* p, F s) {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))), s);

@@ -257,12 +257,18 @@ void run_session_row(const Row& row, Backend& backend, PreparedRun& run, TorchGe
   }
   Tensor x = gen.rand({row.batch, row.seq, row.hidden});
   res.rates = rates.at(res.threads);
+  const bool generate = row.phase == Phase::Generate;
+  if (generate) res.read_gbs_before = rates.read_gbs_now(res.threads);
   res.peak_per_row = reset_peak_memory();
   const PhaseRun pr = run_phase(run.spec, run.weights, backend, row, x, warmup, reps);
   res.peak_mib = peak_memory_mib();
+  if (generate) {
+    res.read_gbs_after = rates.read_gbs_now(res.threads);
+    res.rates.read_gbs = std::max(res.read_gbs_before, res.read_gbs_after);
+  }
   res.timing = pr.timing;
   res.bytes_per_token = pr.bytes_per_token;
-  if (row.phase == Phase::Generate && (backend.name() != "reference" || row.cache_dtype != CacheDtype::Float32) &&
+  if (generate && (backend.name() != "reference" || row.cache_dtype != CacheDtype::Float32) &&
       !decode_error_too_costly(run.spec, row.batch, row.depth, std::min(row.seq, kErrorTokens)))
     res.cache_error = phase_error(run.spec, backend, row, x);
   attention_shares(pr, avx2_attention, res);

@@ -95,6 +95,10 @@ struct Result {
   double attention_cpu_ms = -1;
   double fma_cpu_percent = 0;
   MachineRates rates;            // probed at this row's thread count
+  // Generate rows: the read bandwidth probed just before and just after the
+  // timed runs; rates.read_gbs is the larger, so bandwidth_percent is held
+  // to the better of the two (the host's bandwidth drifts within a process).
+  double read_gbs_before = 0, read_gbs_after = 0;
   int threads = 0;               // as the backend ran (its describe(), else the row's, else the hardware's)
   std::string simd;              // the backend's instruction-set path (describe()["simd"])
   double peak_mib = 0;           // peak resident memory while the row ran

@@ -107,6 +107,7 @@ nlohmann::json result_json(const Result& r) {
   j["tokens_per_s_sd"] = r.tokens_per_s_sd;
   j["sgemm_gflops"] = r.rates.sgemm_gflops;
   j["read_gbs"] = r.rates.read_gbs;
+  if (r.row.phase == Phase::Generate) j["read_gbs_before"] = r.read_gbs_before, j["read_gbs_after"] = r.read_gbs_after;
   j["fma_gflops"] = r.rates.fma_gflops;
   j["fma_isa"] = r.rates.fma_isa;
   j["fma_avx2_gflops"] = r.rates.fma_avx2_gflops;

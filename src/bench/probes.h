@@ -39,6 +39,9 @@ class RateCache {
  public:
   explicit RateCache(int64_t bandwidth_bytes = 0) : bandwidth_bytes_(bandwidth_bytes) {}
   const MachineRates& at(int threads);
+  // A fresh read-bandwidth probe (not cached): decode rows take one on each
+  // side of their timed runs, since the bandwidth drifts most on shared hosts.
+  double read_gbs_now(int threads) const { return probe_read_bandwidth_gbs(threads, bandwidth_bytes_); }
 
  private:
   int64_t bandwidth_bytes_;

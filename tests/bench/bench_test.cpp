@@ -272,6 +272,14 @@ TEST(BenchPhases, GenerateRowsRunFreshSessionsAndCountBytesRead) {
   const double weights = 4.0 * (64 * 64 + 2 * 32 * 64 + 64 * 64), row = 2 * 4 * 2 * 16;
   EXPECT_DOUBLE_EQ(res.bytes_per_token, weights + row * (6 + 7 + 8) / 3.0);
   EXPECT_GT(res.bandwidth_percent, 0);
+  // Its bandwidth is the better of two fresh probes on either side of the
+  // timed runs, and the percent is held to that one.
+  EXPECT_GT(res.read_gbs_before, 0);
+  EXPECT_GT(res.read_gbs_after, 0);
+  EXPECT_EQ(res.rates.read_gbs, std::max(res.read_gbs_before, res.read_gbs_after));
+  EXPECT_NEAR(res.bandwidth_percent,
+              100.0 * res.bytes_per_token * 3 / (res.timing.median_ms / 1e3) / (res.rates.read_gbs * 1e9),
+              1e-9 * res.bandwidth_percent);
   EXPECT_GT(res.tokens_per_s, 0);
   EXPECT_EQ(res.sgemm_percent, 0);
   // Projections (q, k, v, o) and attention over 6, 7, 8 keys, per step.
@@ -289,6 +297,7 @@ TEST(BenchPhases, PrefillAtDepthIsOneAppendAfterTheFilledDepth) {
   EXPECT_EQ(c.append_rows, (std::vector<int64_t>{-3, 4, -3, 4}));
   EXPECT_GT(res.sgemm_percent, 0);
   EXPECT_EQ(res.bandwidth_percent, 0);
+  EXPECT_EQ(res.read_gbs_before, 0);  // only decode rows re-probe the bandwidth
 }
 
 // tt-sim decodes only through its SDPA path, which needs whole-tile heads:

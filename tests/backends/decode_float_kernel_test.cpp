@@ -26,6 +26,7 @@
 
 #include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/kv_format.h"
+#include "kv_rows.h"
 
 namespace mha {
 namespace {
@@ -41,11 +42,9 @@ TEST(DecodeVPass, EveryFormatIsOneFmaChainPerElement) {
   // blocks) are held to the same chain over the values kv_rows_to_f32
   // decodes: 96 on AVX-512 is a strip and two single vectors, on AVX2
   // (strips of 16 or 24 elements) a strip that ends mid-block.
-  const CacheDtype all[] = {CacheDtype::Float32, CacheDtype::Float16, CacheDtype::Bfloat16, CacheDtype::Q8_0,
-                            CacheDtype::Q4_0,    CacheDtype::Bfloat8_b, CacheDtype::Bfloat4_b};
   for (int64_t G : {8, 6})
     for (int64_t dv : {80, 96, 128})
-      for (CacheDtype dt : all) {
+      for (CacheDtype dt : kAllCacheDtypes) {
         if (dv % cache_dtype_block(dt) != 0 || (dv == 96) != (cache_dtype_block(dt) > 1)) continue;
         SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " G " + std::to_string(G) + " dv " + std::to_string(dv));
         const int64_t dh = 64, j0 = 3, j1 = 1003, rows = j1 + 5;
@@ -53,11 +52,7 @@ TEST(DecodeVPass, EveryFormatIsOneFmaChainPerElement) {
         for (auto* x : {&q, &k, &v})
           for (float& e : *x) e = u(g);
         const int64_t kb = kv_row_bytes(dt, dh), vb = kv_row_bytes(dt, dv);
-        std::vector<unsigned char> kc(rows * kb), vc(rows * vb);
-        for (int64_t j = 0; j < rows; ++j) {
-          kv_encode_row(dt, k.data() + j * dh, dh, kc.data() + j * kb);
-          kv_encode_row(dt, v.data() + j * dv, dv, vc.data() + j * vb);
-        }
+        const std::vector<unsigned char> kc = test::encode_rows(dt, k, rows, dh), vc = test::encode_rows(dt, v, rows, dv);
         // The values the kernel reads, by the scalar definition (not the
         // SIMD decoders the kernel shares with kv_rows_to_f32).
         for (int64_t j = 0; j < rows; ++j) kv_row_to_f32_scalar(dt, vc.data() + j * vb, dv, v.data() + j * dv);
@@ -139,11 +134,7 @@ TEST(DecodeScores, KeyScoreKeepsItsBitsInAnyBatch) {
       for (int64_t j = j0; j < j0 + shift; ++j)
         for (int64_t d = 0; d < dh; ++d) k[j * dh + d] *= 1e-3f;
       const int64_t kb = kv_row_bytes(dt, dh), vb = kv_row_bytes(dt, dv);
-      std::vector<unsigned char> kc(j1 * kb), vc(j1 * vb);
-      for (int64_t j = 0; j < j1; ++j) {
-        kv_encode_row(dt, k.data() + j * dh, dh, kc.data() + j * kb);
-        kv_encode_row(dt, v.data() + j * dv, dv, vc.data() + j * vb);
-      }
+      const std::vector<unsigned char> kc = test::encode_rows(dt, k, j1, dh), vc = test::encode_rows(dt, v, j1, dv);
       for (cpu::DecodeKernel kern : cpu::decode_kernels()) {
         SCOPED_TRACE(cpu::decode_kernel_isa(kern));
         std::vector<float> s[2], m[2];

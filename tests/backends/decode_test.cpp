@@ -19,6 +19,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/kv_format.h"
+#include "kv_rows.h"
 #include "backends/reference/reference_backend.h"
 #include "backends/ttsim/ttsim_backend.h"
 #include "support/test_support.h"
@@ -194,11 +195,7 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
     for (auto* vec : {&q, &k, &v})
       for (float& e : *vec) e = u(g);
     const int64_t kb = kv_row_bytes(dt, dh), vb = kv_row_bytes(dt, dv);
-    std::vector<unsigned char> kc(rows * kb), vc(rows * vb);
-    for (int64_t j = 0; j < rows; ++j) {
-      kv_encode_row(dt, k.data() + j * dh, dh, kc.data() + j * kb);
-      kv_encode_row(dt, v.data() + j * dv, dv, vc.data() + j * vb);
-    }
+    const std::vector<unsigned char> kc = test::encode_rows(dt, k, rows, dh), vc = test::encode_rows(dt, v, rows, dv);
     kv_rows_to_f32(dt, kc.data(), rows, dh, k.data(), dh);  // what the kernel must read
     kv_rows_to_f32(dt, vc.data(), rows, dv, v.data(), dv);
     // the query the scores see (every block format's are integer dot products)

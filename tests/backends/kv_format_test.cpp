@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/cpu/kv_format.h"
+#include "kv_rows.h"
 #include "tensor/half.h"
 #include "ttsim/formats.h"
 
@@ -188,8 +189,7 @@ TEST(KvFormat, RowsWidenAtAStrideAndSizesAreTheLayouts) {
     EXPECT_EQ(kv_row_bytes(dt, d), bytes) << cache_dtype_name(dt);
     std::vector<float> x(n * d), one(d), wide(n * ld, -7.0f);
     for (float& e : x) e = u(g);
-    std::vector<uint8_t> b(n * bytes);
-    for (int64_t r = 0; r < n; ++r) kv_encode_row(dt, x.data() + r * d, d, b.data() + r * bytes);
+    const std::vector<unsigned char> b = test::encode_rows(dt, x, n, d);
     kv_rows_to_f32(dt, b.data(), n, d, wide.data(), ld);
     for (int64_t r = 0; r < n; ++r) {
       std::copy(x.begin() + r * d, x.begin() + (r + 1) * d, one.begin());

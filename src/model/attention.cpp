@@ -18,6 +18,16 @@ const char* op_sequence_name(OpSequence s) {
   return "book";
 }
 
+const char* rope_scaling_name(RopeScaling s) {
+  switch (s) {
+    case RopeScaling::None: return "default";
+    case RopeScaling::Linear: return "linear";
+    case RopeScaling::Llama3: return "llama3";
+    case RopeScaling::Yarn: return "yarn";
+  }
+  return "default";
+}
+
 uint64_t new_spec_uid() {
   static std::atomic<uint64_t> next{1};
   return next++;

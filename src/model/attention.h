@@ -67,11 +67,48 @@ const char* attention_kernel_name(AttentionKernel k);
 // caches on it (addresses get reused; copies are identical so share it).
 uint64_t new_spec_uid();
 
-// Rotary position embedding as Llama / Mistral / Qwen2 apply it (the
-// rotate_half convention over the whole head width): a typed description,
-// so a backend needs no variant name to run it. model/rope.h computes it.
+// How a model stretches its rotary frequencies for longer contexts
+// (Hugging Face's rope_scaling "rope_type").
+enum class RopeScaling {
+  None,    // "default": inv_freq = theta^(-2i/d)
+  Linear,  // positions divided by `factor`
+  Llama3,  // Llama 3.1's per-band scaling (factor, low/high_freq_factor, original_max_positions)
+  Yarn,    // YaRN (factor, beta_fast/slow, original_max_positions, truncate, attention_factor)
+};
+const char* rope_scaling_name(RopeScaling s);
+
+// Rotary position embedding as Hugging Face's decoder layers apply it: a
+// typed description, so a backend needs no variant name to run it.
+// model/rope.h computes it (frequencies, scalings, the rotation).
 struct RotaryEmbedding {
   double theta = 10000.0;  // rope_theta; used as float32, as the modules do
+  // Rotated width per head: 0 (or head_dim) rotates the whole head; less
+  // rotates the leading rotary_dim dims and passes the rest through
+  // (partial_rotary_factor). Even.
+  int64_t rotary_dim = 0;
+  // false: rotate_half pairs (i, i + d/2), as Llama; true: adjacent pairs
+  // (2i, 2i + 1), as DeepSeek's rope_interleave.
+  bool interleaved = false;
+  RopeScaling scaling = RopeScaling::None;
+  double factor = 1.0;                  // Linear, Llama3, Yarn
+  double low_freq_factor = 1.0;         // Llama3
+  double high_freq_factor = 4.0;        // Llama3
+  int64_t original_max_positions = 0;   // Llama3, Yarn
+  double beta_fast = 32.0, beta_slow = 1.0;  // Yarn
+  bool truncate = true;                 // Yarn: round the correction range to whole dims
+  // cos and sin are multiplied by it (YaRN's mscale, 0.1 ln(factor) + 1
+  // unless the config gives attention_factor); 1 for the other scalings.
+  double attention_factor = 1.0;
+};
+
+// Per-head RMSNorm of q and k over head_dim, after the projection and before
+// the rotary embedding (Qwen3, Gemma 3): x * rsqrt(mean(x^2) + eps) * w,
+// or * (1 + w) with `offset_one` (Gemma's RMSNorm).
+struct QkNorm {
+  Tensor q_weight;  // [head_dim] float32 (or float64)
+  Tensor k_weight;  // [head_dim]
+  double eps = 1e-6;
+  bool offset_one = false;
 };
 
 struct AttentionSpec {
@@ -91,6 +128,14 @@ struct AttentionSpec {
   std::optional<Tensor> bias_k, bias_v;  // [Hkv*dh] / [Hkv*dv], appended after projection
   bool add_zero_attn = false;
   std::optional<RotaryEmbedding> rope;  // needs self-attention shapes (S == L)
+  std::optional<QkNorm> qk_norm;        // before rope; needs rope's shapes too
+  // > 0: each score (after `scale`) becomes softcap * tanh(score / softcap)
+  // before the mask (Gemma 2's attn_logit_softcapping).
+  double softcap = 0.0;
+  // [H] learned per-head logits that join each softmax row's denominator
+  // and take no value (gpt-oss's sinks): weights = exp(s - m) / (sum exp(s - m)
+  // + exp(sink - m)), with m the max over the row and the sink.
+  std::optional<Tensor> sinks;
   double dropout = 0.0;  // applied to weights only when training
   // The fused [q | k | v] projection as the module holds it, when it does
   // (ttnn_mha_fused: weight [Eq+Ek+Ev, in], weight_in_out [in, Eq+Ek+Ev]);

@@ -124,6 +124,16 @@ std::string cited_path(const std::string& span) {
   return "";
 }
 
+// Whether `word` occurs in `text` as a whole identifier.
+bool has_word(const std::string& text, const std::string& word) {
+  const auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    const size_t end = at + word.size();
+    if ((at == 0 || !ident(text[at - 1])) && (end == text.size() || !ident(text[end]))) return true;
+  }
+  return false;
+}
+
 TEST(Docs, ReadmeListsEveryConfigAndLinksConfigMd) {
   const std::string readme = read_text(source_dir() + "/README.md");
   for (const auto& e : fs::directory_iterator(source_dir() + "/configs"))
@@ -245,7 +255,7 @@ TEST(Docs, ExtendingRecipesCiteNamesThatExist) {
     name = name.substr(name.rfind(':') == std::string::npos ? 0 : name.rfind(':') + 1);
     ++checked;
     ASSERT_TRUE(fs::is_regular_file(source_dir() + "/" + path)) << path;
-    EXPECT_NE(read_text(source_dir() + "/" + path).find(name), std::string::npos) << path << " has no " << name;
+    EXPECT_TRUE(has_word(read_text(source_dir() + "/" + path), name)) << path << " has no " << name;
   }
   EXPECT_GE(checked, 12);  // every recipe cites what it touches
 }

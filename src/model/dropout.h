@@ -2,7 +2,7 @@
 // Dropout decisions that every backend shares, so that backends agree in
 // training mode: element (b, h, i, j) is kept iff a hash of (seed, index)
 // maps to a uniform number >= p. (PyTorch's own Bernoulli stream is not
-// reproduced; see README "Dropout".)
+// reproduced; see docs/RUN.md, "Semantics where a seed or PyTorch leaves room".)
 #include <cstdint>
 
 namespace mha {

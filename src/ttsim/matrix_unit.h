@@ -28,8 +28,8 @@ namespace mha::ttsim {
 enum class MathFidelity { LoFi = 0, HiFi2 = 2, HiFi3 = 3, HiFi4 = 4 };
 // Exact is the only mode: the vector kernels reproduce the lane models bit
 // for bit at a speed close enough to an sgemm-based approximation's that
-// the approximation does not pay for its error (docs/BENCHMARKS.md, "tt-sim:
-// exact numerics at seed 002's shape").
+// the approximation does not pay for its error (docs/TTSIM.md, "Matrix unit
+// (FPU)").
 enum class Numerics { Exact };
 
 const char* fidelity_name(MathFidelity f);

@@ -3,7 +3,8 @@
 // spells the arguments dimension_inputs / dimensions_in and the weights
 // W_q / output_projection: both spellings are accepted. Seed 000's
 // CausalAttention bugs (keys from W_query, a discarded masked_fill) are not
-// reproduced: mha runs the intended layer (README, "Notes on semantics").
+// reproduced: mha runs the intended layer (docs/RUN.md, "Semantics where a seed or
+// PyTorch leaves room").
 #include <cmath>
 
 #include "util/checked_size.h"

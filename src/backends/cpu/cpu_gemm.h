@@ -6,7 +6,7 @@
 // 2^28 cycles, ~0.1 s) for more work, and the flash kernel that follows the
 // QKV GEMM runs on the pool meanwhile, so a spinning worker sharing a core
 // with a pool thread can double the attention step and makes first runs
-// erratic (docs/BENCHMARKS.md, "First run vs cached run"). With one set of
+// erratic (docs/BENCHMARKS.md, "First run against cached runs"). With one set of
 // threads for everything, nothing spins while the pool works.
 #include <cstdint>
 
@@ -34,7 +34,7 @@ class SerialBlasScope {
 // first: where fresh pages are dear (a VM that hands freed memory back to
 // its host pays a host fault per page), faulting the buffer in during the
 // first plan made first runs markedly slower than cached ones
-// (docs/BENCHMARKS.md, "First run vs cached run"). It costs a few ms and
+// (docs/BENCHMARKS.md, "First run against cached runs"). It costs a few ms and
 // about 6 MiB of resident buffer per thread, once per backend.
 void warm_blas_buffers(ThreadPool& pool);
 

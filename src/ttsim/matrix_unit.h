@@ -17,6 +17,7 @@
 #include <cstring>
 #include <string>
 
+#include "ttsim/arch.h"
 #include "ttsim/exec.h"
 #include "ttsim/formats.h"
 #include "ttsim/kblock.h"
@@ -53,6 +54,9 @@ struct ComputeConfig {
   // Softmax's reciprocal as tt-metal had it until mid-2025 (1/ln2 seed and
   // Newton steps, sfpu_reciprocal_legacy); the seed 000 hardware run used it.
   bool legacy_sfpu_recip = false;
+  // The generation whose datapaths compute (arch.h); the backend derives
+  // it from the device.
+  Arch arch = Arch::Wormhole;
 };
 
 // --- bit-level primitives (exact numerics) ------------------------------------
@@ -63,13 +67,13 @@ struct ComputeConfig {
 // values, or tf32 when tf32_src). dst and the result are Dst values: FP32
 // when fp32_dest, else bf16 values.
 float fpu_dot16(const float* srcb, const float* srca, float dst, int phase, bool fp32_dest,
-                bool tf32_src = false);
+                bool tf32_src = false, Arch arch = Arch::Wormhole);
 // ELWMUL lane for one phase: dst + srca * srcb (partial product of the phase).
-float fpu_mul_phase(float srca, float srcb, float dst, int phase, bool fp32_dest);
+float fpu_mul_phase(float srca, float srcb, float dst, int phase, bool fp32_dest, Arch arch = Arch::Wormhole);
 // A full elementwise product over the phases of `fidelity`, Dst zeroed first.
-float fpu_mul(float srca, float srcb, MathFidelity fidelity, bool fp32_dest);
+float fpu_mul(float srca, float srcb, MathFidelity fidelity, bool fp32_dest, Arch arch = Arch::Wormhole);
 // ELWADD / ELWSUB lane (Dst not accumulated): a + b or a - b.
-float fpu_add(float a, float b, bool fp32_dest);
+float fpu_add(float a, float b, bool fp32_dest, Arch arch = Arch::Wormhole);
 
 // What Src holds after unpacking a value of format `f`: Float32 inputs are
 // truncated to TF32 when fp32_dest_acc_en, else to BF16 (denormals flushed);

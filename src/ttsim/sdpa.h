@@ -37,6 +37,7 @@ struct SdpaConfig {
   bool math_approx_mode = true;
   DataFormat output = DataFormat::Bfloat16;
   bool bfp8_pack_precise = false;  // the output's pack source (packer.h)
+  Arch arch = Arch::Wormhole;      // whose datapaths compute (arch.h)
 };
 
 // The scale as the reader puts it in its bf16 scalar tile: the float's top

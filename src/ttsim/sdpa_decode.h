@@ -24,6 +24,7 @@ struct SdpaDecodeConfig {
   MathFidelity math_fidelity = MathFidelity::HiFi2;  // sdpa_decode's defaults: HiFi2,
   bool math_approx_mode = true;        // approx on,
   bool fp32_dest_acc_en = false;       // fp32 Dst off
+  Arch arch = Arch::Wormhole;          // whose datapaths compute (arch.h)
   int grid_x = 8, grid_y = 8;          // compute_with_storage_grid_size
   int max_cores_per_head_batch = 0;    // 0: the whole grid
   std::optional<float> scale;          // unset: 1/sqrt(dh)

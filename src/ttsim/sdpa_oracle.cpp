@@ -19,7 +19,7 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
   if (!p.empty()) throw InputError("sdpa: " + p);
   const int64_t B = q.shape[0], NQH = q.shape[1], NKH = k.shape[1], D = q.pcols;
   const int64_t Sq = q.rows, Sk = k.rows, QC = cfg.q_chunk_size, KC = cfg.k_chunk_size;
-  const TileMath tm(cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.math_approx_mode, nullptr);
+  const TileMath tm(cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.math_approx_mode, nullptr, cfg.arch);
   const float scale = sdpa_scale_bf16(cfg, q.cols);
   out = make_tile_tensor(q.shape, cfg.output);
   SdpaScratch s;

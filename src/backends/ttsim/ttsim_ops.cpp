@@ -67,7 +67,7 @@ TileTensor op_add(TtDevice& dev, const std::string& op, const TileTensor& a, con
     throw InputError("tt-sim: " + op + ": cannot broadcast " + shape_str(b.shape) + " onto " + shape_str(a.shape));
   dev.check_memory_cb(op, {&a, &b}, a.shape, out_fmt, 2 * (tile_bytes(a.format) + tile_bytes(b.format) + tile_bytes(out_fmt)));
   TileTensor out = make_tile_tensor(a.shape, out_fmt);
-  tt_add(a, b, out, fp32_dest, bfp8_pack_precise, dev.exec());
+  tt_add(a, b, out, fp32_dest, bfp8_pack_precise, dev.exec(), dev.options().device.arch);
   return out;
 }
 
@@ -80,7 +80,7 @@ TileTensor op_mul_scalar(TtDevice& dev, const std::string& op, const TileTensor&
               {&a});
   dev.check_memory_cb(op, {&a}, a.shape, out_fmt, 2 * (2 * tile_bytes(a.format) + tile_bytes(out_fmt)));
   TileTensor out = make_tile_tensor(a.shape, out_fmt);
-  tt_mul_scalar(a, scalar, out, fidelity, fp32_dest, bfp8_pack_precise, dev.exec());
+  tt_mul_scalar(a, scalar, out, fidelity, fp32_dest, bfp8_pack_precise, dev.exec(), dev.options().device.arch);
   return out;
 }
 

@@ -79,6 +79,7 @@ TileTensor k_sdpa(TtDevice& dev, const TileTensor& q, const TileTensor& k, const
   c.scale = scale;
   c.math_fidelity = cfg.math_fidelity;
   c.fp32_dest_acc_en = cfg.fp32_dest_acc_en;
+  c.arch = cfg.arch;
   c.math_approx_mode = cfg.math_approx_mode;
   c.output = cfg.output;
   c.bfp8_pack_precise = cfg.bfp8_pack_precise;
@@ -101,6 +102,7 @@ TileTensor k_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor& k
   c.math_fidelity = cfg.math_fidelity;
   c.math_approx_mode = cfg.math_approx_mode;
   c.fp32_dest_acc_en = cfg.fp32_dest_acc_en;
+  c.arch = cfg.arch;
   c.grid_x = grid.x;
   c.grid_y = grid.y;
   c.scale = scale;

@@ -2,8 +2,8 @@
 
 namespace mha::ttsim::simd {
 
-extern const KernelTable kAvx2Table;
-extern const KernelTable kAvx512Table;
+extern const KernelTable kAvx2Table, kAvx2TableBlackhole;
+extern const KernelTable kAvx512Table, kAvx512TableBlackhole;
 
 const char* isa_name(Isa isa) {
   switch (isa) {
@@ -24,10 +24,11 @@ bool cpu_has_avx512() {
 
 }  // namespace
 
-const KernelTable* kernels_for(Isa isa) {
+const KernelTable* kernels_for(Isa isa, Arch arch) {
   static const bool avx512 = cpu_has_avx512();
-  if (isa == Isa::Avx2) return &kAvx2Table;
-  if (isa == Isa::Avx512 && avx512) return &kAvx512Table;
+  const bool bh = arch == Arch::Blackhole;
+  if (isa == Isa::Avx2) return bh ? &kAvx2TableBlackhole : &kAvx2Table;
+  if (isa == Isa::Avx512 && avx512) return bh ? &kAvx512TableBlackhole : &kAvx512Table;
   return nullptr;
 }
 

@@ -109,6 +109,7 @@ TileTensor run_sdpa_decode(OpCall& c) {
   cfg.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi2);
   cfg.math_approx_mode = c.opt.math_approx_mode.value_or(true);
   cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
+  cfg.arch = c.opt.device.arch;
   cfg.grid_y = c.opt.grid_y.value_or(c.opt.device.grid_y);
   cfg.grid_x = c.opt.grid_x.value_or(c.opt.device.grid_x);
   cfg.output = c.out_format;
@@ -196,6 +197,7 @@ TileTensor run_rotary(OpCall& c) {
   cfg.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi4);
   cfg.math_approx_mode = c.opt.math_approx_mode.value_or(true);
   cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
+  cfg.arch = c.opt.device.arch;
   cfg.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
   cfg.output = c.out_format;
   const bool decode = param_bool(c.params, "is_decode_mode", false);

@@ -44,7 +44,7 @@ TileTensor run_multiply(OpCall& c) {
   c.dev.check_memory_cb(c.program, {&a, &b}, a.shape, c.out_format,
                         2 * (tile_bytes(a.format) + tile_bytes(b.format) + tile_bytes(c.out_format)));
   TileTensor out = make_tile_tensor(a.shape, c.out_format);
-  tt_mul(a, b, out, fid, fp32, precise, c.dev.exec());
+  tt_mul(a, b, out, fid, fp32, precise, c.dev.exec(), c.opt.device.arch);
   return out;
 }
 

@@ -50,6 +50,7 @@ TileTensor run_sdpa(OpCall& c) {
   cfg.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi2);
   cfg.math_approx_mode = c.opt.math_approx_mode.value_or(true);
   cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
+  cfg.arch = c.opt.device.arch;
   cfg.output = c.out_format;
   cfg.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
   const bool packer_l1_acc = c.opt.packer_l1_acc.value_or(false);

@@ -18,7 +18,7 @@ TileTensor run_unary(OpCall& c, UnaryOp u) {
                                ",out=" + format_name(c.out_format), {&a});
   c.dev.check_memory_cb(c.program, {&a}, a.shape, c.out_format, 2 * (tile_bytes(a.format) + tile_bytes(c.out_format)));
   TileTensor out = make_tile_tensor(a.shape, c.out_format);
-  tt_unary(a, u, out, approx, fp32, c.opt.bfp8_pack_precise.value_or(false), c.dev.exec());
+  tt_unary(a, u, out, approx, fp32, c.opt.bfp8_pack_precise.value_or(false), c.dev.exec(), c.opt.device.arch);
   c.info["compute_kernel_config"] = {{"math_approx_mode", approx}, {"fp32_dest_acc_en", fp32}};
   return out;
 }

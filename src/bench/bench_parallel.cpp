@@ -6,7 +6,7 @@
 #include "bench/build_info.h"
 #include "bench/peak_memory.h"
 #include "parallel/world.h"
-#include "run/driver.h"
+#include "parallel/driver.h"
 #include "run/passes.h"
 #include "util/error.h"
 

@@ -18,7 +18,7 @@
 
 #include "parallel/collective.h"
 #include "parallel/world.h"
-#include "run/driver.h"
+#include "parallel/driver.h"
 #include "mpirun_support.h"
 #include "support/test_support.h"
 

@@ -93,7 +93,7 @@ class SdpaDecodeSession : public DecodeSession {
     if (spec_.rope) rope = rope_table_at(spec_, 0, n);
     for (int64_t b = 0; b < opt_.batch; ++b) {
       const PrefillOut o = sdpa_prefill_user(dev_, r_, w_, spec_, user_rows(x, b, Lp, r_.act), rope ? &*rope : nullptr,
-                                             0, &cache_k_, &cache_v_);
+                                             b, &cache_k_, &cache_v_);
       const std::vector<float> out = first_rows(o.out, n);
       std::copy(out.begin(), out.end(), y.data<float>() + b * n * d_.E_out);
     }

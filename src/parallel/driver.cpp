@@ -1,4 +1,4 @@
-#include "run/driver.h"
+#include "parallel/driver.h"
 
 #include "parallel/head_parallel.h"
 #include "parallel/ring.h"

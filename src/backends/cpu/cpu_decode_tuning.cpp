@@ -22,7 +22,7 @@ constexpr const char* kKind = "decode_calibration";
 // pass's time moves by several percent between neighbours, and a choice
 // made on that noise would be stored for good.
 constexpr double kMargin = 0.03;
-constexpr double kBudgetS = 0.6;  // the search stops trying candidates past this
+constexpr double kBudgetS = 0.35;  // the search stops trying candidates past this (a loaded host's passes are slow)
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -202,7 +202,7 @@ DecodeCalibration calibrate_decode(DecodeKernel k, const DecodeShape& s, ThreadP
   for (int field = 0; field < 5 && now_s() - start < kBudgetS; ++field)
     for (const DecodeTuning& c : neighbours(best, k, s.dt, field)) {
       if (now_s() - start >= kBudgetS) break;
-      const auto [tc, tb] = duel(syn, k, c, best, 3);
+      const auto [tc, tb] = duel(syn, k, c, best, 2);
       if (*std::min_element(tc.begin(), tc.end()) < (1 - kMargin) * *std::min_element(tb.begin(), tb.end())) best = c;
     }
   DecodeCalibration r;
@@ -211,7 +211,7 @@ DecodeCalibration calibrate_decode(DecodeKernel k, const DecodeShape& s, ThreadP
   r.key = decode_calibration_key(k, s, pool.size());
   if (best != def) {
     // The winner against the defaults once more: kept only if it still wins.
-    const auto [tt, td] = duel(syn, k, best, def, 5);
+    const auto [tt, td] = duel(syn, k, best, def, 3);
     r.tuned_ms = 1e3 * median(tt), r.default_ms = 1e3 * median(td);
     if (r.tuned_ms < (1 - kMargin) * r.default_ms) r.tune = best;
     else r.tuned_ms = r.default_ms;

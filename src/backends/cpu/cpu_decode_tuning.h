@@ -6,7 +6,7 @@
 // (DecodeTuning, cpu_decode_kernel.h), so each machine may time its own:
 //
 //   - on a session's first one-row append (the decode kernel's first use),
-//     a short search (~0.1-0.6 s) from the defaults times the kernel on a
+//     a short search (at most ~0.5 s) from the defaults times the kernel on a
 //     synthetic cache of the session's format and head shape, sized well
 //     past the L2 (kCalibrationBytes), and keeps a value only where it beats
 //     the one before by more than the margin, then holds the result against
@@ -42,7 +42,7 @@ struct DecodeShape {
   int64_t G = 1, dh = 1, dv = 1;
 };
 
-constexpr int64_t kCalibrationBytes = int64_t{64} << 20;  // the synthetic cache's K + V
+constexpr int64_t kCalibrationBytes = int64_t{24} << 20;  // the synthetic cache's K + V: 3x a 2-core L2
 
 struct DecodeCalibration {
   DecodeTuning tune;              // every field resolved (no zeros)

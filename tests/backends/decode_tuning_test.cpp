@@ -216,5 +216,28 @@ TEST(DecodeTuning, BackendOptionTakesTheThreeModesOnly) {
   EXPECT_THROW(make_cpu_backend({{"decode_tuning", 1}}, "b"), InputError);
 }
 
+// Bench rows carry the tuning their decode kernel ran: json/jsonl as an
+// object, csv as its one-line text, md as a note under the table.
+TEST(DecodeTuning, BenchRowsReportTheTuning) {
+  CacheDir dir;
+  const std::string args =
+      "bench --no-progress --probe-mib 16 --hidden 128 --heads 4 --kv-heads 2 -r 1 --warmup 0 -p 0 -n 2 -d 40 -t 1 "
+      "--backend-option decode_tuning=defaults";
+  test::CommandResult r = test::run_mha(args + " -o jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json row = nlohmann::json::parse(r.out);
+  EXPECT_EQ(row["decode_tuning"]["source"], "defaults");
+  const cpu::DecodeTuning def = cpu::decode_tuning_defaults(cpu::decode_kernel(), CacheDtype::Float32);
+  EXPECT_EQ(cpu::decode_tuning_from_json(row["decode_tuning"]), def);
+  const std::string text = row["decode_tuning"]["text"];
+  r = test::run_mha(args + " -o csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(",decode_tuning\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(",defaults: " + text + "\n"), std::string::npos) << r.out;
+  r = test::run_mha(args + " -o md");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("decode tuning at 1 threads, float32: defaults: " + text), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace mha

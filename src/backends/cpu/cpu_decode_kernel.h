@@ -33,8 +33,8 @@ struct DecodeTuning {
   int64_t v_pace = 16384;
   // Keys per P.V block: their V rows stay in L1 across the heads' strips.
   int64_t v_block = 32;
-  // Vectors per P.V strip for the one-element formats: 2, 3 or 4 (the block
-  // formats keep the strip that tiles their blocks).
+  // Vectors per P.V strip where a format's unit is one vector: 2, 3 or 4
+  // (q8_0 / q4_0 keep the strips that tile their blocks).
   int v_strip = 0;
   // AVX2's one-element formats: keys per score batch, 3 (pairs of
   // three-key batches) or 2; the other paths keep their ISA's batch.

@@ -34,7 +34,7 @@ struct DecodeTuning {
   // Keys per P.V block: their V rows stay in L1 across the heads' strips.
   int64_t v_block = 32;
   // Vectors per P.V strip where a format's unit is one vector: 2, 3 or 4
-  // (q8_0 / q4_0 keep the strips that tile their blocks).
+  // (other block formats keep the strips that tile their blocks).
   int v_strip = 0;
   // AVX2's one-element formats: keys per score batch, 3 (pairs of
   // three-key batches) or 2; the other paths keep their ISA's batch.

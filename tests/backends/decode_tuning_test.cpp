@@ -143,6 +143,7 @@ TEST(DecodeTuning, DefaultsModeAndSmallCachesNeverCalibrate) {
   EXPECT_EQ(b.tune, cpu::decode_tuning_defaults(k, s.dt));
   EXPECT_FALSE(user_cache_get("decode_calibration", b.key));
   EXPECT_EQ(aut.describe()["last"]["source"], "defaults");
+  EXPECT_EQ(aut.describe()["last"]["why"], "a cache below 24 MiB");
 }
 
 TEST(DecodeTuning, FreshCalibrationIsStoredAsReported) {

@@ -148,6 +148,7 @@ nlohmann::json DecodeCalibration::json() const {
   j["source"] = source;
   j["text"] = text();
   j["key"] = key;
+  if (!why.empty()) j["why"] = why;
   if (default_ms > 0) j["default_ms"] = default_ms, j["tuned_ms"] = tuned_ms;
   if (seconds > 0) j["calibration_s"] = seconds;
   return j;
@@ -238,6 +239,8 @@ DecodeCalibration DecodeTuner::tuning_for(DecodeKernel k, const DecodeShape& s, 
   }
   if (mode_ == DecodeTuningMode::Defaults || (mode_ == DecodeTuningMode::Auto && cache_bytes < kCalibrationBytes)) {
     r.tune = decode_tuning_defaults(k, s.dt), r.source = "defaults", r.key = key;
+    r.why = mode_ == DecodeTuningMode::Defaults ? "decode_tuning=defaults"
+                                                : "a cache below " + std::to_string(kCalibrationBytes >> 20) + " MiB";
   } else {
     std::lock_guard<std::mutex> plock(process_mu);
     auto it = process.find(key);

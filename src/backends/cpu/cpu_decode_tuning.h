@@ -48,6 +48,7 @@ struct DecodeCalibration {
   DecodeTuning tune;              // every field resolved (no zeros)
   std::string source;             // "defaults", "stored" or "calibrated"
   std::string key;                // the store key
+  std::string why;                // defaults: why (the mode, or a cache too small to calibrate for)
   double default_ms = 0, tuned_ms = 0;  // one pass over the synthetic cache (medians), 0: not timed
   double seconds = 0;             // the calibration's own run time
   nlohmann::json json() const;    // values and timings, as stored and reported

@@ -20,7 +20,7 @@ constexpr const char* kKind = "decode_calibration";
 // A candidate replaces the best so far only when it beats the best by this
 // much in every pair of passes timed alternately with it: on a shared host
 // a pass's time moves by several percent between neighbours (on the loaded
-// 2-core Xeon of this work, the same tuning's bench rows by up to 1.4x), and
+// 2-core Xeon of this work, the same tuning's bench rows by 1.5x and more), and
 // a choice made on that noise would be stored for good.
 constexpr double kMargin = 0.03;
 constexpr double kBudgetS = 0.35;  // the search stops trying candidates past this (a loaded host's passes are slow)

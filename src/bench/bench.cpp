@@ -272,6 +272,9 @@ void run_session_row(const Row& row, Backend& backend, PreparedRun& run, TorchGe
       !decode_error_too_costly(run.spec, row.batch, row.depth, std::min(row.seq, kErrorTokens)))
     res.cache_error = phase_error(run.spec, backend, row, x);
   attention_shares(pr, avx2_attention, res);
+  const nlohmann::json info = backend.describe();
+  if (info.contains("decode_tuning") && info["decode_tuning"].contains("last"))
+    res.decode_tuning = info["decode_tuning"]["last"];
 }
 
 }  // namespace

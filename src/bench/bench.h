@@ -101,6 +101,9 @@ struct Result {
   double read_gbs_before = 0, read_gbs_after = 0;
   int threads = 0;               // as the backend ran (its describe(), else the row's, else the hardware's)
   std::string simd;              // the backend's instruction-set path (describe()["simd"])
+  // Session rows: the tunables the backend's decode kernel ran with, as its
+  // describe()["decode_tuning"]["last"] says (cpu: cpu_decode_tuning.h); null otherwise.
+  nlohmann::json decode_tuning;
   double peak_mib = 0;           // peak resident memory while the row ran
   bool peak_per_row = true;      // false: the reset was refused; peak_mib is the process's high-water mark
   std::string timestamp;         // UTC ISO 8601, when the row started

@@ -70,6 +70,13 @@ std::string cache_cell(const Result& r) {
   return s;
 }
 
+// A row's decode tuning in a line: "calibrated: pf 8K pace 16K vb 32 strip 4 keys 4".
+std::string tuning_text(const Result& r) {
+  const nlohmann::json& t = r.decode_tuning;
+  if (!t.is_object()) return "";
+  return t.value("source", std::string()) + ": " + t.value("text", std::string());
+}
+
 bool any_parallel(const std::vector<Result>& results) {
   for (const Result& r : results)
     if (r.parallel) return true;
@@ -92,6 +99,7 @@ nlohmann::json result_json(const Result& r) {
   j["threads"] = r.threads;
   j["timestamp"] = r.timestamp;
   j["backend_options"] = w.effective_backend_options();
+  if (!r.decode_tuning.is_null()) j["decode_tuning"] = r.decode_tuning;
   if (r.parallel) {
     const ParallelStats& p = *r.parallel;
     j["mode"] = mode_name(p);
@@ -183,7 +191,7 @@ std::string format_csv(const std::vector<Result>& results) {
          "median_ms,tokens_per_s,tokens_per_s_sd,gflops,sgemm_percent,bandwidth_percent,bytes_per_token,"
          "sgemm_gflops,read_gbs,fma_gflops,attention_ms,attention_gflops,fma_percent,fma_cpu_gflops,attention_cpu_ms,"
          "fma_cpu_percent,peak_mib,peak_scope,cache_dtype,cache_max_abs_err,cache_rel_l2_err,build,cpu,simd,"
-         "timestamp,backend_options,skipped";
+         "timestamp,backend_options,skipped,decode_tuning";
   const bool par = any_parallel(results);
   out += par ? ",mode,ranks,threads_per_rank,efficiency_percent,baseline_threads,baseline_median_ms,passes,"
                "bytes_sent_max,bytes_sent_per_rank,peak_mib_rank0,peak_mib_max\n"
@@ -212,7 +220,7 @@ std::string format_csv(const std::vector<Result>& results) {
         ok && r.cache_error ? num(r.cache_error->max_abs, "%.4g") : "",
         ok && r.cache_error ? num(r.cache_error->rel_l2, "%.4g") : "", csv_field(build_commit()),
         csv_field(cpu_model()), csv_field(r.simd), r.timestamp, csv_field(w.effective_backend_options().dump()),
-        csv_field(r.skipped)};
+        csv_field(r.skipped), csv_field(tuning_text(r))};
     if (par) {
       const ParallelStats p = r.parallel.value_or(ParallelStats{});
       const bool eff = ok && p.mode.has_value();
@@ -280,6 +288,13 @@ std::string format_table(const std::vector<Result>& results, const std::string& 
     out += (threads == fma.begin()->first ? "\n" : "") + std::string("fma peak at ") + std::to_string(threads) +
            " threads: " + num(rates->fma_gflops, "%.1f") + " GFLOP/s (" + rates->fma_isa +
            "); fma: the attention's own GFLOP/s over it\n";
+  // The decode tunables per thread count and format, where a row has them.
+  std::map<std::string, std::string> tunings;
+  for (const Result& r : results)
+    if (r.skipped.empty() && !tuning_text(r).empty())
+      tunings[std::to_string(r.threads) + " threads, " + cache_dtype_name(r.row.cache_dtype)] = tuning_text(r);
+  for (const auto& [where, text] : tunings)
+    out += (where == tunings.begin()->first ? "\n" : "") + std::string("decode tuning at ") + where + ": " + text + "\n";
   bool process_peak = false;
   for (const Result& r : results) process_peak |= r.skipped.empty() && !r.peak_per_row;
   if (process_peak) out += "\n* the peak could not be reset per row: the process's high-water mark\n";

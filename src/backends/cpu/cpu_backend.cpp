@@ -35,7 +35,8 @@ class CpuBackend : public Backend {
  public:
   // Creating the backend also gives each thread its OpenBLAS buffer
   // (cpu_gemm.h): a per-process cost, kept out of every plan's first run.
-  CpuBackend(int threads, cpu::FlashIsa isa) : threads_(threads), isa_(isa), pool_(threads) {
+  CpuBackend(int threads, cpu::FlashIsa isa, cpu::DecodeTuningMode tuning)
+      : threads_(threads), isa_(isa), pool_(threads), tuner_(tuning) {
     cpu::warm_blas_buffers(pool_);
   }
 
@@ -53,6 +54,7 @@ class CpuBackend : public Backend {
             {"flash_simd", flash_isa()},
             {"attention_isa", flash_isa()},
             {"decode_simd", decode_isa()},
+            {"decode_tuning", tuner_.describe()},
             {"simd", std::string("flash ") + flash_isa() + ", decode " + decode_isa() + ", OpenBLAS " +
                          openblas_get_corename()}};
   }
@@ -63,7 +65,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt) override {
     if (decode_unsupported(spec)) return Backend::start_decode(spec, opt);  // throws the reason
     check_decode_options(spec, opt);
-    return cpu::make_cpu_decode(spec, opt, pool_, isa_);
+    return cpu::make_cpu_decode(spec, opt, pool_, isa_, &tuner_);
   }
 
   // The packed projection of run_flash (pack_linear, linear), on the pool.
@@ -161,6 +163,7 @@ class CpuBackend : public Backend {
   int threads_;
   cpu::FlashIsa isa_;  // the "kernels" option
   cpu::ThreadPool pool_;
+  cpu::DecodeTuner tuner_;  // the "decode_tuning" option; its sessions' choices
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   std::vector<cpu::FlashScratch> scratch_;  // attend_partial's, per thread
   std::pair<int64_t, int64_t> scratch_dims_{-1, -1};
@@ -173,6 +176,7 @@ std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options,
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads < 1) threads = 1;
   cpu::FlashIsa isa = cpu::FlashIsa::Auto;
+  cpu::DecodeTuningMode tuning = cpu::DecodeTuningMode::Auto;
   if (!options.is_null() && !options.is_object())
     throw InputError(json_path + ": expected an object of cpu backend options, found " + options.dump());
   if (options.is_object())
@@ -195,11 +199,18 @@ std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options,
           throw InputError(json_path + ".kernels: expected \"auto\", \"avx512\" or \"avx2\", found " + v.dump());
         if (!cpu::flash_isa_available(isa))
           throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, VL, DQ)");
+      } else if (it.key() == "decode_tuning") {
+        const auto& v = it.value();
+        const auto mode = cpu::parse_decode_tuning_mode(v.is_string() ? v.get<std::string>() : "");
+        if (!mode)
+          throw InputError(json_path + ".decode_tuning: expected \"auto\", \"defaults\" or \"fresh\", found " + v.dump());
+        tuning = *mode;
       } else {
-        throw InputError(json_path + "." + it.key() + ": unknown key for backend 'cpu' (expected: threads, kernels)");
+        throw InputError(json_path + "." + it.key() +
+                         ": unknown key for backend 'cpu' (expected: threads, kernels, decode_tuning)");
       }
     }
-  return std::make_unique<CpuBackend>(threads, isa);
+  return std::make_unique<CpuBackend>(threads, isa, tuning);
 }
 
 }  // namespace mha

@@ -228,6 +228,7 @@ void decode_chunk_avx2(const DecodeChunk& c) { decode_avx2::chunk(c); }
 void decode_widen_avx2(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld) {
   decode_avx2::widen(dt, rows, n, d, rb, dst, ld);
 }
+DecodeTuning decode_tuning_defaults_avx2(CacheDtype dt) { return decode_avx2::defaults(dt); }
 
 namespace {
 bool cpu_has_avx512() {
@@ -247,6 +248,9 @@ DecodeWiden decode_widen() {
 }
 const char* decode_kernel_isa(DecodeKernel k) {
   return k == decode_chunk_avx512vnni ? "avx512vnni" : k == decode_chunk_avx512 ? "avx512" : "avx2";
+}
+DecodeTuning decode_tuning_defaults(DecodeKernel k, CacheDtype dt) {
+  return k == decode_chunk_avx2 ? decode_tuning_defaults_avx2(dt) : decode_tuning_defaults_avx512(dt);
 }
 std::vector<DecodeKernel> decode_kernels() {
   std::vector<DecodeKernel> ks{decode_chunk_avx2};

@@ -279,6 +279,7 @@ void decode_chunk_avx512(const DecodeChunk& c) { MHA_DECODE_NS::chunk(c); }
 void decode_widen_avx512(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld) {
   MHA_DECODE_NS::widen(dt, rows, n, d, rb, dst, ld);
 }
+DecodeTuning decode_tuning_defaults_avx512(CacheDtype dt) { return MHA_DECODE_NS::defaults(dt); }
 #endif
 
 }  // namespace mha::cpu

@@ -12,9 +12,9 @@ namespace mha::cpu {
 // The session runs on `pool`, which must outlive it (the backend's own);
 // isa forces the flash and decode kernels' instance (Auto: the widest).
 std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool,
-                                               FlashIsa isa = FlashIsa::Auto);
+                                               vec::Isa isa = vec::best_isa());
 // The decode chunk kernel a session with `isa` runs: AVX2 when forced, else
 // the widest this CPU has (AVX-512 forced as for flash).
-DecodeKernel decode_kernel_for(FlashIsa isa);
+DecodeKernel decode_kernel_for(vec::Isa isa);
 
 }  // namespace mha::cpu

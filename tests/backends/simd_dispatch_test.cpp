@@ -23,8 +23,12 @@ TEST(SimdDispatch, LevelsAreNestedAndNamed) {
   EXPECT_TRUE(vec::cpu_supports(Isa::Scalar));
   // A CPU that runs a level runs the narrower ones (isa_levels.def lists
   // each level's features as a superset of the one before).
-  if (vec::cpu_supports(Isa::Avx512Vnni)) EXPECT_TRUE(vec::cpu_supports(Isa::Avx512));
-  if (vec::cpu_supports(Isa::Avx512)) EXPECT_TRUE(vec::cpu_supports(Isa::Avx2));
+  if (vec::cpu_supports(Isa::Avx512Vnni)) {
+    EXPECT_TRUE(vec::cpu_supports(Isa::Avx512));
+  }
+  if (vec::cpu_supports(Isa::Avx512)) {
+    EXPECT_TRUE(vec::cpu_supports(Isa::Avx2));
+  }
   EXPECT_TRUE(vec::cpu_supports(vec::best_isa()));
   EXPECT_EQ(std::string(vec::isa_name(Isa::Avx2)), "avx2");
   EXPECT_EQ(std::string(vec::isa_name(Isa::Avx512)), "avx512");

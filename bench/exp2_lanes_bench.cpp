@@ -5,7 +5,7 @@
 // what does each cost per element? Prints one markdown row per instance.
 //   mha_exp2_lanes_bench [reps]
 #include <algorithm>
-#include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -60,15 +60,21 @@ namespace {
 
 using Fn = void (*)(const float*, float*, int64_t);
 
-// Median ns per element over `reps` passes of `blocks` calls on n floats (in L1).
+double thread_cpu_ns() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return 1e9 * static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec);
+}
+
+// Median thread CPU ns per element over `reps` passes of `blocks` calls on
+// n floats (in L1): CPU time, so that the figure holds on a loaded machine.
 double ns_per_element(Fn fn, const float* x, float* y, int64_t n, int reps) {
   std::vector<double> t;
   const int blocks = 2000;
   for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = thread_cpu_ns();
     for (int b = 0; b < blocks; ++b) fn(x, y, n);
-    const auto t1 = std::chrono::steady_clock::now();
-    t.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / (double(blocks) * n));
+    t.push_back((thread_cpu_ns() - t0) / (double(blocks) * n));
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];

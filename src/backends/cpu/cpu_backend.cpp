@@ -35,7 +35,7 @@ class CpuBackend : public Backend {
  public:
   // Creating the backend also gives each thread its OpenBLAS buffer
   // (cpu_gemm.h): a per-process cost, kept out of every plan's first run.
-  CpuBackend(int threads, cpu::FlashIsa isa, cpu::DecodeTuningMode tuning)
+  CpuBackend(int threads, vec::Isa isa, cpu::DecodeTuningMode tuning)
       : threads_(threads), isa_(isa), pool_(threads), tuner_(tuning) {
     cpu::warm_blas_buffers(pool_);
   }
@@ -161,7 +161,7 @@ class CpuBackend : public Backend {
   const char* decode_isa() const { return cpu::decode_kernel_isa(cpu::decode_kernel_for(isa_)); }
 
   int threads_;
-  cpu::FlashIsa isa_;  // the "kernels" option
+  vec::Isa isa_;  // the "kernels" option
   cpu::ThreadPool pool_;
   cpu::DecodeTuner tuner_;  // the "decode_tuning" option; its sessions' choices
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
@@ -175,7 +175,7 @@ class CpuBackend : public Backend {
 std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options, const std::string& json_path) {
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads < 1) threads = 1;
-  cpu::FlashIsa isa = cpu::FlashIsa::Auto;
+  vec::Isa isa = vec::best_isa();
   cpu::DecodeTuningMode tuning = cpu::DecodeTuningMode::Auto;
   if (!options.is_null() && !options.is_object())
     throw InputError(json_path + ": expected an object of cpu backend options, found " + options.dump());
@@ -190,15 +190,15 @@ std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options,
         const auto& v = it.value();
         const std::string name = v.is_string() ? v.get<std::string>() : "";
         if (name == "auto")
-          isa = cpu::FlashIsa::Auto;
+          isa = vec::best_isa();
         else if (name == "avx2")
-          isa = cpu::FlashIsa::Avx2;
+          isa = vec::Isa::Avx2;
         else if (name == "avx512")
-          isa = cpu::FlashIsa::Avx512;
+          isa = vec::Isa::Avx512;
         else
           throw InputError(json_path + ".kernels: expected \"auto\", \"avx512\" or \"avx2\", found " + v.dump());
         if (!cpu::flash_isa_available(isa))
-          throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, VL, DQ)");
+          throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, CD, DQ, VL)");
       } else if (it.key() == "decode_tuning") {
         const auto& v = it.value();
         const auto mode = cpu::parse_decode_tuning_mode(v.is_string() ? v.get<std::string>() : "");

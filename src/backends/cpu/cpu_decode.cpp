@@ -77,7 +77,7 @@ struct ChunkTask {
 
 class CpuDecode : public DecodeSession {
  public:
-  CpuDecode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool, FlashIsa isa, DecodeTuner* tuner)
+  CpuDecode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool, vec::Isa isa, DecodeTuner* tuner)
       : spec_(spec), opt_(opt), pool_(pool), rule_(spec), isa_(isa),
         kernel_(decode_kernel_for(isa)), tuner_(tuner),
         qkv_(pack_stacked({&spec.q, &spec.k, &spec.v})), kbytes_(kv_row_bytes(opt.cache_dtype, spec.head_dim)),
@@ -269,7 +269,7 @@ class CpuDecode : public DecodeSession {
   DecodeOptions opt_;
   ThreadPool& pool_;
   MaskRule rule_;
-  FlashIsa isa_;
+  vec::Isa isa_;
   DecodeKernel kernel_;
   DecodeTuner* tuner_;  // nullptr: the kernel's defaults
   DecodeTuning tune_;
@@ -296,10 +296,10 @@ double decode_thread_cpu_s() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-DecodeKernel decode_kernel_for(FlashIsa isa) { return isa == FlashIsa::Avx2 ? decode_chunk_avx2 : decode_kernel(); }
+DecodeKernel decode_kernel_for(vec::Isa isa) { return decode_kernel_set().pick(isa); }
 
 std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool,
-                                               FlashIsa isa, DecodeTuner* tuner) {
+                                               vec::Isa isa, DecodeTuner* tuner) {
   return std::make_unique<CpuDecode>(spec, opt, pool, isa, tuner);
 }
 

@@ -16,9 +16,9 @@ namespace mha::cpu {
 // tunables on the first one-row append (cpu_decode_tuning.h); nullptr: the
 // kernel's defaults.
 std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool,
-                                               FlashIsa isa = FlashIsa::Auto, DecodeTuner* tuner = nullptr);
+                                               vec::Isa isa = vec::best_isa(), DecodeTuner* tuner = nullptr);
 // The decode chunk kernel a session with `isa` runs: AVX2 when forced, else
 // the widest this CPU has (AVX-512 forced as for flash).
-DecodeKernel decode_kernel_for(FlashIsa isa);
+DecodeKernel decode_kernel_for(vec::Isa isa);
 
 }  // namespace mha::cpu

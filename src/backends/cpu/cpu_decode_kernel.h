@@ -2,15 +2,17 @@
 // The attention of one decode chunk: the G query heads of one KV-head group
 // against cache keys [j0, j1) of that KV head, as an online-softmax partial
 // (m, l, o) that cpu_decode.cpp merges across chunks. The same source
-// (cpu_decode_kernel.inc) is compiled twice, for AVX2+FMA and for AVX-512
-// (cpu_decode_avx512.cpp alone gets those flags); decode_kernel() picks one
-// from the CPU at run time, so the binary runs on any AVX2+FMA(+F16C)
+// (cpu_decode_kernel.inc) is compiled for AVX2+FMA, AVX-512 and AVX-512 with
+// VNNI (cpu_decode_avx2/avx512/avx512vnni.cpp, each with its level's flags:
+// src/vec/isa_levels.def); decode_kernel() picks one from the CPU at run
+// time, so the binary runs on any AVX2+FMA(+F16C)
 // machine. Every cache format is read in place: each vector of a cached row
 // is decoded in registers as it is used, never widened into a copy.
 #include <cstdint>
 #include <vector>
 
 #include "model/cache_dtype.h"
+#include "vec/isa.h"
 
 namespace mha::cpu {
 
@@ -80,8 +82,10 @@ using DecodeWiden = void (*)(CacheDtype dt, const void* rows, int64_t n, int64_t
 void decode_widen_avx2(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld);
 void decode_widen_avx512(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld);
 DecodeWiden decode_widen();
-// The widest kernel this CPU runs, and a kernel's name ("avx512vnni",
-// "avx512" or "avx2"); decode_kernels: every kernel this CPU runs.
+// The instances by level (src/vec/isa.h); the widest this CPU runs, and
+// a kernel's name ("avx512vnni", "avx512" or "avx2"); decode_kernels: every
+// kernel this CPU runs, narrowest first.
+const vec::ByIsa<DecodeKernel>& decode_kernel_set();
 DecodeKernel decode_kernel();
 const char* decode_kernel_isa(DecodeKernel k = decode_kernel());
 std::vector<DecodeKernel> decode_kernels();

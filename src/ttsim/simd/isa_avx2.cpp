@@ -3,11 +3,12 @@
 
 #include "ttsim/kblock.h"
 #include "ttsim/simd/kernels.h"
-#include "ttsim/simd/vec_avx2.h"
+#include "vec/lanes_avx2.h"
 
 namespace mha::ttsim::simd {
 namespace avx2 {
-using V = VecAvx2;
+using V = ::mha::vec::I32x8;
+using VF = ::mha::vec::F32x8;
 #include "ttsim/simd/fpu_kernels.inc"
 
 // A group's products on 16 int16 lanes (see group<>). AVX2 has no variable
@@ -56,7 +57,7 @@ struct Products {
 }  // namespace avx2
 
 extern const KernelTable kAvx2Table;
-const KernelTable kAvx2Table = {Isa::Avx2, VecAvx2::W, avx2::mvmul<avx2::Products>, avx2::elwmul, avx2::elwadd,
+const KernelTable kAvx2Table = {Isa::Avx2, avx2::V::W, avx2::mvmul<avx2::Products>, avx2::elwmul, avx2::elwadd,
                                 avx2::exp_fast_approx, avx2::mad_finite, avx2::l1_acc_bf16};
 
 }  // namespace mha::ttsim::simd

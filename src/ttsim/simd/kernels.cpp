@@ -5,38 +5,28 @@ namespace mha::ttsim::simd {
 extern const KernelTable kAvx2Table;
 extern const KernelTable kAvx512Table;
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::Scalar: return "scalar";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx512: return "avx512";
-  }
-  return "?";
-}
-
 namespace {
 
-bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512cd");
+// Through the project's one dispatch (src/vec/isa.h).
+const ::mha::vec::ByIsa<const KernelTable*>& tables() {
+  static const ::mha::vec::ByIsa<const KernelTable*> t = [] {
+    ::mha::vec::ByIsa<const KernelTable*> b;
+    b.at[static_cast<int>(Isa::Avx2)] = &kAvx2Table;
+    b.at[static_cast<int>(Isa::Avx512)] = &kAvx512Table;
+    return b;
+  }();
+  return t;
 }
 
 }  // namespace
 
-const KernelTable* kernels_for(Isa isa) {
-  static const bool avx512 = cpu_has_avx512();
-  if (isa == Isa::Avx2) return &kAvx2Table;
-  if (isa == Isa::Avx512 && avx512) return &kAvx512Table;
-  return nullptr;
-}
+const KernelTable* kernels_for(Isa isa) { return isa == Isa::Scalar ? nullptr : tables().pick(isa); }
 
-Isa best_isa() { return kernels_for(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2; }
+Isa best_isa() { return tables().best()->isa; }
 
 std::vector<Isa> vector_isas() {
   std::vector<Isa> v;
-  for (Isa i : {Isa::Avx2, Isa::Avx512})
-    if (kernels_for(i)) v.push_back(i);
+  for (const KernelTable* t : tables().available()) v.push_back(t->isa);
   return v;
 }
 

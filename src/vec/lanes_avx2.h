@@ -1,17 +1,52 @@
 #pragma once
-// 8 x int32 lanes on AVX2 (every x86-64 mha supports). Comparisons give
-// all-ones lane masks. Variable shifts treat counts as unsigned: a count of
-// 32 or more gives 0 (sllv/srlv) or the sign fill (srav), which the FPU
-// kernels rely on to make "shifted out entirely" free.
+// mha's lane types on AVX2 (+FMA, F16C): F32x8, 8 float lanes (the cpu
+// kernels' arithmetic, the softmax's exp2), and I32x8, 8 int32 lanes with
+// all-ones lane masks (tt-sim's FPU/SFPU kernels). Kernels add what only
+// they need by deriving from these.
+//
+// Only files built at the avx2 level (*_avx2.cpp, src/vec/isa_levels.def)
+// include this. Everything here lives in the namespace MHA_ISA_NS that the
+// build gives each level, so no inline function compiled with one level's
+// flags can be the copy the linker keeps for another level's callers.
 #include <immintrin.h>
 
 #include <cstdint>
 
-#include "ttsim/simd/kernels.h"
+#include "vec/exp2.h"
 
-namespace mha::ttsim::simd {
+#if !defined(MHA_ISA_NS) || !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "vec/lanes_avx2.h: include it only from *_avx2.cpp kernel files (src/vec/isa_levels.def)"
+#endif
 
-struct VecAvx2 {
+namespace mha::vec {
+inline namespace MHA_ISA_NS {
+
+struct F32x8 {
+  using F = __m256;
+  static constexpr int64_t W = 8;
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
+  static F set1(float x) { return _mm256_set1_ps(x); }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fmsub(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }
+  // Rounded to the nearest integer (ties to even), still a float.
+  static F round(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // 2^n for integral n in [-127, 127], built in the exponent field.
+  static F pow2i(F n) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  }
+  static F exp2(F x) { return exp2_nonpositive<F32x8>(x); }  // x <= 0 (vec/exp2.h)
+};
+
+// Shifts treat counts as unsigned: a count of 32 or more gives 0
+// (sllv/srlv) or the sign fill (srav), which the FPU kernels rely on to
+// make "shifted out entirely" free.
+struct I32x8 {
   using T = __m256i;
   using M = __m256i;
   using F = __m256;
@@ -59,20 +94,15 @@ struct VecAvx2 {
   // int16 lanes 0-7 (lo32) or 8-15 (hi32) sign-extended to int32.
   static T lo32(T a) { return _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a)); }
   static T hi32(T a) { return _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a, 1)); }
-  // float lanes (SFPU kernels)
-  static F loadf(const float* p) { return _mm256_loadu_ps(p); }
-  static void storef(float* p, F v) { _mm256_storeu_ps(p, v); }
-  static F set1f(float x) { return _mm256_set1_ps(x); }
-  static F maxf(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
+  // float lanes seen from the integer kernels (F32x8 holds the arithmetic)
   static M isnan(F a) { return _mm256_castps_si256(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)); }
   static M gtf(F a, F b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GT_OQ)); }
   static M gef(F a, F b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_GE_OQ)); }
-  static F addf(F a, F b) { return _mm256_add_ps(a, b); }
-  static F subf(F a, F b) { return _mm256_sub_ps(a, b); }
   static F cvtf(T a) { return _mm256_cvtepi32_ps(a); }
   static T cvtt(F a) { return _mm256_cvttps_epi32(a); }
   static T bits(F a) { return _mm256_castps_si256(a); }
   static F fbits(T a) { return _mm256_castsi256_ps(a); }
 };
 
-}  // namespace mha::ttsim::simd
+}  // namespace MHA_ISA_NS
+}  // namespace mha::vec

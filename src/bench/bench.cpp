@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "bench/build_info.h"
+#include "util/build_info.h"
 #include "bench/peak_memory.h"
 #include "bench/phases.h"
 #include "config/config.h"

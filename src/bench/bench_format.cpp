@@ -7,7 +7,7 @@
 #include <map>
 
 #include "bench/bench.h"
-#include "bench/build_info.h"
+#include "util/build_info.h"
 #include "util/error.h"
 
 namespace mha::bench {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "bench/build_info.h"
+#include "util/build_info.h"
 #include "bench/peak_memory.h"
 #include "parallel/world.h"
 #include "parallel/driver.h"

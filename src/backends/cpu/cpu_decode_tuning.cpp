@@ -9,7 +9,7 @@
 
 #include "backends/cpu/kv_format.h"
 #include "backends/decode.h"
-#include "bench/build_info.h"
+#include "util/build_info.h"
 #include "util/user_cache.h"
 
 namespace mha::cpu {
@@ -168,8 +168,8 @@ std::string DecodeCalibration::text() const {
 }
 
 std::string decode_calibration_key(DecodeKernel k, const DecodeShape& s, int threads) {
-  return bench::cpu_model() + "|" + decode_kernel_isa(k) + "|t" + std::to_string(threads) + "|" +
-         bench::build_commit() + "|" + cache_dtype_name(s.dt) + "|G" + std::to_string(s.G) + " dh" +
+  return cpu_model() + "|" + decode_kernel_isa(k) + "|t" + std::to_string(threads) + "|" +
+         build_commit() + "|" + cache_dtype_name(s.dt) + "|G" + std::to_string(s.G) + " dh" +
          std::to_string(s.dh) + " dv" + std::to_string(s.dv);
 }
 

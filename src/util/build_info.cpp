@@ -1,4 +1,4 @@
-#include "bench/build_info.h"
+#include "util/build_info.h"
 
 #include <ctime>
 #include <fstream>
@@ -7,7 +7,7 @@
 #define MHA_GIT_COMMIT "unknown"  // CMakeLists.txt defines it for this file only
 #endif
 
-namespace mha::bench {
+namespace mha {
 
 const char* build_commit() { return MHA_GIT_COMMIT; }
 
@@ -33,4 +33,4 @@ std::string utc_timestamp() {
   return buf;
 }
 
-}  // namespace mha::bench
+}  // namespace mha

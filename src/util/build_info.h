@@ -1,10 +1,11 @@
 #pragma once
-// What every `mha bench` row says about where it ran: the build's git
+// What a measurement says about where it ran (`mha bench` rows, the cpu
+// decode calibration's key): the build's git
 // commit, the CPU model and the time, so rows from different machines and
 // builds can be told apart once collected.
 #include <string>
 
-namespace mha::bench {
+namespace mha {
 
 // `git describe --always --dirty` of the source tree when CMake configured
 // the build ("unknown" outside a git checkout or without git). A commit made
@@ -15,4 +16,4 @@ std::string cpu_model();
 // Now, UTC, ISO 8601 to the second: "2026-11-22T23:45:01Z".
 std::string utc_timestamp();
 
-}  // namespace mha::bench
+}  // namespace mha

@@ -53,11 +53,13 @@ std::string number_str(double x) {
   return buf;
 }
 
-// --page-table FILE: a [b, blocks] table of block ids (any numeric dtype).
+// --page-table FILE: a [b, blocks] table of block ids (any integer dtype).
 nlohmann::ordered_json page_table_flag(const std::string& spec) {
   const Tensor t = io::read_tensor(spec);
   if (t.ndim() != 2)
     throw InputError(spec + ": expected a page table [b, max_blocks_per_user], found shape " + shape_str(t.shape()));
+  if (dtype_is_float(t.dtype()))
+    throw InputError(spec + ": expected an integer page table (TT-NN's is int32), found " + dtype_name(t.dtype()));
   const std::vector<double> v = t.to_f64();
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (int64_t u = 0; u < t.shape()[0]; ++u) {

@@ -20,6 +20,7 @@
 // enum's namespace.
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
@@ -43,10 +44,24 @@ enum Flags : unsigned {
   kRuntime = 1,
   // Set by the op from its inputs or the backend options, not a user key.
   kDerived = 2,
+  // Also a command-line flag of its own: `mha op --cur-pos` for cur_pos.
+  kFlag = 4,
 };
 
 template <class T, class Enable = void>
 struct Codec;
+
+// A field's own parser, where its type's Codec is not the whole rule (a
+// range, a value that depends on another field, a message worth keeping):
+// sets v from j or throws InputError naming `where` ("backend.threads").
+template <class T>
+using ParseFn = std::function<void(const json& j, T& v, const std::string& where)>;
+template <class T>
+struct NonDeduced {
+  using type = T;
+};
+template <class T>
+using Parser = typename NonDeduced<ParseFn<T>>::type;
 
 template <>
 struct Codec<bool> {
@@ -180,7 +195,7 @@ struct Codec<std::vector<T>> {
 struct KeyVisitor {
   std::string key;
   template <class T>
-  void operator()(const char* name, const T& v, const char*, unsigned flags = kNone) {
+  void operator()(const char* name, const T& v, const char*, unsigned flags = kNone, const Parser<T>& = nullptr) {
     if (flags & kRuntime) return;
     key += std::string(key.empty() ? "" : ",") + name + "=" + Codec<T>::text(v);
   }
@@ -190,17 +205,19 @@ struct KeyVisitor {
 struct JsonVisitor {
   json j = json::object();
   template <class T>
-  void operator()(const char* name, const T& v, const char*, unsigned = kNone) {
+  void operator()(const char* name, const T& v, const char*, unsigned = kNone, const Parser<T>& = nullptr) {
     j[name] = Codec<T>::to_json(v);
   }
 };
 
-// The user's keys (not kDerived), with their help and default.
+// The user's keys (not kDerived), with their help and default (a help
+// that names its default keeps its own words).
 struct HelpVisitor {
   std::vector<std::pair<std::string, std::string>> lines;  // name, "help (default X)"
   bool show_defaults = true;
   template <class T>
-  void operator()(const char* name, const T& v, const char* help, unsigned flags = kNone) {
+  void operator()(const char* name, const T& v, const char* help, unsigned flags = kNone,
+                  const Parser<T>& = nullptr) {
     if (flags & kDerived) return;
     std::string h = help;
     if (show_defaults && !(flags & kRuntime) && h.find("default") == std::string::npos)
@@ -213,7 +230,7 @@ struct HelpVisitor {
 struct NamesVisitor {
   std::vector<std::string> names;
   template <class T>
-  void operator()(const char* name, const T&, const char*, unsigned flags = kNone) {
+  void operator()(const char* name, const T&, const char*, unsigned flags = kNone, const Parser<T>& = nullptr) {
     if (!(flags & kDerived)) names.push_back(name);
   }
 };
@@ -225,9 +242,10 @@ struct ParseVisitor {
   std::string where;
   std::set<std::string> taken;
   template <class T>
-  void operator()(const char* name, T& v, const char*, unsigned flags = kNone) {
+  void operator()(const char* name, T& v, const char*, unsigned flags = kNone, const Parser<T>& parse = nullptr) {
     if ((flags & kDerived) || !obj.contains(name)) return;
     taken.insert(name);
+    if (parse) return parse(obj[name], v, where + "." + name);
     if (!Codec<T>::parse(obj[name], v))
       throw InputError(where + "." + name + ": expected " + Codec<T>::expected() + ", found " +
                        obj[name].dump().substr(0, 80));

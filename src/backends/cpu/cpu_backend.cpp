@@ -17,6 +17,7 @@
 #include "backends/cpu/cpu_plain.h"
 #include "backends/cpu/cpu_plan.h"
 #include "backends/cpu/cpu_projection.h"
+#include "backends/host_options.h"
 #include "util/error.h"
 
 namespace mha {
@@ -170,35 +171,24 @@ class CpuBackend : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options, const std::string& json_path) {
-  int threads = static_cast<int>(std::thread::hardware_concurrency());
-  if (threads < 1) threads = 1;
-  cpu::FlashIsa isa = cpu::FlashIsa::Auto;
   if (!options.is_null() && !options.is_object())
     throw InputError(json_path + ": expected an object of cpu backend options, found " + options.dump());
-  if (options.is_object())
-    for (auto it = options.begin(); it != options.end(); ++it) {
-      if (it.key() == "threads") {
-        const auto& v = it.value();
-        if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024)
-          throw InputError(json_path + ".threads: expected an integer from 1 to 1024, found " + v.dump());
-        threads = static_cast<int>(v.get<int64_t>());
-      } else if (it.key() == "kernels") {
-        const auto& v = it.value();
-        const std::string name = v.is_string() ? v.get<std::string>() : "";
-        if (name == "auto")
-          isa = cpu::FlashIsa::Auto;
-        else if (name == "avx2")
-          isa = cpu::FlashIsa::Avx2;
-        else if (name == "avx512")
-          isa = cpu::FlashIsa::Avx512;
-        else
-          throw InputError(json_path + ".kernels: expected \"auto\", \"avx512\" or \"avx2\", found " + v.dump());
-        if (!cpu::flash_isa_available(isa))
-          throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, VL, DQ)");
-      } else {
-        throw InputError(json_path + "." + it.key() + ": unknown key for backend 'cpu' (expected: threads, kernels)");
-      }
-    }
+  // The cpu backend's options are the host settings (backends/host_options.h).
+  HostOptions o;
+  fields::parse_into(o, options, json_path, "key for backend 'cpu'");
+  int threads = o.threads;
+  if (threads < 1) threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (threads < 1) threads = 1;
+  cpu::FlashIsa isa = cpu::FlashIsa::Auto;
+  if (o.kernels == "avx2")
+    isa = cpu::FlashIsa::Avx2;
+  else if (o.kernels == "avx512")
+    isa = cpu::FlashIsa::Avx512;
+  else if (o.kernels != "auto")
+    throw InputError(json_path + ".kernels: expected \"auto\", \"avx512\" or \"avx2\", found " +
+                     nlohmann::json(o.kernels).dump());
+  if (!cpu::flash_isa_available(isa))
+    throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, VL, DQ)");
   return std::make_unique<CpuBackend>(threads, isa);
 }
 

@@ -20,11 +20,6 @@
 
 namespace mha::ttsim {
 
-// compute_with_storage_grid_size / core_grid (y, x).
-struct Grid {
-  int y = 8, x = 8;
-};
-
 // Refuses (DeviceOutOfMemory) a program whose circular buffers need more
 // than one core's L1: "OP: the program's circular buffers need N B per
 // core, over L B of L1 on DEVICE (HINT)".

@@ -46,6 +46,31 @@ std::string tt_op_help() {
   return s;
 }
 
+std::string op_flag_name(const std::string& key) {
+  std::string f = "--" + key;
+  for (char& c : f)
+    if (c == '_') c = '-';
+  return f;
+}
+
+std::vector<OpParam> tt_op_flags() {
+  std::vector<OpParam> flags;
+  std::vector<std::string> ops;  // per flag: the ops that take it
+  for (const TtOpDesc* d : tt_ops())
+    for (const OpParam& p : d->params) {
+      if (p.flag == FlagKind::None) continue;
+      size_t i = 0;
+      while (i < flags.size() && flags[i].key != p.key) ++i;
+      if (i == flags.size()) {
+        flags.push_back(p);
+        ops.emplace_back();
+      }
+      ops[i] += std::string(ops[i].empty() ? "" : ", ") + d->name;
+    }
+  for (size_t i = 0; i < flags.size(); ++i) flags[i].help = ops[i] + ": " + flags[i].help;
+  return flags;
+}
+
 bool block_float(DataFormat f) { return bfp_magnitude_bits(f) > 0; }
 
 std::string broadcast_problem(const Shape& a, const Shape& b) {

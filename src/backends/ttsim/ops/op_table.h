@@ -10,6 +10,7 @@
 // run), then add `&kOpNAME` to the list in op_table.cpp.
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,19 +25,44 @@ namespace mha::ttsim {
 
 // An op-specific --option key (e.g. sdpa's q_chunk_size): parsed by the op
 // itself, never by parse_tt_options.
+// A param that is also a `mha op` flag (fields::kFlag), by how the flag's
+// text becomes the param: an integer (--update-idx 3), comma-separated
+// positions (--cur-pos 7,-1), or a tensor file read as an integer table
+// (--page-table t.npy).
+enum class FlagKind { None, Integer, Positions, TableFile };
+
 struct OpParam {
   std::string key;
   std::string help;  // "an integer multiple of 32 (default 32)"
+  FlagKind flag = FlagKind::None;
 };
 
-// An attributes struct's user keys (util/fields.h) as the op's params.
+template <class T>
+FlagKind flag_kind() {
+  if constexpr (std::is_same_v<T, std::vector<std::vector<int64_t>>>) return FlagKind::TableFile;
+  else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return FlagKind::Positions;
+  else return FlagKind::Integer;
+}
+
+// The user keys of a struct with a field list (util/fields.h).
+struct OpParamVisitor {
+  std::vector<OpParam> params;
+  template <class T>
+  void operator()(const char* name, const T& v, const char* help, unsigned flags = fields::kNone,
+                  const fields::Parser<T>& = nullptr) {
+    if (flags & fields::kDerived) return;
+    fields::HelpVisitor h;
+    h(name, v, help, flags);
+    params.push_back({name, h.lines.front().second, (flags & fields::kFlag) ? flag_kind<T>() : FlagKind::None});
+  }
+};
+
+// An attributes struct's user keys as the op's params.
 template <class Attrs>
 std::vector<OpParam> op_params_of(Attrs a) {
-  fields::HelpVisitor h;
-  a.fields(h);
-  std::vector<OpParam> out;
-  for (auto& [key, help] : h.lines) out.push_back({key, help});
-  return out;
+  OpParamVisitor v;
+  a.fields(v);
+  return v.params;
 }
 
 // What an op's check sees before any input is converted.
@@ -79,6 +105,12 @@ struct TtOpDesc {
   Shape (*device_shape)(int i, const Shape& file_shape) = nullptr;
   TileTensor (*run)(OpCall&) = nullptr;
 };
+
+// The params that are flags (`mha op --cur-pos`), once each over all ops;
+// help: "sdpa-decode, update-cache: HELP".
+std::vector<OpParam> tt_op_flags();
+// "cur_pos" -> "--cur-pos".
+std::string op_flag_name(const std::string& key);
 
 // Every op, in --help order.
 const std::vector<const TtOpDesc*>& tt_ops();

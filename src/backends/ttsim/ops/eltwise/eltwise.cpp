@@ -25,6 +25,7 @@ bool eltwise_fp32(const OpCall& c) {
 TileTensor run_add_op(OpCall& c) {
   const EltwiseAttributes at = eltwise_attributes(c.out_format, eltwise_fp32(c), c.opt.bfp8_pack_precise.value_or(false));
   c.info["compute_kernel_config"] = {{"fp32_dest_acc_en", at.compute.fp32_dest_acc_en}};
+  c.info["attributes"] = fields::json_of(at);
   return run_add(c.dev, c.program, c.in[0], c.in[1], at);
 }
 
@@ -33,6 +34,7 @@ TileTensor run_multiply_op(OpCall& c) {
                                                   c.opt.math_fidelity.value_or(MathFidelity::HiFi4));
   c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(at.compute.math_fidelity)},
                                      {"fp32_dest_acc_en", at.compute.fp32_dest_acc_en}};
+  c.info["attributes"] = fields::json_of(at);
   if (!c.scalar) return run_multiply(c.dev, c.program, c.in[0], c.in[1], at);
   c.info["scalar"] = *c.scalar;
   c.info["scalar_bf16"] = host_round_bf16(static_cast<float>(*c.scalar));

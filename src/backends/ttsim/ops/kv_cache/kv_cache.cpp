@@ -21,10 +21,11 @@ struct UpdateCacheParams {
   std::vector<std::vector<int64_t>> page_table;
   template <class V>
   void fields(V& v) {
-    v("update_idx", update_idx, "ttnn.update_cache's position (--update-idx)", fields::kRuntime);
-    v("batch_offset", batch_offset, "ttnn.update_cache's first user (--batch-offset)", fields::kRuntime);
-    v("cur_pos", cur_pos, "paged_update_cache's positions, -1 skips a user (--cur-pos)", fields::kRuntime);
-    v("page_table", page_table, "paged_update_cache's [b][blocks] block ids (--page-table FILE)", fields::kRuntime);
+    const unsigned flag = fields::kRuntime | fields::kFlag;
+    v("update_idx", update_idx, "ttnn.update_cache's position (--update-idx)", flag);
+    v("batch_offset", batch_offset, "ttnn.update_cache's first user (--batch-offset)", flag);
+    v("cur_pos", cur_pos, "paged_update_cache's positions, -1 skips a user (--cur-pos)", flag);
+    v("page_table", page_table, "paged_update_cache's [b][blocks] block ids (--page-table FILE)", flag);
   }
 };
 
@@ -61,6 +62,7 @@ TileTensor run_update_cache_op(OpCall& c) {
   else
     run_paged_update_cache(c.dev, cache, c.in[1], u.cur_pos, u.page_table.empty() ? nullptr : &u.page_table, at);
   c.info["compute_kernel_config"] = {{"fp32_dest_acc_en", at.write.fp32_dest_acc_en}};
+  c.info["attributes"] = fields::json_of(at);
   return cache;
 }
 
@@ -69,8 +71,9 @@ struct FillCacheParams {
   int64_t update_idx = 0;
   template <class V>
   void fields(V& v) {
-    v("batch_idx", batch_idx, "the user (--batch-idx), required", fields::kRuntime);
-    v("update_idx", update_idx, "the first row, a multiple of 32 (--update-idx; default 0)", fields::kRuntime);
+    const unsigned flag = fields::kRuntime | fields::kFlag;
+    v("batch_idx", batch_idx, "the user (--batch-idx), required", flag);
+    v("update_idx", update_idx, "the first row, a multiple of 32 (--update-idx; default 0)", flag);
   }
 };
 

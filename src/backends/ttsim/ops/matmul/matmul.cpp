@@ -47,15 +47,15 @@ TileTensor run_matmul_op(OpCall& c) {
   ComputeConfig& cfg = at.compute;
   // `@` / linear without a core_grid: HiFi2 unless both operands are block
   // float; a core_grid selects LoFi (docs/TTSIM.md).
-  const bool lofi = (block_float(c.in[0].format) && block_float(c.in[1].format)) || o.grid_y;
+  const bool lofi = (block_float(c.in[0].format) && block_float(c.in[1].format)) || o.core_grid.has_value();
   cfg.math_fidelity = o.math_fidelity.value_or(lofi ? MathFidelity::LoFi : MathFidelity::HiFi2);
   cfg.fp32_dest_acc_en = o.fp32_dest_acc_en.value_or(false);
   cfg.math_approx_mode = o.math_approx_mode.value_or(true);
   cfg.numerics = o.numerics;
   cfg.output = c.out_format;
   cfg.bfp8_pack_precise = o.bfp8_pack_precise.value_or(false);
-  at.grid = Grid{o.grid_y.value_or(o.device.grid_y), o.grid_x.value_or(o.device.grid_x)};
-  at.core_grid = o.grid_y.has_value();
+  at.grid = o.core_grid.value_or(Grid{o.device.grid_y, o.device.grid_x});
+  at.core_grid = o.core_grid.has_value();
   at.bias = c.in.size() == 3;
   // With a bias the matmul leaves its result in the program's intermediate
   // buffer, which the fused bias add reads.
@@ -69,6 +69,7 @@ TileTensor run_matmul_op(OpCall& c) {
                                      {"math_fidelity", fidelity_name(cfg.math_fidelity)},
                                      {"math_approx_mode", cfg.math_approx_mode}};
   c.info["core_grid"] = {at.grid.y, at.grid.x};
+  c.info["attributes"] = fields::json_of(at);
   return out;
 }
 

@@ -31,6 +31,7 @@ TileTensor run_rotary_op(OpCall& c) {
   TileTensor out = run_rotary_llama(c.dev, c.in[0], c.in[1], c.in[2], trans, at);
   c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.math_fidelity)},
                                      {"fp32_dest_acc_en", cfg.fp32_dest_acc_en}};
+  c.info["attributes"] = fields::json_of(at);
   c.info["trans_mat"] = c.in.size() == 4 ? "input" : "built as get_rot_transformation_mat builds it";
   return out;
 }

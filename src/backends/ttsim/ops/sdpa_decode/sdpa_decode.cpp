@@ -20,8 +20,9 @@ struct SdpaDecodeParams {
   SdpaDecodeConfig cfg;
   template <class V>
   void fields(V& v) {
-    v("cur_pos", cur_pos, "one position per user (--cur-pos P,...), required", fields::kRuntime);
-    v("page_table", page_table, "the paged variant's [b][blocks] block ids (--page-table FILE)", fields::kRuntime);
+    const unsigned flag = fields::kRuntime | fields::kFlag;
+    v("cur_pos", cur_pos, "one position per user (--cur-pos P,...), required", flag);
+    v("page_table", page_table, "the paged variant's [b][blocks] block ids (--page-table FILE)", flag);
     cfg.fields(v);
   }
 };
@@ -61,20 +62,21 @@ TileTensor run_sdpa_decode_op(OpCall& c) {
   cfg.compute.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi2);
   cfg.compute.math_approx_mode = c.opt.math_approx_mode.value_or(true);
   cfg.compute.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
-  cfg.grid_y = c.opt.grid_y.value_or(c.opt.device.grid_y);
-  cfg.grid_x = c.opt.grid_x.value_or(c.opt.device.grid_x);
+  const Grid g = c.opt.core_grid.value_or(Grid{c.opt.device.grid_y, c.opt.device.grid_x});
+  cfg.grid_y = g.y;
+  cfg.grid_x = g.x;
   cfg.compute.output = c.out_format;
   const auto* pt = d.page_table.empty() ? nullptr : &d.page_table;
   TileTensor out = run_sdpa_decode(c.dev, c.in[0], c.in[1], c.in[2], d.cur_pos, pt, cfg);
   const int64_t S = pt ? c.in[1].shape[2] * static_cast<int64_t>((*pt)[0].size()) : c.in[1].shape[2];
-  const SdpaDecodeGrid g = sdpa_decode_grid(cfg, c.in[0].shape[1], c.in[1].shape[1]);
+  const SdpaDecodeGrid dg = sdpa_decode_grid(cfg, c.in[0].shape[1], c.in[1].shape[1]);
   c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.compute.math_fidelity)},
                                      {"math_approx_mode", cfg.compute.math_approx_mode},
                                      {"fp32_dest_acc_en", cfg.compute.fp32_dest_acc_en}};
   c.info["program_config"] = {{"compute_with_storage_grid_size", {cfg.grid_x, cfg.grid_y}},
                               {"k_chunk_size", sdpa_decode_k_chunk_size(cfg, S, pt != nullptr, d.cur_pos[0])},
                               {"exp_approx_mode", cfg.exp_approx_mode},
-                              {"cores_per_head", g.cores_per_head}};
+                              {"cores_per_head", dg.cores_per_head}};
   c.info["attributes"] = fields::json_of(cfg);
   c.info["sliding_window_size"] = cfg.sliding_window_size;
   if (!cfg.attention_sink.empty()) c.info["attention_sink_bf16"] = cfg.attention_sink;

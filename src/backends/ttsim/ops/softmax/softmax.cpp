@@ -19,6 +19,7 @@ TileTensor run_softmax_op(OpCall& c) {
   c.info["compute_kernel_config"] = {{"fp32_dest_acc_en", cfg.fp32_dest_acc_en},
                                      {"math_fidelity", fidelity_name(cfg.math_fidelity)},
                                      {"math_approx_mode", cfg.math_approx_mode}};
+  c.info["attributes"] = fields::json_of(at);
   return run_softmax(c.dev, c.program, c.in[0], at);
 }
 

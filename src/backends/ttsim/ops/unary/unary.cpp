@@ -18,6 +18,7 @@ TileTensor run_unary_op(OpCall& c, UnaryOp u) {
   at.compute.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
   c.info["compute_kernel_config"] = {{"math_approx_mode", at.compute.math_approx_mode},
                                      {"fp32_dest_acc_en", at.compute.fp32_dest_acc_en}};
+  c.info["attributes"] = fields::json_of(at);
   return run_unary(c.dev, c.program, c.in[0], at);
 }
 

@@ -11,8 +11,8 @@
 #include "backends/ttsim/ops/op_table.h"
 #include "backends/ttsim/ops/sdpa_decode/sdpa_decode.h"
 #include "backends/ttsim/ops/softmax/softmax.h"
+#include "backends/ttsim/ops/softmax/softmax_kernel.h"
 #include "backends/ttsim/ttsim_options.h"
-#include "ttsim/sfpu.h"
 #include "util/error.h"
 #include "util/fields.h"
 

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/ttsim/ops/softmax/softmax_kernel.h"
 #include "backends/ttsim/ops/matmul/matmul_program.h"
 #include "backends/ttsim/ttsim_single_op.h"
 #include "io/tensor_file.h"

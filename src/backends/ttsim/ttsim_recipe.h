@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/ttsim/ops/device_op.h"
-#include "ttsim/sfpu.h"
+#include "backends/ttsim/ops/softmax/softmax_kernel.h"
 #include "model/attention.h"
 
 namespace mha::ttsim {

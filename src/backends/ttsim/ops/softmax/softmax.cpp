@@ -1,7 +1,7 @@
 // ttnn.softmax(dim=-1).
 #include "backends/ttsim/ops/op_table.h"
 #include "backends/ttsim/ops/softmax/softmax.h"
-#include "ttsim/sfpu.h"
+#include "backends/ttsim/ops/softmax/softmax_kernel.h"
 
 namespace mha::ttsim {
 

@@ -1,6 +1,6 @@
 #include "backends/ttsim/ops/softmax/softmax.h"
 
-#include "ttsim/sfpu.h"
+#include "backends/ttsim/ops/softmax/softmax_kernel.h"
 
 namespace mha::ttsim {
 

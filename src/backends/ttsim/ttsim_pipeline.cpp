@@ -182,6 +182,15 @@ TileTensor scale_and_mask(const Pass& p, const TileTensor& scores, const Attenti
   return masked;
 }
 
+// ttnn.transformer.attention_softmax_'s attributes.
+struct AttentionSoftmaxAttributes {
+  int64_t head_size = 0;
+  template <class V>
+  void fields(V& v) {
+    v("head_size", head_size, "the scale's head size", fields::kDerived);
+  }
+};
+
 struct Softmaxed {
   TileTensor masked;  // [B, H, L, St] scaled and masked scores
   TileTensor probs;   // [B, H, L, St] softmax over St
@@ -200,7 +209,7 @@ Softmaxed softmax(const Pass& p, const TileTensor& scores, const AttentionSpec& 
 Softmaxed attention_softmax_(const Pass& p, const TileTensor& scores, const AttentionSpec& spec,
                              const AttentionInputs& in) {
   const char* op = "ttnn.transformer.attention_softmax_";
-  p.dev.program(op, "head_size=" + std::to_string(p.d.dh), {&scores});
+  p.dev.program(op, program_key(AttentionSoftmaxAttributes{p.d.dh}), {&scores});
   p.dev.check_memory(op, {}, scores.shape, scores.format);
   Muted m(p.dev);
   Softmaxed s;

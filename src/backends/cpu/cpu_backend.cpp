@@ -17,6 +17,7 @@
 #include "backends/cpu/cpu_plain.h"
 #include "backends/cpu/cpu_plan.h"
 #include "backends/cpu/cpu_projection.h"
+#include "backends/host_options.h"
 #include "util/error.h"
 
 namespace mha {
@@ -30,6 +31,21 @@ bool same_data(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
          (a.raw() == b.raw() || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
 }
+
+// The cpu backend's options: the host settings every computing backend
+// takes (backends/host_options.h) and the decode kernel's tuning mode.
+struct CpuOptions {
+  HostOptions host;
+  cpu::DecodeTuningMode decode_tuning = cpu::DecodeTuningMode::Auto;
+
+  template <class V>
+  void fields(V& v) {
+    host.fields(v);
+    v("decode_tuning", decode_tuning,
+      "the decode kernel's tunables: \"auto\" (default: calibrated on first use of a cache of 24 MiB or more, "
+      "stored in the user cache), \"defaults\", \"fresh\" (calibrate again)");
+  }
+};
 
 class CpuBackend : public Backend {
  public:
@@ -173,44 +189,24 @@ class CpuBackend : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options, const std::string& json_path) {
-  int threads = static_cast<int>(std::thread::hardware_concurrency());
-  if (threads < 1) threads = 1;
-  vec::Isa isa = vec::best_isa();
-  cpu::DecodeTuningMode tuning = cpu::DecodeTuningMode::Auto;
   if (!options.is_null() && !options.is_object())
     throw InputError(json_path + ": expected an object of cpu backend options, found " + options.dump());
-  if (options.is_object())
-    for (auto it = options.begin(); it != options.end(); ++it) {
-      if (it.key() == "threads") {
-        const auto& v = it.value();
-        if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024)
-          throw InputError(json_path + ".threads: expected an integer from 1 to 1024, found " + v.dump());
-        threads = static_cast<int>(v.get<int64_t>());
-      } else if (it.key() == "kernels") {
-        const auto& v = it.value();
-        const std::string name = v.is_string() ? v.get<std::string>() : "";
-        if (name == "auto")
-          isa = vec::best_isa();
-        else if (name == "avx2")
-          isa = vec::Isa::Avx2;
-        else if (name == "avx512")
-          isa = vec::Isa::Avx512;
-        else
-          throw InputError(json_path + ".kernels: expected \"auto\", \"avx512\" or \"avx2\", found " + v.dump());
-        if (!cpu::flash_isa_available(isa))
-          throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, CD, DQ, VL)");
-      } else if (it.key() == "decode_tuning") {
-        const auto& v = it.value();
-        const auto mode = cpu::parse_decode_tuning_mode(v.is_string() ? v.get<std::string>() : "");
-        if (!mode)
-          throw InputError(json_path + ".decode_tuning: expected \"auto\", \"defaults\" or \"fresh\", found " + v.dump());
-        tuning = *mode;
-      } else {
-        throw InputError(json_path + "." + it.key() +
-                         ": unknown key for backend 'cpu' (expected: threads, kernels, decode_tuning)");
-      }
-    }
-  return std::make_unique<CpuBackend>(threads, isa, tuning);
+  CpuOptions o;
+  fields::parse_into(o, options, json_path, "key for backend 'cpu'");
+  int threads = o.host.threads;
+  if (threads < 1) threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (threads < 1) threads = 1;
+  vec::Isa isa = vec::best_isa();
+  if (o.host.kernels == "avx2")
+    isa = vec::Isa::Avx2;
+  else if (o.host.kernels == "avx512")
+    isa = vec::Isa::Avx512;
+  else if (o.host.kernels != "auto")
+    throw InputError(json_path + ".kernels: expected \"auto\", \"avx512\" or \"avx2\", found " +
+                     nlohmann::json(o.host.kernels).dump());
+  if (!cpu::flash_isa_available(isa))
+    throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, CD, DQ, VL)");
+  return std::make_unique<CpuBackend>(threads, isa, o.decode_tuning);
 }
 
 }  // namespace mha

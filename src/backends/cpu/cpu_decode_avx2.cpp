@@ -237,9 +237,9 @@ DecodeWiden decode_widen() {
     return b.best();
   }();
   return w;
+}
 DecodeTuning decode_tuning_defaults(DecodeKernel k, CacheDtype dt) {
   return k == decode_chunk_avx2 ? decode_tuning_defaults_avx2(dt) : decode_tuning_defaults_avx512(dt);
-}
 }
 const char* decode_kernel_isa(DecodeKernel k) { return vec::isa_name(decode_kernel_set().isa_of(k)); }
 std::vector<DecodeKernel> decode_kernels() { return decode_kernel_set().available(); }

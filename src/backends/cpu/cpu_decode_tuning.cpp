@@ -140,15 +140,22 @@ bool wins(const std::vector<double>& ta, const std::vector<double>& tb) {
 
 }  // namespace
 
+const std::vector<std::pair<const char*, DecodeTuningMode>>& field_choices(DecodeTuningMode*) {
+  static const std::vector<std::pair<const char*, DecodeTuningMode>> c = {
+      {"auto", DecodeTuningMode::Auto}, {"defaults", DecodeTuningMode::Defaults}, {"fresh", DecodeTuningMode::Fresh}};
+  return c;
+}
+
 std::optional<DecodeTuningMode> parse_decode_tuning_mode(const std::string& name) {
-  if (name == "auto") return DecodeTuningMode::Auto;
-  if (name == "defaults") return DecodeTuningMode::Defaults;
-  if (name == "fresh") return DecodeTuningMode::Fresh;
+  for (const auto& [n, m] : field_choices(static_cast<DecodeTuningMode*>(nullptr)))
+    if (name == n) return m;
   return std::nullopt;
 }
 
 const char* decode_tuning_mode_name(DecodeTuningMode m) {
-  return m == DecodeTuningMode::Auto ? "auto" : m == DecodeTuningMode::Defaults ? "defaults" : "fresh";
+  for (const auto& [n, v] : field_choices(static_cast<DecodeTuningMode*>(nullptr)))
+    if (v == m) return n;
+  return "auto";
 }
 
 nlohmann::json DecodeCalibration::json() const {

@@ -20,6 +20,8 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +35,8 @@ namespace mha::cpu {
 // and store), defaults (the constants, no calibration), fresh (calibrate
 // again, once per backend and shape, and store).
 enum class DecodeTuningMode { Auto, Defaults, Fresh };
+// The cpu backend option's names for the modes (util/fields.h).
+const std::vector<std::pair<const char*, DecodeTuningMode>>& field_choices(DecodeTuningMode*);
 std::optional<DecodeTuningMode> parse_decode_tuning_mode(const std::string& name);
 const char* decode_tuning_mode_name(DecodeTuningMode m);
 

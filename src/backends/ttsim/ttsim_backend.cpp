@@ -77,7 +77,7 @@ class TtSimBackend : public Backend {
   CacheStats cache_stats() const override { return dev_.stats(); }
 
   int threads() const override {
-    return opt_.threads > 0 ? opt_.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    return opt_.host.threads > 0 ? opt_.host.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
   nlohmann::json describe() const override {
     nlohmann::json j = {{"device", opt_.device.name},

@@ -69,7 +69,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(DecodeTuning, EveryTuningGivesTheDefaultsBits) {
   std::mt19937 g(31);
   std::uniform_real_distribution<float> u(-1, 1);
-  __builtin_cpu_init();
   // G 8: two head quads; G 6: a quad and leftover heads. dh 128 / dv 128:
   // the Llama shape; dh 64 / dv 96: a strip and single vectors (96 is
   // whole blocks of every format). Keys 3 .. 1003: partial V blocks and

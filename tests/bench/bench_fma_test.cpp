@@ -85,11 +85,11 @@ TEST(BenchFma, PrefillRowsOnASessionReportTheirAttention) {
   ASSERT_GT(n.attention_ms, 0.0);
   EXPECT_DOUBLE_EQ(n.fma_percent, 100.0 * n.attention_gflops / n.rates.fma_avx2_gflops);
 
-  const std::string csv = bench::format_table({deep, flat}, "csv", 0);
+  const std::string csv = bench::format_table({deep, flat}, "csv");
   EXPECT_NE(csv.find(",fma_gflops,attention_ms,attention_gflops,fma_percent,fma_cpu_gflops,attention_cpu_ms,"
                      "fma_cpu_percent,"),
             std::string::npos);
-  const std::string md = bench::format_table({deep}, "md", 0);
+  const std::string md = bench::format_table({deep}, "md");
   EXPECT_NE(md.find(" fma |"), std::string::npos) << md;
   EXPECT_NE(md.find("fma peak at 1 threads: "), std::string::npos) << md;
   EXPECT_NE(bench::result_json(deep).dump().find("\"fma_percent\""), std::string::npos);

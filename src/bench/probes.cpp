@@ -15,11 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vec/isa.h"
-#include "bench/build_info.h"
 #include "bench/fma_peak.h"
-#include "util/user_cache.h"
+#include "util/build_info.h"
 #include "util/error.h"
+#include "util/user_cache.h"
+#include "vec/isa.h"
 
 namespace mha::bench {
 

@@ -1,7 +1,6 @@
 """Every op through mha.ttnn equals `mha op` bit for bit on the same inputs
 and settings; device tensors keep their bits between calls; arguments
 tt-sim does not model are refused by name."""
-import numpy as np
 import pytest
 import torch
 

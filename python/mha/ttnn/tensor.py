@@ -9,8 +9,6 @@ conversion of a value that is already exact in the format is the identity
 (tests/python/test_ttnn_ops.py checks it for every dtype). Tile padding is
 not kept: each op sees zero padding, as after a fresh ttnn.from_torch.
 """
-import numpy as np
-
 from .. import Error, op as mha_op
 from .._arrays import torch_module
 from .types import (DataType, Layout, MemoryConfig, TILE_LAYOUT, ROW_MAJOR_LAYOUT, bfloat16, float32, int32,
@@ -230,10 +228,6 @@ def to_layout(tensor, layout, dtype=None, memory_config=None, sub_core_grids=Non
 def deallocate(tensor, force=True):
     """Frees the tensor: using it again raises (as a freed device buffer)."""
     tensor._deallocated = True
-
-
-def as_numpy(tensor):  # for mha.ttnn's tests
-    return np.asarray(tensor.values())
 
 
 __all__ = ["Tensor", "Shape", "from_torch", "to_torch", "to_device", "from_device", "to_layout", "deallocate",

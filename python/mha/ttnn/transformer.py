@@ -27,7 +27,7 @@ def split_query_key_value_and_split_heads(input_tensor, kv_input_tensor=None, *,
         if width * (num_heads + 2 * nkv) != x.shape[-1]:
             raise Error(f"ttnn.{op}: hidden {x.shape[-1]} is not (num_heads + 2 num_kv_heads) x head_size")
         q_part, k_part, v_part = x.split([num_heads * width, nkv * width, nkv * width], dim=-1)
-    b, s = x.shape[0], x.shape[1]
+    b = x.shape[0]
 
     def heads(part, n):
         return part.reshape(b, part.shape[1], n, width).permute(0, 2, 1, 3)
@@ -37,7 +37,6 @@ def split_query_key_value_and_split_heads(input_tensor, kv_input_tensor=None, *,
     k = moved(op, input_tensor, k_vals.transpose(-2, -1) if transpose_key else k_vals, memory_config,
               program="ttnn.permute")
     v = moved(op, input_tensor, heads(v_part, nkv), memory_config, program="ttnn.permute")
-    del s
     return q, k, v
 
 

@@ -257,3 +257,18 @@ def test_rand_draws_torch_generator_rounded_like_from_torch(device):
     b = ttnn.to_torch(ttnn.rand((8, 8), device=device, seed=5)).float()
     assert_same_bits(a, b)
     assert float(a.min()) >= 0 and float(a.max()) < 1
+
+
+def test_llama_head_ops(device):
+    """tt_transformers' head split and concatenation: bf16 values move exactly."""
+    torch.manual_seed(12)
+    nh, nkv, d, s = 8, 2, 32, 64
+    x = torch.randn(1, 1, s, (nh + 2 * nkv) * d).bfloat16().float()
+    q, k, v = ttnn.experimental.nlp_create_qkv_heads(dev_tensor(device, x), num_heads=nh, num_kv_heads=nkv,
+                                                     transpose_k_heads=False)
+    parts = x[0, 0].split([nh * d, nkv * d, nkv * d], dim=-1)
+    want = [p.reshape(s, n, d).permute(1, 0, 2).unsqueeze(0) for p, n in zip(parts, (nh, nkv, nkv))]
+    for got, w in zip((q, k, v), want):
+        assert_same_bits(out_of(got), w)
+    back = ttnn.experimental.nlp_concat_heads(q)
+    assert_same_bits(out_of(back), x[..., :nh * d])

@@ -26,7 +26,6 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> q(G * d), row(d);
   for (float& e : q) e = u(g);
-  __builtin_cpu_init();
   const std::vector<cpu::DecodeKernel> kernels = cpu::decode_kernels();
   std::printf(
       "| isa | cache | bytes/key (K+V) | ns/key | GB/s at that rate | scores ns/key | softmax ns/key | P.V ns/key |\n"

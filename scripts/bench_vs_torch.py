@@ -87,7 +87,7 @@ def mha_row(binary, b, n, e, h, causal, reps, threads):
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
     out = subprocess.run([binary, "bench", "--variant", "torch_mha", "--batch", str(b), "--seq", str(n),
                           "--hidden", str(e), "--heads", str(h), "--causal", "1" if causal else "0",
-                          "-r", str(reps), "-o", "json", "--no-progress"],
+                          "-r", str(reps), "-o", "json", "--no-progress", "--probes", "fresh"],
                          check=True, capture_output=True, text=True, env=env).stdout
     doc = json.loads(out)
     return doc["rows"][0], doc["sgemm_gflops"]
@@ -262,7 +262,7 @@ def mha_gqa_run(binary, n, e, h, kv, window, reps, threads):
 def mha_sgemm_gflops(binary, threads):
     """The sgemm probe `mha bench` runs, from a tiny row."""
     out = subprocess.run([binary, "bench", "--variant", "mha", "--seq", "8", "--hidden", "64", "--heads", "2",
-                          "-r", "1", "-o", "json", "--no-progress"], check=True, capture_output=True, text=True,
+                          "-r", "1", "-o", "json", "--no-progress", "--probes", "fresh"], check=True, capture_output=True, text=True,
                          env=dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))).stdout
     return json.loads(out)["sgemm_gflops"]
 

@@ -5,8 +5,9 @@
 #
 # MHA_SETUP=tests (scripts/test.sh sets it) also installs what the test suites
 # and the fuzzers need and builds every target. GoogleTest, which the suites
-# compile against, installs first; the rest (PyTorch and numpy for the parity
-# oracles, clang + libFuzzer, iproute2), which only running them needs,
+# compile against, installs first (with python3-dev and pybind11-dev for the
+# Python package); the rest (PyTorch and numpy for the parity oracles and the
+# Python package, clang + libFuzzer, iproute2, pytest), which only running them needs,
 # downloads and unpacks while everything compiles.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,8 +16,11 @@ packages=(cmake g++ make libcli11-dev nlohmann-json3-dev libopenblas-dev libspdl
           openmpi-bin libopenmpi-dev)  # mpirun -np N mha run (src/parallel/)
 test_packages=(python3-torch python3-numpy python3-matplotlib
                clang libclang-rt-14-dev  # clang + libFuzzer: the sanitizer build, scripts/fuzz.sh
-               iproute2)  # ip netns: tests/parallel's two-hosts-over-TCP test
-if [ "${MHA_SETUP:-}" = "tests" ]; then packages+=(libgtest-dev); fi
+               iproute2  # ip netns: tests/parallel's two-hosts-over-TCP test
+               python3-pytest)  # tests/python: the Python package's tests
+# The Python package (python/) builds when CMake finds Python's headers and
+# pybind11 at configure time, so they install before it, with GoogleTest.
+if [ "${MHA_SETUP:-}" = "tests" ]; then packages+=(libgtest-dev python3-dev pybind11-dev); fi
 
 missing() {
   local p

@@ -17,6 +17,19 @@
 
 namespace mha {
 
+// What a backend promises about its numbers, so that a comparison derives
+// its error bound from the backend's arithmetic, never from its name.
+struct Precision {
+  // The unit roundoff of the arithmetic its results are accumulated in:
+  // 2^-53 (float64), 2^-24 (float32), 2^-8 (a device's bfloat16).
+  double unit_roundoff = 0x1p-24;
+  // true: inputs and intermediates are rounded to a device's formats
+  // (bfloat16, block floats) at every step, so elements can differ by many
+  // roundoffs and only statistical agreement (PCC) is promised; false:
+  // every element agrees within a small multiple of unit_roundoff.
+  bool statistical = false;
+};
+
 struct CacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
@@ -45,6 +58,8 @@ class Backend {
   // weights and inputs as the files hold them; every other backend is given
   // them as float32 (run/runner.cpp narrows them).
   virtual bool computes_in_float64() const { return false; }
+  // Default: float32 or float64 elementwise, by computes_in_float64().
+  virtual Precision precision() const { return {computes_in_float64() ? 0x1p-53 : 0x1p-24, false}; }
   // `out` applied to `context` [B, L, E] (as run() returns it for a spec
   // without an output projection) with the arithmetic run() uses for its own
   // output projection, so that a context gathered from several ranks

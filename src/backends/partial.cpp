@@ -12,6 +12,7 @@ const char* capability_name(Capability c) {
   switch (c) {
     case Capability::OutputProjection: return "separate output projection";
     case Capability::PartialAttention: return "partial attention";
+    case Capability::AttentionWeights: return "attention weights";
   }
   return "?";
 }

@@ -16,6 +16,7 @@ namespace mha {
 enum class Capability {
   OutputProjection,  // project_output: head-parallel's gathered context
   PartialAttention,  // project_rows, attend_partial, merge_partial: ring attention
+  AttentionWeights,  // run() with RunOptions::need_weights
 };
 const char* capability_name(Capability c);
 

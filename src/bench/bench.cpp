@@ -4,8 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <set>
 
-#include "bench/build_info.h"
+#include "util/build_info.h"
 #include "bench/peak_memory.h"
 #include "bench/phases.h"
 #include "config/config.h"
@@ -221,7 +222,7 @@ void run_forward_row(const Row& row, const ShapeRecipe& recipe, Backend& backend
     res.skipped = *why;
     return;
   }
-  res.rates = rates.at(res.threads);
+  res.rates = rates.with_sgemm(res.threads);
   res.peak_per_row = reset_peak_memory();
   RunRequest req;
   req.warmup = warmup;
@@ -233,8 +234,14 @@ void run_forward_row(const Row& row, const ShapeRecipe& recipe, Backend& backend
 
 // The attention's own time as shares of the FMA peak of the ISA it ran
 // (the AVX2 loop's when the backend forced its AVX2 kernels), wall and CPU.
-void attention_shares(const PhaseRun& pr, bool avx2_attention, Result& res) {
+// The FMA probe is asked for here, once the row has shown it times its
+// attention, so rows that do not never pay for it.
+void attention_shares(const PhaseRun& pr, bool avx2_attention, RateCache& rates, Result& res) {
   if (pr.attention_ms <= 0) return;
+  const MachineRates& m = rates.with_fma(res.threads);
+  res.rates.fma_gflops = m.fma_gflops, res.rates.fma_isa = m.fma_isa, res.rates.fma_avx2_gflops = m.fma_avx2_gflops;
+  res.rates.fma_cpu_gflops = m.fma_cpu_gflops, res.rates.fma_avx2_cpu_gflops = m.fma_avx2_cpu_gflops;
+  res.rates.fma = m.fma;
   res.attention_ms = pr.attention_ms;
   res.attention_gflops = pr.attention_flops / (pr.attention_ms * 1e6);
   const double peak = avx2_attention ? res.rates.fma_avx2_gflops : res.rates.fma_gflops;
@@ -256,8 +263,8 @@ void run_session_row(const Row& row, Backend& backend, PreparedRun& run, TorchGe
     return;
   }
   Tensor x = gen.rand({row.batch, row.seq, row.hidden});
-  res.rates = rates.at(res.threads);
   const bool generate = row.phase == Phase::Generate;
+  if (!generate) res.rates = rates.with_sgemm(res.threads);  // decode rows are held to their own bandwidth probes
   if (generate) res.read_gbs_before = rates.read_gbs_now(res.threads);
   res.peak_per_row = reset_peak_memory();
   const PhaseRun pr = run_phase(run.spec, run.weights, backend, row, x, warmup, reps);
@@ -271,15 +278,29 @@ void run_session_row(const Row& row, Backend& backend, PreparedRun& run, TorchGe
   if (generate && (backend.name() != "reference" || row.cache_dtype != CacheDtype::Float32) &&
       !decode_error_too_costly(run.spec, row.batch, row.depth, std::min(row.seq, kErrorTokens)))
     res.cache_error = phase_error(run.spec, backend, row, x);
-  attention_shares(pr, avx2_attention, res);
+  attention_shares(pr, avx2_attention, rates, res);
+  const nlohmann::json info = backend.describe();
+  if (info.contains("decode_tuning") && info["decode_tuning"].contains("last"))
+    res.decode_tuning = info["decode_tuning"]["last"];
 }
 
 }  // namespace
+
+void check_rows(const std::vector<Row>& rows, const BackendFactory& make) {
+  std::set<std::string> made;
+  for (const Row& row : rows) {
+    recipe_for_row(row);  // refuses an unknown variant
+    if (!made.insert(row.backend + " " + row.effective_backend_options().dump()).second) continue;
+    Result unused;
+    make_row_backend(row, make, unused);
+  }
+}
 
 Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& rates, const BackendFactory& make) {
   Result res;
   res.row = row;
   res.timestamp = utc_timestamp();
+  res.probes = rates.mode();
   const ShapeRecipe recipe = recipe_for_row(row);
   std::unique_ptr<Backend> backend = make_row_backend(row, make, res);
   if (!backend) return res;

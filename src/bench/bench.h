@@ -10,7 +10,8 @@
 // prefill/generate rows start a fresh KV cache (and refill the depth) for
 // every run, as llama-bench clears its cache between repetitions. Rows are
 // held against the machine's sgemm rate (forward, prefill) or memory read
-// bandwidth (generate), probed in the same process at the row's thread count.
+// bandwidth (generate) at the row's thread count (probes.h: the sgemm rate
+// may come from an earlier run's probe; the bandwidth is the row's own).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -94,13 +95,17 @@ struct Result {
   // attention ran AVX2 ("attention_isa"), else of the widest ISA's.
   double attention_cpu_ms = -1;
   double fma_cpu_percent = 0;
-  MachineRates rates;            // probed at this row's thread count
+  MachineRates rates;            // at this row's thread count; each probe's stamp says when it ran
+  ProbeMode probes = ProbeMode::Fresh;  // the run's --probes
   // Generate rows: the read bandwidth probed just before and just after the
   // timed runs; rates.read_gbs is the larger, so bandwidth_percent is held
   // to the better of the two (the host's bandwidth drifts within a process).
   double read_gbs_before = 0, read_gbs_after = 0;
   int threads = 0;               // as the backend ran (its describe(), else the row's, else the hardware's)
   std::string simd;              // the backend's instruction-set path (describe()["simd"])
+  // Session rows: the tunables the backend's decode kernel ran with, as its
+  // describe()["decode_tuning"]["last"] says (cpu: cpu_decode_tuning.h); null otherwise.
+  nlohmann::json decode_tuning;
   double peak_mib = 0;           // peak resident memory while the row ran
   bool peak_per_row = true;      // false: the reset was refused; peak_mib is the process's high-water mark
   std::string timestamp;         // UTC ISO 8601, when the row started
@@ -131,6 +136,11 @@ void parse_test(const std::string& test, Row& row, const std::string& where);
 using BackendFactory = std::function<std::unique_ptr<Backend>(const Row& row, const nlohmann::ordered_json& options)>;
 BackendFactory default_backend_factory();
 
+// Makes each distinct backend (name and options) the rows name and looks up
+// each row's variant, so that a bad backend option or variant is refused
+// (InputError) before any probe or row runs.
+void check_rows(const std::vector<Row>& rows, const BackendFactory& make = default_backend_factory());
+
 // Builds the variant's params for the row's shape, the weights (init torch),
 // and the inputs (torch.rand, self-attention), then times it.
 Result run_row(const Row& row, int64_t warmup, int64_t repetitions, RateCache& rates,
@@ -143,9 +153,9 @@ std::string prepare_forward(const Row& row, PreparedRun& run);
 // res.tokens_per_s(_sd): mean and sample standard deviation over the timed runs.
 void tokens_per_second(Result& res, double tokens_per_run);
 
-// md, csv, json or jsonl. `sgemm_gflops`: the probe at the default thread
-// count, for the md header and the json document.
-std::string format_table(const std::vector<Result>& results, const std::string& format, double sgemm_gflops);
+// md, csv, json or jsonl. The md notes and each machine-readable row say
+// which probes the rows were held against and when they were taken.
+std::string format_table(const std::vector<Result>& results, const std::string& format);
 nlohmann::json result_json(const Result& r);
 
 }  // namespace mha::bench

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "bench/build_info.h"
+#include "util/build_info.h"
 #include "bench/peak_memory.h"
 #include "parallel/world.h"
-#include "run/driver.h"
+#include "parallel/driver.h"
 #include "run/passes.h"
 #include "util/error.h"
 
@@ -70,6 +70,7 @@ std::vector<Result> run_parallel_row(const Row& row, ParallelConfig::Mode mode, 
   Result res;
   res.row = row;
   res.timestamp = utc_timestamp();
+  res.probes = rates.mode();
   ParallelStats ps;
   ps.mode = mode;
   ps.ranks = N;
@@ -88,7 +89,7 @@ std::vector<Result> run_parallel_row(const Row& row, ParallelConfig::Mode mode, 
   const nlohmann::json info = backend->describe();
   res.threads = backend->threads();
   res.simd = info.contains("simd") && info["simd"].is_string() ? info["simd"].get<std::string>() : "unknown";
-  res.rates = rates.at(res.threads);  // probed on rank 0 while the others wait
+  res.rates = rates.with_sgemm(res.threads);  // probed on rank 0 while the others wait
 
   RunRequest req;
   req.warmup = warmup;

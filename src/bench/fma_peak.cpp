@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "vec/isa.h"
+
 namespace mha::bench {
 
 // As fma_loop_avx512, on 8-float AVX2 vectors: 12 accumulators (AVX2 has 16
@@ -30,10 +32,9 @@ double fma_loop_avx2(int64_t iters) {
 
 namespace {
 
-bool cpu_has_avx512f() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-}
+// The project's probe (src/vec/isa.h): fma_peak_avx512.cpp is built for
+// the avx512 level's features, so that is what must be checked.
+bool cpu_has_avx512f() { return vec::cpu_supports(vec::Isa::Avx512); }
 
 double thread_cpu_seconds() {
   timespec t;

@@ -13,8 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/fma_peak.h"
+#include "util/build_info.h"
 #include "util/error.h"
+#include "util/user_cache.h"
+#include "vec/isa.h"
 
 namespace mha::bench {
 
@@ -105,16 +110,112 @@ double probe_read_bandwidth_gbs(int threads, int64_t bytes) {
   return static_cast<double>(n) * sizeof(float) / best / 1e9;
 }
 
-const MachineRates& RateCache::at(int threads) {
-  auto it = rates_.find(threads);
-  if (it != rates_.end()) return it->second;
-  MachineRates r;
+const char* probe_mode_name(ProbeMode m) {
+  switch (m) {
+    case ProbeMode::None: return "none";
+    case ProbeMode::Cached: return "cached";
+    case ProbeMode::Fresh: break;
+  }
+  return "fresh";
+}
+
+std::optional<ProbeMode> probe_mode_from_name(const std::string& name) {
+  for (ProbeMode m : {ProbeMode::None, ProbeMode::Cached, ProbeMode::Fresh})
+    if (name == probe_mode_name(m)) return m;
+  return std::nullopt;
+}
+
+std::string ProbeStamp::text() const { return (from_cache ? "cached, taken " : "this run, ") + taken; }
+
+std::string probe_store_key(int threads) {
+  // The ISA the FMA loop picks (fma_peak.cpp); a VM may hide AVX-512 from a CPU model that has it.
+  return "cpu=" + cpu_model() + ";isa=" + vec::isa_name(vec::best_isa()) + ";threads=" + std::to_string(threads) + ";build=" + build_commit();
+}
+
+namespace {
+
+const char* const kStoreKind = "probes";
+
+// A stored figure: a positive number, else nothing (a garbled entry is re-probed).
+std::optional<double> stored_rate(const nlohmann::json& e, const char* key) {
+  auto it = e.find(key);
+  if (it == e.end() || !it->is_number() || !(it->get<double>() > 0)) return std::nullopt;
+  return it->get<double>();
+}
+
+std::optional<ProbeStamp> stored_stamp(const nlohmann::json& e, const char* key) {
+  auto it = e.find(key);
+  if (it == e.end() || !it->is_string() || it->get<std::string>().empty()) return std::nullopt;
+  return ProbeStamp{true, it->get<std::string>()};
+}
+
+// The stored entry at `threads`, or an empty object.
+nlohmann::json stored_entry(int threads) {
+  std::optional<nlohmann::json> e = user_cache_get(kStoreKind, probe_store_key(threads));
+  return e && e->is_object() ? *e : nlohmann::json::object();
+}
+
+// Merges `fields` into the stored entry at `threads` (the other probe's
+// figures, stored by an earlier run, stay).
+void store(int threads, const nlohmann::json& fields) {
+  nlohmann::json e = stored_entry(threads);
+  e.update(fields);
+  user_cache_put(kStoreKind, probe_store_key(threads), e);
+}
+
+bool load_sgemm(int threads, MachineRates& r) {
+  const nlohmann::json e = stored_entry(threads);
+  const std::optional<double> g = stored_rate(e, "sgemm_gflops");
+  const std::optional<ProbeStamp> at = stored_stamp(e, "sgemm_taken");
+  if (!g || !at) return false;
+  r.sgemm_gflops = *g, r.sgemm = *at;
+  return true;
+}
+
+bool load_fma(int threads, MachineRates& r) {
+  const nlohmann::json e = stored_entry(threads);
+  const auto g = stored_rate(e, "fma_gflops"), a = stored_rate(e, "fma_avx2_gflops");
+  const auto c = stored_rate(e, "fma_cpu_gflops"), ac = stored_rate(e, "fma_avx2_cpu_gflops");
+  const std::optional<ProbeStamp> at = stored_stamp(e, "fma_taken");
+  auto isa = e.find("fma_isa");
+  if (!g || !a || !c || !ac || !at || isa == e.end() || !isa->is_string()) return false;
+  r.fma_gflops = *g, r.fma_avx2_gflops = *a, r.fma_cpu_gflops = *c, r.fma_avx2_cpu_gflops = *ac;
+  r.fma_isa = isa->get<std::string>();
+  r.fma = *at;
+  return true;
+}
+
+}  // namespace
+
+MachineRates& RateCache::entry(int threads) { return rates_[threads > 0 ? threads : hardware_threads()]; }
+
+const MachineRates& RateCache::with_sgemm(int threads) {
+  threads = threads > 0 ? threads : hardware_threads();
+  MachineRates& r = entry(threads);
+  if (mode_ == ProbeMode::None || r.sgemm.probed()) return r;
+  if (mode_ == ProbeMode::Cached && load_sgemm(threads, r)) return r;
+  r.sgemm = ProbeStamp{false, utc_timestamp()};
   r.sgemm_gflops = probe_sgemm_gflops(1024, threads);
-  r.read_gbs = probe_read_bandwidth_gbs(threads, bandwidth_bytes_);
-  const FmaPeak fma = probe_fma_peak(threads > 0 ? threads : hardware_threads());
+  store(threads, {{"sgemm_gflops", r.sgemm_gflops}, {"sgemm_taken", r.sgemm.taken}});
+  return r;
+}
+
+const MachineRates& RateCache::with_fma(int threads) {
+  threads = threads > 0 ? threads : hardware_threads();
+  MachineRates& r = entry(threads);
+  if (mode_ == ProbeMode::None || r.fma.probed()) return r;
+  if (mode_ == ProbeMode::Cached && load_fma(threads, r)) return r;
+  r.fma = ProbeStamp{false, utc_timestamp()};
+  const FmaPeak fma = probe_fma_peak(threads);
   r.fma_gflops = fma.gflops, r.fma_isa = fma.isa, r.fma_avx2_gflops = fma.avx2_gflops;
   r.fma_cpu_gflops = fma.cpu_gflops, r.fma_avx2_cpu_gflops = fma.avx2_cpu_gflops;
-  return rates_.emplace(threads, r).first->second;
+  store(threads, {{"fma_gflops", r.fma_gflops},
+                  {"fma_isa", r.fma_isa},
+                  {"fma_avx2_gflops", r.fma_avx2_gflops},
+                  {"fma_cpu_gflops", r.fma_cpu_gflops},
+                  {"fma_avx2_cpu_gflops", r.fma_avx2_cpu_gflops},
+                  {"fma_taken", r.fma.taken}});
+  return r;
 }
 
 }  // namespace mha::bench

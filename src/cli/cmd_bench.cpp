@@ -29,6 +29,8 @@ struct BenchFlags {
   std::string parallel;  // heads or sequence: each row across the MPI ranks, after a one-process baseline
   int64_t repetitions = 5, warmup = 1;
   int64_t probe_mib = 0;  // read-bandwidth probe buffer; 0: max(256 MiB, 8x the last-level cache)
+  std::string probes = "cached";  // bench::ProbeMode
+  std::vector<std::string> empty_values;  // flags given as "" (refused: an empty list is not the default)
   bool no_progress = false;
   bool pp_session = false;  // pp rows at depth 0 through the KV session (bench::Row::prefill_session)
   std::vector<std::string> backend_options;  // KEY=VALUE
@@ -193,10 +195,16 @@ int bench_command(const BenchFlags& f) {
   const std::optional<ParallelConfig::Mode> mode = parallel_mode(f);
   if (mode && parallel::rank() != 0) return bench::serve_bench();
   bench::RankCommands ranks;  // from here a failure on rank 0 stops the others
+  if (!f.empty_values.empty()) throw InputError(f.empty_values.front() + ": expected a value, found ''");
   if (f.probe_mib > 65536) throw InputError("--probe-mib: expected at most 65536, found " + std::to_string(f.probe_mib));
+  const std::optional<bench::ProbeMode> probes = bench::probe_mode_from_name(f.probes);
+  if (!probes) throw InputError("--probes: expected none, cached or fresh, found '" + printable(f.probes) + "'");
+  // --backend-option alone sweeps too (its options are for swept rows): it
+  // was ignored by the default suite, which hid a bad option.
   bool swept = !(f.variant + f.backend + f.batch + f.seq + f.hidden + f.heads + f.kv_heads + f.causal + f.n_prompt +
                   f.n_gen + f.n_depth + f.threads + f.kv_cache)
-                    .empty();
+                    .empty() ||
+               !f.backend_options.empty();
   // --parallel sweeps one thread per rank unless -t says otherwise, and its
   // default row is the sweep's (the default suite's small shapes split badly).
   BenchFlags g = f;
@@ -208,6 +216,7 @@ int bench_command(const BenchFlags& f) {
   for (const bench::Row& r : rows) bench::check_row_size(r);
   if (f.format != "md" && f.format != "csv" && f.format != "json" && f.format != "jsonl")
     throw InputError("-o: expected md, csv, json or jsonl, found '" + f.format + "'");
+  bench::check_rows(rows);  // every backend option and variant, before any probe
   io::OutputSet outs;
   if (!f.suite.empty()) outs.add_input(f.suite);
   if (!f.output.empty()) outs.add_file("--output", f.output);
@@ -217,10 +226,8 @@ int bench_command(const BenchFlags& f) {
   std::FILE* sink = !stream ? nullptr : f.output.empty() ? stdout : outs.open_stream(f.output);
   const bool progress = !f.no_progress;
   const bool tty = isatty(fileno(stderr));
-  if (progress) std::fprintf(stderr, "probing sgemm and memory bandwidth...\n");
-  // Probed again for each other thread count a row uses, just before it.
-  bench::RateCache rates(f.probe_mib << 20);
-  const double sgemm = rates.at(bench::hardware_threads()).sgemm_gflops;
+  // Probed (or read from the cache store) as the rows need them.
+  bench::RateCache rates(f.probe_mib << 20, *probes);
   std::vector<bench::Result> results;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (progress) {
@@ -234,7 +241,7 @@ int bench_command(const BenchFlags& f) {
     else done.push_back(bench::run_row(rows[i], f.warmup, f.repetitions, rates));
     results.insert(results.end(), done.begin(), done.end());
     if (sink) {
-      const std::string line = bench::format_table(done, "jsonl", sgemm);
+      const std::string line = bench::format_table(done, "jsonl");
       std::fwrite(line.data(), 1, line.size(), sink);
       if (std::fflush(sink) != 0 || std::ferror(sink))
         throw InputError("--output " + (f.output.empty() ? std::string("-") : f.output) + ": cannot write: " +
@@ -246,7 +253,7 @@ int bench_command(const BenchFlags& f) {
     ranks.finish();
     return 0;
   }
-  std::string text = bench::format_table(results, f.format, sgemm);
+  std::string text = bench::format_table(results, f.format);
   if (f.output.empty()) {
     std::fputs(text.c_str(), stdout);
   } else {
@@ -291,11 +298,24 @@ void add_bench(CLI::App& app, int& exit_code) {
   sub->add_option("--parallel", f->parallel,
                   "under mpirun: heads or sequence; each row runs on rank 0 alone with ranks x threads threads, "
                   "then split across the ranks with -t threads each (default -t 1)");
+  sub->add_option("--probes", f->probes,
+                  "none, cached (default) or fresh: the sgemm and FMA probes the rows' % of peak are held to; cached "
+                  "reuses the last probe of this CPU, thread count and build from the user's cache folder "
+                  "($MHA_CACHE_DIR, else $XDG_CACHE_HOME/mha or ~/.cache/mha), probing and storing when there is none; "
+                  "none leaves the % columns empty (decode rows then skip their bandwidth probes too)");
   sub->add_flag("--no-progress", f->no_progress, "no progress bar on stderr");
   sub->add_flag("--pp-session", f->pp_session,
                 "pp rows at depth 0 also run through the KV-cache session (as at depth > 0), so they report the "
                 "attention's own time and % of the FMA peak");
-  sub->callback([f, &exit_code]() { exit_code = bench_command(*f); });
+  sub->callback([f, sub, &exit_code]() {
+    // CLI11 stores --kv-cache "" as "", which reads as "not given": note it so it is refused.
+    f->empty_values.clear();
+    for (const CLI::Option* o : sub->get_options())
+      if (o->count() > 0 && o->get_type_size() != 0)
+        for (const std::string& v : o->results())
+          if (v.empty()) f->empty_values.push_back(o->get_name());
+    exit_code = bench_command(*f);
+  });
 }
 
 }  // namespace mha::cli

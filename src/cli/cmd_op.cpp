@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 
+#include "backends/ttsim/ttsim_options.h"
 #include "backends/ttsim/ttsim_single_op.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
@@ -25,12 +27,13 @@ struct OpFlags {
   std::vector<std::string> inputs, options;
   bool fp32_dest_acc_en = false, math_approx_mode = false;
   double scalar = 0;
-  std::string cur_pos, page_table;
-  int64_t update_idx = 0, batch_offset = 0, batch_idx = 0;
+  // The ops' flag params (--cur-pos, --page-table, ...: op_table.h's
+  // tt_op_flags), by param key, as given.
+  std::map<std::string, std::string> params;
 };
 
 // --cur-pos P,P,...: one integer per user (-1 skips a user).
-nlohmann::ordered_json positions_flag(const std::string& v) {
+nlohmann::ordered_json positions_flag(const std::string& flag, const std::string& v) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   size_t i = 0;
   while (i <= v.size()) {
@@ -39,7 +42,7 @@ nlohmann::ordered_json positions_flag(const std::string& v) {
     char* end = nullptr;
     const long long x = item.empty() ? 0 : std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || x < -1)
-      throw InputError("--cur-pos: expected comma-separated positions (integers >= 0, or -1 to skip a user), found '" +
+      throw InputError(flag + ": expected comma-separated positions (integers >= 0, or -1 to skip a user), found '" +
                        v + "'");
     out.push_back(x);
     i = j + 1;
@@ -53,11 +56,13 @@ std::string number_str(double x) {
   return buf;
 }
 
-// --page-table FILE: a [b, blocks] table of block ids (any numeric dtype).
+// --page-table FILE: a [b, blocks] table of block ids (any integer dtype).
 nlohmann::ordered_json page_table_flag(const std::string& spec) {
   const Tensor t = io::read_tensor(spec);
   if (t.ndim() != 2)
     throw InputError(spec + ": expected a page table [b, max_blocks_per_user], found shape " + shape_str(t.shape()));
+  if (dtype_is_float(t.dtype()))
+    throw InputError(spec + ": expected an integer page table (TT-NN's is int32), found " + dtype_name(t.dtype()));
   const std::vector<double> v = t.to_f64();
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (int64_t u = 0; u < t.shape()[0]; ++u) {
@@ -74,22 +79,31 @@ nlohmann::ordered_json page_table_flag(const std::string& spec) {
   return rows;
 }
 
-// The decode-time flags are spellings of the op's own params (op_table.h):
-// --cur-pos is `cur_pos`, --page-table `page_table`, ... An op without the
-// param refuses the flag.
+// An integer flag's value (--update-idx 3).
+nlohmann::ordered_json integer_flag(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const long long x = v.empty() ? 0 : std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0') throw InputError(flag + ": expected an integer, found '" + v + "'");
+  return x;
+}
+
+// The ops' flag params are spellings of their own params, generated from
+// their field lists (op_table.h): --cur-pos is `cur_pos`, --page-table
+// `page_table`, ... An op without the param refuses the flag.
 void add_param_flags(const OpFlags& f, CLI::App* sub, const ttsim::TtOpDesc& d, nlohmann::ordered_json& o) {
-  auto set = [&](const char* flag, const char* key, const std::function<nlohmann::ordered_json()>& value) {
-    if (!sub->count(flag)) return;
+  for (const ttsim::OpParam& flag : ttsim::tt_op_flags()) {
+    const std::string name = ttsim::op_flag_name(flag.key);
+    if (!sub->count(name)) continue;
     bool takes = false;
-    for (const ttsim::OpParam& p : d.params) takes = takes || std::string(p.key) == key;
-    if (!takes) throw InputError(std::string(flag) + ": " + d.name + " does not take it (see mha op --help)");
-    o[key] = value();
-  };
-  set("--cur-pos", "cur_pos", [&] { return positions_flag(f.cur_pos); });
-  set("--page-table", "page_table", [&] { return page_table_flag(f.page_table); });
-  set("--update-idx", "update_idx", [&] { return nlohmann::ordered_json(f.update_idx); });
-  set("--batch-offset", "batch_offset", [&] { return nlohmann::ordered_json(f.batch_offset); });
-  set("--batch-idx", "batch_idx", [&] { return nlohmann::ordered_json(f.batch_idx); });
+    for (const ttsim::OpParam& p : d.params) takes = takes || p.key == flag.key;
+    if (!takes) throw InputError(name + ": " + d.name + " does not take it (see mha op --help)");
+    const std::string& v = f.params.at(flag.key);
+    switch (flag.flag) {
+      case ttsim::FlagKind::Positions: o[flag.key] = positions_flag(name, v); break;
+      case ttsim::FlagKind::TableFile: o[flag.key] = page_table_flag(v); break;
+      default: o[flag.key] = integer_flag(name, v); break;
+    }
+  }
 }
 
 // A dtype flag's value; the error names the flag.
@@ -164,7 +178,9 @@ void op_command(const OpFlags& f, CLI::App* sub) {
 
   io::OutputSet outs;
   for (const std::string& in : f.inputs) outs.add_input(io::tensor_spec_file(in));
-  if (!f.page_table.empty()) outs.add_input(io::tensor_spec_file(f.page_table));
+  for (const ttsim::OpParam& flag : ttsim::tt_op_flags())
+    if (flag.flag == ttsim::FlagKind::TableFile && sub->count(ttsim::op_flag_name(flag.key)))
+      outs.add_input(io::tensor_spec_file(f.params.at(flag.key)));
   outs.add_file("--output", f.output);
   const bool json_file = !f.json.empty() && f.json != "-";
   if (json_file) outs.add_file("--json", f.json);
@@ -199,7 +215,8 @@ void add_op(CLI::App& app, int& exit_code) {
   // The op list, operands, defaults and op-specific options come from the
   // op table (backends/ttsim/op_table.h).
   auto* sub = app.add_subcommand("op", "Run one TT-NN op on tt-sim: " + ttsim::tt_op_synopsis());
-  sub->footer(ttsim::tt_op_help());
+  sub->footer(ttsim::tt_op_help() + "Backend options (--option KEY=VALUE; a config's tt-sim backend object):\n" +
+              ttsim::tt_options_help());
   sub->add_option("OP", f->op, "the op (listed below)")->required();
   sub->add_option("INPUTS", f->inputs, "FILE.npy, FILE.npz:NAME or FILE.safetensors:NAME, in the op's order")
       ->required();
@@ -222,12 +239,8 @@ void add_op(CLI::App& app, int& exit_code) {
                   "threads=2, kernels=scalar, ...); repeatable")
       ->allow_extra_args(false);  // one KEY=VALUE per --option: INPUTS stay positional
   sub->add_option("--scalar", f->scalar, "multiply: ttnn.multiply(A, S) by this float");
-  sub->add_option("--cur-pos", f->cur_pos, "sdpa-decode, update-cache: one position per user, P,P,... (the cur_pos param)");
-  sub->add_option("--page-table", f->page_table,
-                  "sdpa-decode, update-cache: the paged variant's page table FILE [b, blocks] of block ids");
-  sub->add_option("--update-idx", f->update_idx, "update-cache: ttnn.update_cache's update_idx");
-  sub->add_option("--batch-offset", f->batch_offset, "update-cache with --update-idx: ttnn.update_cache's batch_offset");
-  sub->add_option("--batch-idx", f->batch_idx, "fill-cache: ttnn.fill_cache's batch_idx");
+  for (const ttsim::OpParam& flag : ttsim::tt_op_flags())
+    sub->add_option(ttsim::op_flag_name(flag.key), f->params[flag.key], flag.help);
   sub->add_option("--json", f->json, "write op, shapes, dtypes, compute config and program cache as JSON (- for stdout)");
   sub->callback([f, sub, &exit_code]() {
     exit_code = 2;

@@ -11,7 +11,7 @@
 #include "io/output_set.h"
 #include "io/tensor_file.h"
 #include "parallel/world.h"
-#include "run/driver.h"
+#include "parallel/driver.h"
 #include "run/runner.h"
 #include "run/stage_compare.h"
 #include "tensor/format.h"

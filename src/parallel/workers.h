@@ -1,7 +1,7 @@
 #pragma once
 // How rank 0 lets the other ranks go: after reading the config and checking
 // what it can, rank 0 broadcasts the mode the run takes; a worker then runs
-// that mode's side (run/driver.h's serve_rank picks it).
+// that mode's side (parallel/driver.h's serve_rank picks it).
 #include <cstdint>
 
 namespace mha::parallel {

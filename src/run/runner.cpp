@@ -89,17 +89,20 @@ PreparedRun prepare_model(const RunConfig& config) {
   return r;
 }
 
-void prepare_inputs(PreparedRun& r) {
+void prepare_inputs(PreparedRun& r, const TensorMap& given) {
   const RunConfig& config = r.config;
   TensorMap inputs;
   TorchGenerator gen(config.inputs_seed);
   for (const InputConfig& ic : config.inputs) {
     switch (ic.kind) {
-      case InputConfig::Kind::File: inputs[ic.name] = io::read_tensor(ic.path); break;
+      case InputConfig::Kind::File:
+        if (!given.count(ic.name)) inputs[ic.name] = io::read_tensor(ic.path);
+        break;
       case InputConfig::Kind::Rand: inputs[ic.name] = gen.rand(ic.shape); break;
       case InputConfig::Kind::Randn: inputs[ic.name] = gen.randn(ic.shape); break;
     }
   }
+  for (const auto& [name, t] : given) inputs[name] = t;
   r.inputs = r.variant->build_inputs(inputs, r.options);
   r.inputs.dropout_seed = config.inputs_seed;
   validate_inputs(r.spec, r.inputs);

@@ -43,7 +43,11 @@ PreparedRun prepare_run(const RunConfig& config);
 // Pending); then the inputs (a ring run reads them by rows instead when it
 // can: parallel/ring_io.h, prepare_ring_input).
 PreparedRun prepare_model(const RunConfig& config);
-void prepare_inputs(PreparedRun& run);
+// `given` (the Python package's mha.run(config, inputs=...)) holds tensors
+// by input name that replace the config's entry of that name, or add one;
+// the config's rand/randn inputs still draw in config order, so the others
+// keep their values.
+void prepare_inputs(PreparedRun& run, const TensorMap& given = {});
 
 // Loads every weight of `v` from a .safetensors / .npz file, a Hugging Face
 // checkpoint index or a folder of NAME.npy files (optionally the tensors under

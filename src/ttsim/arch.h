@@ -6,7 +6,8 @@
 // normalises a sum of -1 ulp correctly where Wormhole's leading-sign
 // counter misreads it (docs/TTSIM.md, "Blackhole"). Passed down as a value,
 // never derived from a device name below the backend.
-#include <string>
+#include <utility>
+#include <vector>
 
 namespace mha::ttsim {
 
@@ -14,5 +15,7 @@ enum class Arch { Wormhole, Blackhole };
 
 // "wormhole" or "blackhole" (what --json reports).
 const char* arch_name(Arch a);
+// {name, value} list for util/fields.h (ComputeConfig's derived "arch").
+const std::vector<std::pair<const char*, Arch>>& field_choices(Arch*);
 
 }  // namespace mha::ttsim

@@ -28,6 +28,14 @@ DataFormat format_from_name(const std::string& name) {
                    "': expected one of float32, bfloat16, bfloat8_b, bfloat4_b");
 }
 
+const std::vector<std::pair<const char*, DataFormat>>& field_choices(DataFormat*) {
+  static const std::vector<std::pair<const char*, DataFormat>> c = {{"bfloat16", DataFormat::Bfloat16},
+                                                                      {"bfloat8_b", DataFormat::Bfp8_b},
+                                                                      {"bfloat4_b", DataFormat::Bfp4_b},
+                                                                      {"float32", DataFormat::Float32}};
+  return c;
+}
+
 int bfp_magnitude_bits(DataFormat f) {
   if (f == DataFormat::Bfp8_b) return 7;
   if (f == DataFormat::Bfp4_b) return 3;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mha::ttsim {
 
@@ -17,6 +19,8 @@ const char* format_name(DataFormat f);
 // Parses TT-NN's names ("float32", "bfloat16", "bfloat8_b", "bfloat4_b");
 // throws InputError naming the bad value.
 DataFormat format_from_name(const std::string& name);
+// {name, format} for every format, in TT-NN's names (util/fields.h).
+const std::vector<std::pair<const char*, DataFormat>>& field_choices(DataFormat*);
 
 // Magnitude bits of one block-float element, hidden bit included (7 or 3);
 // 0 for the non-block formats.

@@ -39,6 +39,19 @@ Numerics numerics_from_name(const std::string& name) {
   throw InputError("unknown numerics '" + printable(name) + "': expected exact");
 }
 
+const std::vector<std::pair<const char*, MathFidelity>>& field_choices(MathFidelity*) {
+  static const std::vector<std::pair<const char*, MathFidelity>> c = {{"LoFi", MathFidelity::LoFi},
+                                                                        {"HiFi2", MathFidelity::HiFi2},
+                                                                        {"HiFi3", MathFidelity::HiFi3},
+                                                                        {"HiFi4", MathFidelity::HiFi4}};
+  return c;
+}
+
+const std::vector<std::pair<const char*, Numerics>>& field_choices(Numerics*) {
+  static const std::vector<std::pair<const char*, Numerics>> c = {{"exact", Numerics::Exact}};
+  return c;
+}
+
 int fidelity_phase_count(MathFidelity f) { return f == MathFidelity::LoFi ? 1 : static_cast<int>(f); }
 
 namespace {

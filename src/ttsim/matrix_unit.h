@@ -23,6 +23,7 @@
 #include "ttsim/kblock.h"
 #include "ttsim/packer.h"
 #include "ttsim/tile.h"
+#include "util/fields.h"
 
 namespace mha::ttsim {
 
@@ -36,7 +37,10 @@ enum class Numerics { Exact };
 const char* fidelity_name(MathFidelity f);
 MathFidelity fidelity_from_name(const std::string& name);  // throws InputError
 const char* numerics_name(Numerics n);
-Numerics numerics_from_name(const std::string& name);  // "exact"; throws InputError (says why "fast" went)
+Numerics numerics_from_name(const std::string& name);
+// {name, value} lists for util/fields.h.
+const std::vector<std::pair<const char*, MathFidelity>>& field_choices(MathFidelity*);
+const std::vector<std::pair<const char*, Numerics>>& field_choices(Numerics*);  // "exact"; throws InputError (says why "fast" went)
 // Number of fidelity phases the LLK runs (LoFi 1, HiFi2 2, HiFi3 3, HiFi4 4).
 int fidelity_phase_count(MathFidelity f);
 
@@ -57,6 +61,21 @@ struct ComputeConfig {
   // The generation whose datapaths compute (arch.h); the backend derives
   // it from the device.
   Arch arch = Arch::Wormhole;
+
+  // The fields (util/fields.h): TT-NN's compute kernel config and the
+  // output's packing, which key every program that computes; `flags` go to
+  // every field (the options set them, not the op's own keys).
+  template <class V>
+  void fields(V& v, unsigned flags = 0) {
+    v("math_fidelity", math_fidelity, "the FPU's fidelity phases", flags);
+    v("math_approx_mode", math_approx_mode, "the SFPU's approximate functions", flags);
+    v("fp32_dest_acc_en", fp32_dest_acc_en, "a 32-bit Dst", flags);
+    v("numerics", numerics, "the numeric model", flags);
+    v("output", output, "the output's dtype", flags);
+    v("bfp8_pack_precise", bfp8_pack_precise, "the packer's source for a block-float output", flags);
+    v("legacy_sfpu_recip", legacy_sfpu_recip, "softmax's pre-2025 reciprocal", flags);
+    v("arch", arch, "whose datapaths compute, from the device", flags | fields::kDerived);
+  }
 };
 
 // --- bit-level primitives (exact numerics) ------------------------------------

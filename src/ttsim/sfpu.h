@@ -62,18 +62,4 @@ uint32_t sfpu_arecip_bits(uint32_t x);
 // output bit for bit (docs/TTSIM.md).
 float sfpu_reciprocal_legacy(float x, bool math_approx_mode, bool fp32_dest, Arch arch = Arch::Wormhole);
 
-// ttnn.softmax(x, dim=-1) with numeric_stable=false, on the logical columns
-// of every row of `in` (bf16/bfp/fp32 tile tensor). Intermediates as the
-// kernel keeps them: exp in Dst then packed to the intermediate format (bf16,
-// or fp32 with fp32_dest_acc_en), row sums on the matrix unit against a
-// scaler of 1.0, the reciprocal on the SFPU, then an FPU multiply; padded
-// columns are masked to -inf before exp. `out` gets cfg.output format.
-// Rows run in 32-row blocks on ex's pool; ex.isa Scalar runs the lane
-// models, otherwise exp (fast approx), the row sums and the multiply run on
-// the vector kernels (bit-identical).
-void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg, const Exec& ex = Exec{});
-
-// TT-NN's softmax defaults: HiFi4, approx mode on, fp32 accumulation off.
-ComputeConfig softmax_default_config();
-
 }  // namespace mha::ttsim

@@ -102,7 +102,6 @@ double oracle_score(CacheDtype dt, const float* q, const unsigned char* row, int
 
 TEST(DecodeBfpScores, IntegerScoresAreTheDocumentedRuleBitForBit) {
   std::mt19937 g(21);
-  __builtin_cpu_init();
   const std::vector<cpu::DecodeKernel> kernels = cpu::decode_kernels();
   const float scale_log2 = 0.5f;
   // G 8 / 4: the batched path (4 heads x KB keys) and its key tail; G 6, 3,

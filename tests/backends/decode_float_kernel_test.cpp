@@ -34,7 +34,6 @@ namespace {
 TEST(DecodeVPass, EveryFormatIsOneFmaChainPerElement) {
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-1, 1);
-  __builtin_cpu_init();
   // G 8: two head quads (the prefetching one and another); G 6: a quad and
   // the leftover heads. dv 80 on AVX-512 is one 4-vector strip and a single
   // vector; 128 two strips. j0 > 0 and 1000 keys: a partial last block.
@@ -92,9 +91,8 @@ TEST(DecodeVPass, EveryFormatIsOneFmaChainPerElement) {
 // - top)). -0 codes included: a decoder that loses a zero's sign fails here.
 TEST(DecodeWiden, EveryIsaDecodesEveryCodeAsTheScalarDefinition) {
   std::mt19937 g(3);
-  __builtin_cpu_init();
   std::vector<cpu::DecodeWiden> widens{cpu::decode_widen_avx2};
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) widens.push_back(cpu::decode_widen_avx512);
+  if (vec::cpu_supports(vec::Isa::Avx512)) widens.push_back(cpu::decode_widen_avx512);
   for (CacheDtype dt : {CacheDtype::Q8_0, CacheDtype::Q4_0, CacheDtype::Bfloat8_b, CacheDtype::Bfloat4_b}) {
     SCOPED_TRACE(cache_dtype_name(dt));
     const int64_t n = 64, d = 256, rb = kv_row_bytes(dt, d);
@@ -121,7 +119,6 @@ TEST(DecodeWiden, EveryIsaDecodesEveryCodeAsTheScalarDefinition) {
 TEST(DecodeScores, KeyScoreKeepsItsBitsInAnyBatch) {
   std::mt19937 g(5);
   std::uniform_real_distribution<float> u(-1, 1);
-  __builtin_cpu_init();
   for (int64_t dh : {128, 40})  // 40: whole AVX2 vectors, not AVX-512 ones (the per-key path there)
     for (CacheDtype dt : {CacheDtype::Float32, CacheDtype::Float16, CacheDtype::Bfloat16}) {
       SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " dh " + std::to_string(dh));

@@ -45,9 +45,9 @@ struct PCase {
   int64_t B, d, P, H, Hkv, dh, dv, window;
 };
 
-std::vector<cpu::FlashIsa> isas() {
-  std::vector<cpu::FlashIsa> v{cpu::FlashIsa::Avx2};
-  if (cpu::flash_isa_available(cpu::FlashIsa::Avx512)) v.push_back(cpu::FlashIsa::Avx512);
+std::vector<vec::Isa> isas() {
+  std::vector<vec::Isa> v{vec::Isa::Avx2};
+  if (cpu::flash_isa_available(vec::Isa::Avx512)) v.push_back(vec::Isa::Avx512);
   return v;
 }
 
@@ -116,7 +116,7 @@ void check_kernel_case(const PCase& c, CacheDtype dt, std::mt19937& gen) {
   rule.causal = true, rule.window = c.window;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.dh));
 
-  for (cpu::FlashIsa isa : isas()) {
+  for (vec::Isa isa : isas()) {
     SCOPED_TRACE(cpu::flash_kernel_isa(isa));
     // One shot over all L rows, keys and values in the projections' layout.
     cpu::FlashArgs a;
@@ -288,7 +288,7 @@ TEST(DecodePrefill, KernelsOptionIsChecked) {
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), "backend.kernels: expected \"auto\", \"avx512\" or \"avx2\", found \"sse\"");
   }
-  if (!cpu::flash_isa_available(cpu::FlashIsa::Avx512)) {
+  if (!cpu::flash_isa_available(vec::Isa::Avx512)) {
     EXPECT_THROW(make_cpu_backend({{"kernels", "avx512"}}, "backend"), InputError);
   } else {
     EXPECT_EQ(make_cpu_backend({{"kernels", "avx512"}}, "backend")->describe()["flash_simd"], "avx512");

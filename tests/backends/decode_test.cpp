@@ -181,7 +181,6 @@ std::vector<float> q8_0_values(const std::vector<float>& x, size_t block = 32) {
 TEST(Decode, ChunkKernelsMatchFloat64) {
   std::mt19937 g(7);
   std::uniform_real_distribution<float> u(-1, 1);
-  __builtin_cpu_init();
   const std::vector<cpu::DecodeKernel> kernels = cpu::decode_kernels();
   const float scale_log2 = 0.3f * 1.4426950408889634f;
   // G 8: the batched score path (four heads x a few keys, 65 keys leave a

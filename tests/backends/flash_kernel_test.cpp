@@ -108,15 +108,8 @@ std::vector<double> reference(const Case& c, const Data& d, const cpu::FlashArgs
   return out;
 }
 
-std::vector<cpu::FlashKernel> kernels() {
-  __builtin_cpu_init();
-  std::vector<cpu::FlashKernel> k{cpu::flash_block_avx2};
-  // The same CPU check as flash_kernel()'s.
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    k.push_back(cpu::flash_block_avx512);
-  return k;
-}
+// Every instance this CPU runs, through flash_kernel()'s own dispatch.
+std::vector<cpu::FlashKernel> kernels() { return cpu::flash_kernels().available(); }
 
 std::vector<float> run(cpu::FlashKernel kern, const cpu::FlashArgs& a) {
   cpu::FlashScratch s;

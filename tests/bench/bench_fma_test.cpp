@@ -13,26 +13,26 @@
 #include "bench/fma_peak.h"
 #include "bench/phases.h"
 #include "model/attention.h"
+#include "vec/isa.h"
 #include "support/test_support.h"
 
 namespace mha {
 namespace {
 
 TEST(BenchFma, ProbeRunsTheWidestIsaAndCountsItsFlops) {
-  __builtin_cpu_init();
   const bench::FmaPeak one = bench::probe_fma_peak(1), two = bench::probe_fma_peak(2);
   EXPECT_GT(one.gflops, 0.0);
   EXPECT_GT(two.gflops, 0.0);
-  EXPECT_EQ(std::string(one.isa), __builtin_cpu_supports("avx512f") ? "avx512" : "avx2");
+  EXPECT_EQ(std::string(one.isa), vec::cpu_supports(vec::Isa::Avx512) ? "avx512" : "avx2");
   EXPECT_GT(one.avx2_gflops, 0.0);
   EXPECT_GT(one.cpu_gflops, 0.0);
   EXPECT_GT(two.avx2_cpu_gflops, 0.0);
-  if (!__builtin_cpu_supports("avx512f")) {
+  if (!vec::cpu_supports(vec::Isa::Avx512)) {
     EXPECT_EQ(one.avx2_gflops, one.gflops);
   }
   // 12 accumulators of 8 lanes, 2 FLOPs per lane per FMA.
   EXPECT_DOUBLE_EQ(bench::fma_loop_avx2(1000), 2.0 * 8 * 12 * 1000);
-  if (__builtin_cpu_supports("avx512f")) {
+  if (vec::cpu_supports(vec::Isa::Avx512)) {
     EXPECT_DOUBLE_EQ(bench::fma_loop_avx512(1000), 2.0 * 16 * 16 * 1000);
   }
 }
@@ -85,11 +85,11 @@ TEST(BenchFma, PrefillRowsOnASessionReportTheirAttention) {
   ASSERT_GT(n.attention_ms, 0.0);
   EXPECT_DOUBLE_EQ(n.fma_percent, 100.0 * n.attention_gflops / n.rates.fma_avx2_gflops);
 
-  const std::string csv = bench::format_table({deep, flat}, "csv", 0);
+  const std::string csv = bench::format_table({deep, flat}, "csv");
   EXPECT_NE(csv.find(",fma_gflops,attention_ms,attention_gflops,fma_percent,fma_cpu_gflops,attention_cpu_ms,"
                      "fma_cpu_percent,"),
             std::string::npos);
-  const std::string md = bench::format_table({deep}, "md", 0);
+  const std::string md = bench::format_table({deep}, "md");
   EXPECT_NE(md.find(" fma |"), std::string::npos) << md;
   EXPECT_NE(md.find("fma peak at 1 threads: "), std::string::npos) << md;
   EXPECT_NE(bench::result_json(deep).dump().find("\"fma_percent\""), std::string::npos);

@@ -114,11 +114,13 @@ TEST(BenchOutput, EveryRowCarriesItsMetadata) {
     if (!row.contains("skipped")) {
       EXPECT_GT(row["tokens_per_s"].get<double>(), 0);
       EXPECT_TRUE(row.contains("tokens_per_s_sd"));
-      EXPECT_GT(row["read_gbs"].get<double>(), 0);
       EXPECT_GT(row["peak_mib"].get<double>(), 0);
+      EXPECT_EQ(row["probes"], "cached");
       EXPECT_NE(row["simd"], "unknown");
       if (row["phase"] == "generate") {  // the cpu backend's KV cache, end to end
         EXPECT_GT(row["bandwidth_percent"].get<double>(), 0);
+        EXPECT_GT(row["read_gbs"].get<double>(), 0);  // its own probes, not the sgemm one
+        EXPECT_FALSE(row.contains("sgemm_gflops")) << row.dump();
         EXPECT_GT(row["bytes_per_token"].get<double>(), 4.0 * 4 * 16 * 16);  // more than q, k, v, o weights
         // float32 cache on the cpu: float32 arithmetic against float64, not zero, well inside 1e-4
         EXPECT_GT(row["cache_rel_l2_err"].get<double>(), 0);
@@ -126,6 +128,8 @@ TEST(BenchOutput, EveryRowCarriesItsMetadata) {
         EXPECT_LE(row["cache_max_abs_err"].get<double>(), 1e-4);
       } else {
         EXPECT_GT(row["sgemm_percent"].get<double>(), 0);
+        EXPECT_TRUE(is_iso_utc(row["sgemm_probe_taken"].get<std::string>())) << row.dump();
+        EXPECT_FALSE(row.contains("read_gbs")) << row.dump();  // no bandwidth probe for a prefill row
       }
     }
   };
@@ -358,7 +362,7 @@ TEST(PlotScripts, DrawSmallBenchOutputAndAttentionWeights) {
   bench::RateCache rates(8 << 20);
   std::vector<bench::Result> results;
   for (int64_t depth : {0, 8, 32}) results.push_back(bench::run_row(llama_row(bench::Phase::Generate, 4, depth), 0, 2, rates, counting(c)));
-  test::write_text(jsonl, bench::format_table(results, "jsonl", 1.0));
+  test::write_text(jsonl, bench::format_table(results, "jsonl"));
   r = test::run_command("/usr/bin/python3 " + script("plot_bench.py") + " " + test::shell_quote(jsonl) + " -o " +
                         test::shell_quote(dir.file("tg.png")));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -1,9 +1,10 @@
 // Issue 22, "hostile checkpoints and sizes": every case the issue lists, run
 // through the mha binary, gives one `mha: error:` line and exit 2 within
-// 1 s and 100 MB (measured per child with wait4: user + system CPU time,
-// since the wall time of a shared, loaded machine says little), and the
-// valid 1e6-entry index runs within 2 s and 500 MB. The big inputs are generated here, in
-// C++, in well under a second each.
+// 100 MB (each child's peak resident memory, from wait4), and the valid
+// 1e6-entry index loads within 500 MB and in work linear in its entries: ten
+// times the entries cost at most twenty times the CPU time of a run measured
+// in the same test (issue 28: no test bounds a time, which differs from one
+// machine to the next). The big inputs are generated here, in C++.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -12,7 +13,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -30,8 +30,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Sanitizer builds run several times slower and hold shadow memory: there the
-// outcome (exit code, one line) is checked, the bounds are not.
+// Sanitizer builds hold shadow memory: there the outcome (exit code, one
+// line) is checked, the memory bounds are not.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kBounds = false;
 #elif defined(__has_feature)
@@ -47,14 +47,13 @@ constexpr bool kBounds = true;
 struct Measured {
   int exit_code = -1;
   std::string err;
-  double seconds = 0, wall = 0, peak_mb = 0;  // seconds: user + system CPU time
+  double seconds = 0, peak_mb = 0;  // seconds: user + system CPU time
 };
 
-// `mha ARGS` in `dir` with stdout discarded; its own wall time and peak RSS.
+// `mha ARGS` in `dir` with stdout discarded; its own CPU time and peak RSS.
 Measured run_measured(const TempDir& dir, const std::string& args) {
   const std::string err_path = dir.file(".stderr");
   const std::string cmd = "exec " + std::string(MHA_BINARY) + " " + args + " >/dev/null 2>" + shell_quote(err_path);
-  const auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid == 0) {
     if (::chdir(dir.path().c_str()) != 0) ::_exit(127);
@@ -65,7 +64,6 @@ Measured run_measured(const TempDir& dir, const std::string& args) {
   int status = 0;
   struct rusage ru {};
   ::wait4(pid, &status, 0, &ru);
-  m.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m.seconds = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   m.peak_mb = ru.ru_maxrss / 1024.0;
   m.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -73,8 +71,7 @@ Measured run_measured(const TempDir& dir, const std::string& args) {
   return m;
 }
 
-void expect_refused(const TempDir& dir, const std::string& args, const std::string& needle, double max_s = 1.0,
-                    double max_mb = 100.0) {
+void expect_refused(const TempDir& dir, const std::string& args, const std::string& needle, double max_mb = 100.0) {
   SCOPED_TRACE("mha " + args.substr(0, 300));
   const Measured m = run_measured(dir, args);
   EXPECT_EQ(m.exit_code, 2) << m.err;
@@ -82,7 +79,6 @@ void expect_refused(const TempDir& dir, const std::string& args, const std::stri
   EXPECT_NE(m.err.find(needle), std::string::npos) << "stderr: " << m.err.substr(0, 600);
   EXPECT_EQ(std::count(m.err.begin(), m.err.end(), '\n'), 1) << "expected one line: " << m.err.substr(0, 600);
   if (kBounds) {
-    EXPECT_LT(m.seconds, max_s) << "wall " << m.wall << " s";
     EXPECT_LT(m.peak_mb, max_mb);
   }
 }
@@ -270,14 +266,13 @@ TEST(HostileFiles, SymlinkedHuggingFaceCacheLayoutLoads) {
   EXPECT_EQ(m.exit_code, 0) << m.err;
 }
 
-// The index parse was quadratic (1e5 entries: 22.9 s; 1e6 never finished).
-// 1e6 entries, one layer picked by prefix: under 2 s and 500 MB.
-TEST(HostileLoading, MillionEntryIndexWithAPrefixIsLinear) {
-  TempDir dir;
+// An index of `entries` expert weights beside layer 7's attention, written
+// to model.safetensors.index.json in `dir` (layer 7's shard beside it).
+void write_big_index(const TempDir& dir, int entries) {
   io::write_safetensors(dir.file("model-00001-of-00002.safetensors"), mha_weights("model.layers.7.self_attn."));
   std::string text = "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {";
-  text.reserve(100'000'000);
-  for (int i = 0; i < 1'000'000; ++i)
+  text.reserve(static_cast<std::size_t>(entries) * 100);
+  for (int i = 0; i < entries; ++i)
     text += "\"model.layers." + std::to_string(i / 1000 + 8) + ".mlp.experts." + std::to_string(i % 1000) +
             ".down_proj.weight\": \"model-00002-of-00002.safetensors\",";
   for (const auto& nt : mha_weights("model.layers.7.self_attn."))
@@ -285,29 +280,42 @@ TEST(HostileLoading, MillionEntryIndexWithAPrefixIsLinear) {
   text.back() = '}';
   text += "}";
   write_text(dir.file("model.safetensors.index.json"), text);
-  const Measured m = run_measured(
-      dir, run_config(dir, mha_config(R"({"file": "model.safetensors.index.json", "prefix": "model.layers.7.self_attn."})")));
+}
+
+// The index parse was quadratic (1e5 entries: 22.9 s; 1e6 never finished).
+// 1e6 entries, one layer picked by prefix: within 500 MB, and at most 20x
+// the CPU time of 1e5 entries (linear: under 10x, the process's start
+// included; quadratic: 100x).
+TEST(HostileLoading, MillionEntryIndexWithAPrefixIsLinear) {
+  TempDir small, dir;
+  const std::string config = mha_config(R"({"file": "model.safetensors.index.json", "prefix": "model.layers.7.self_attn."})");
+  write_big_index(small, 100'000);
+  write_big_index(dir, 1'000'000);
+  const Measured s = run_measured(small, run_config(small, config));
+  const Measured m = run_measured(dir, run_config(dir, config));
+  EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_LE(m.seconds, 20 * s.seconds) << "1e6 entries: " << m.seconds << " s of CPU; 1e5: " << s.seconds << " s";
   if (kBounds) {
-    EXPECT_LT(m.seconds, 2.0) << "wall " << m.wall << " s";
     EXPECT_LT(m.peak_mb, 500.0);
   }
   // A prefix matching none of the million: the closest names, in one pass.
   expect_refused(dir, run_config(dir, mha_config(R"({"file": "model.safetensors.index.json", "prefix": "model.layer.7."})")),
-                 "matches none of its 1000004 tensors (closest: ", 2.0, 500.0);
+                 "matches none of its 1000004 tensors (closest: ", 500.0);
 }
 
-// Without a prefix, 100,000 extra one-element tensors beside the module's
-// weights: each looked up one by one and every tensor read before the extras
-// were refused (killed at 35 s). Now refused from the header, under 1 s.
+// Without a prefix, 100,000 extra tensors beside the module's weights: each
+// looked up one by one and every tensor read before the extras were refused
+// (killed at 35 s). Now refused from the header: the extras hold 200 MB
+// (sparse on disk), so reading them would break the 100 MB bound.
 TEST(HostileLoading, HundredThousandExtraTensorsAreRefusedFromTheHeader) {
   TempDir dir;
   std::vector<Entry> entries;
   for (const auto& nt : mha_weights("")) entries.push_back({nt.first, "F32", nt.second.shape()});
-  for (int i = 0; i < 100'000; ++i) entries.push_back({"extra." + std::to_string(i), "F32", {1}});
+  for (int i = 0; i < 100'000; ++i) entries.push_back({"extra." + std::to_string(i), "F32", {512}});
   write_safetensors_layout(dir.file("w.safetensors"), entries);
   expect_refused(dir, run_config(dir, mha_config(R"({"file": "w.safetensors"})")),
-                 "unexpected tensor 'extra.0' of shape (1,) (not a state_dict entry of variant torch_mha)");
+                 "unexpected tensor 'extra.0' of shape (512,) (not a state_dict entry of variant torch_mha)");
 }
 
 // A 2 GiB shard declaring out_proj.weight as [23170, 23170] (the module

@@ -111,8 +111,8 @@ TEST_F(Outputs, RunWritesEveryOutputOnSuccess) {
 const char* kTinyBench = "bench --hidden 16 --heads 2 -r 1 --warmup 0 --no-progress";
 
 TEST_F(Outputs, BenchChecksItsOutputBeforeRunningRows) {
-  // With progress on: a bench that started would have said "probing sgemm..."
-  // on stderr before its error line.
+  // With progress on: a bench that started would have drawn its progress
+  // bar on stderr before its error line.
   CommandResult r = run_mha("bench --hidden 16 --heads 2 -r 1 --warmup 0 --seq 8 --output " + q("nodir/x.md"));
   expect_refused(r, "nodir");
   EXPECT_EQ(r.out, "");
@@ -122,12 +122,14 @@ TEST_F(Outputs, BenchChecksItsOutputBeforeRunningRows) {
 }
 
 TEST_F(Outputs, BenchJsonlKeepsRowsThatFinishedBeforeAFailure) {
-  // The second variant fails after the first row has run: that row is in the file.
-  CommandResult r = run_mha("bench --variant torch_mha,nope --seq 8 --hidden 16 --heads 2 -r 1 --warmup 0 "
-                            "--no-progress -o jsonl --output " + q("rows.jsonl"));
+  // The second row fails after the first has run (a q4_0 cache needs heads
+  // 32 wide, which its session finds out): the first row is in the file.
+  CommandResult r = run_mha("bench --variant llama_attention -p 0 -n 1 --kv-cache float32,q4_0 --hidden 16 --heads 2 "
+                            "-r 1 --warmup 0 --probes none --no-progress -o jsonl --output " + q("rows.jsonl"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
   std::string text = read_text(path("rows.jsonl"));
   ASSERT_GE(lines(text), 1) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(text.substr(0, text.find('\n')))["variant"], "torch_mha");
+  EXPECT_EQ(nlohmann::json::parse(text.substr(0, text.find('\n')))["cache_dtype"], "float32");
   r = run_mha(std::string(kTinyBench) + " --seq 8,16 -o jsonl --output " + q("two.jsonl"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(lines(read_text(path("two.jsonl"))), 2);

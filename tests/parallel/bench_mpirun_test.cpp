@@ -22,7 +22,9 @@ namespace {
 
 using test::mpirun;
 
-const char* kShape = " --seq 36 --hidden 48 --heads 6 -r 2 --warmup 0 --no-progress ";
+// --probes none: these tests check the rows' fields, not the % of peak, so
+// they take no sgemm probe (which cost each mpirun run seconds).
+const char* kShape = " --seq 36 --hidden 48 --heads 6 -r 2 --warmup 0 --no-progress --probes none ";
 
 std::vector<nlohmann::json> jsonl(const std::string& text) {
   std::vector<nlohmann::json> rows;
@@ -142,11 +144,11 @@ TEST(BenchMpirun, Refusals) {
       {2, std::string("--parallel rows") + kShape, "mha: error: --parallel: expected heads or sequence, found 'rows'\n"},
       {2, "--parallel heads -p 8 --no-progress",
        "mha: error: --parallel: only forward rows (--seq, --causal) run across ranks; drop -p/-n/-d/--kv-cache\n"},
-      {3, "--parallel heads --seq 36 --hidden 48 --heads 4 --no-progress",
+      {3, "--parallel heads --seq 36 --hidden 48 --heads 4 --no-progress --probes none",
        "mha: error: parallel.heads: 4 heads (4 key/value heads) do not split into 3 equal shares\n"},
-      {2, "--parallel sequence --seq 30 --hidden 48 --heads 6 --causal 1 --no-progress",
+      {2, "--parallel sequence --seq 30 --hidden 48 --heads 6 --causal 1 --no-progress --probes none",
        "mha: error: parallel.sequence: 30 tokens do not split into 4 equal chunks (a causal ring takes 2 per rank)\n"},
-      {2, "--parallel sequence --backend tt-sim --seq 36 --hidden 48 --heads 6 --no-progress",
+      {2, "--parallel sequence --backend tt-sim --seq 36 --hidden 48 --heads 6 --no-progress --probes none",
        "mha: error: parallel.sequence: backend tt-sim cannot run ring attention (no partial attention)\n"},
   };
   for (const Case& c : cases) {

@@ -14,7 +14,7 @@
 #include "config/config.h"
 #include "io/tensor_file.h"
 #include "parallel/head_parallel.h"
-#include "run/driver.h"
+#include "parallel/driver.h"
 #include "parallel/world.h"
 #include "head_configs.h"
 #include "mpirun_support.h"

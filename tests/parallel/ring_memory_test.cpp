@@ -18,7 +18,7 @@
 #include "io/output_set.h"
 #include "io/tensor_file.h"
 #include "parallel/ring.h"
-#include "run/driver.h"
+#include "parallel/driver.h"
 #include "parallel/world.h"
 #include "tensor/format.h"
 #include "mpirun_support.h"

@@ -17,7 +17,7 @@
 #include "config/config.h"
 #include "model/mask.h"
 #include "parallel/world.h"
-#include "run/driver.h"
+#include "parallel/driver.h"
 #include "mpirun_support.h"
 #include "support/test_support.h"
 

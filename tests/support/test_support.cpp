@@ -40,6 +40,21 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+namespace {
+
+// Every test process, and every mha or mpirun it starts, keeps what mha
+// stores about the machine (util/user_cache.h: bench probes, decode
+// calibration) in a folder of its own, never the user's cache: set before
+// any test runs, removed when the process ends. A test of the store itself
+// points MHA_CACHE_DIR at its own TempDir.
+struct PrivateCacheDir {
+  TempDir dir;
+  PrivateCacheDir() { ::setenv("MHA_CACHE_DIR", dir.path().c_str(), 1); }
+};
+const PrivateCacheDir private_cache_dir;
+
+}  // namespace
+
 CommandResult run_command(const std::string& command_line) {
   TempDir dir;
   std::string out = dir.file("out"), err = dir.file("err");

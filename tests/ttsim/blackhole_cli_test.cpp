@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/ttsim/ops/softmax/softmax_kernel.h"
 #include "io/tensor_file.h"
 #include "support/test_support.h"
 #include "ttsim/packer.h"
@@ -68,6 +69,7 @@ TEST(BlackholeCli, ReciprocalAndSoftmaxRunBlackholesArithmetic) {
       }
       const Tensor got = r.run("reciprocal " + ip + flags + " --device blackhole", &j);
       EXPECT_EQ(j["arch"], "blackhole");
+      EXPECT_EQ(j["attributes"]["arch"], "blackhole");  // a derived field of the op's compute config
       EXPECT_EQ(differing(got, bh), 0) << flags;
       // Approx mode is SFPARECIP's bare 7-bit estimate on Blackhole, a
       // quadratic estimate and a Newton step on Wormhole: they differ. (With
@@ -77,6 +79,7 @@ TEST(BlackholeCli, ReciprocalAndSoftmaxRunBlackholesArithmetic) {
       }
       EXPECT_EQ(differing(r.run("reciprocal " + ip + flags, &j), wh), 0);
       EXPECT_EQ(j["arch"], "wormhole");
+      EXPECT_EQ(j["attributes"]["arch"], "wormhole");
     }
   }
   ComputeConfig c = softmax_default_config();

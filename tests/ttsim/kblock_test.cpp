@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "backends/ttsim/ttsim_matmul_program.h"
+#include "backends/ttsim/ops/matmul/matmul_program.h"
 #include "tensor/half.h"
 #include "ttsim/matrix_unit.h"
 #include "ttsim/simd/kernels.h"

@@ -12,7 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/ttsim/ttsim_matmul_program.h"
+#include "backends/ttsim/ops/softmax/softmax_kernel.h"
+#include "backends/ttsim/ops/matmul/matmul_program.h"
 #include "backends/ttsim/ttsim_single_op.h"
 #include "io/tensor_file.h"
 #include "support/test_support.h"
@@ -21,7 +22,7 @@
 #include "ttsim/matrix_unit.h"
 #include "ttsim/sfpu.h"
 #include "ttsim/tile.h"
-#include "ttsim/unary.h"
+#include "backends/ttsim/ops/unary/unary_kernel.h"
 #include "util/error.h"
 
 using namespace mha;

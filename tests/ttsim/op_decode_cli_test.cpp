@@ -12,9 +12,9 @@
 
 #include "io/tensor_file.h"
 #include "support/test_support.h"
-#include "ttsim/kv_cache.h"
-#include "ttsim/rotary_llama.h"
-#include "ttsim/sdpa_decode.h"
+#include "backends/ttsim/ops/kv_cache/kv_cache_kernel.h"
+#include "backends/ttsim/ops/rotary_llama/rotary_llama_kernel.h"
+#include "backends/ttsim/ops/sdpa_decode/sdpa_decode_kernel.h"
 #include "ttsim/tile.h"
 
 using namespace mha;
@@ -62,8 +62,8 @@ TEST(OpDecodeCli, SdpaDecodeBitForBitWithTheCore) {
   SdpaDecodeConfig c;
   c.k_chunk_size = 64;
   c.exp_approx_mode = false;
-  c.math_fidelity = MathFidelity::HiFi4;
-  c.fp32_dest_acc_en = true;
+  c.compute.math_fidelity = MathFidelity::HiFi4;
+  c.compute.fp32_dest_acc_en = true;
   c.grid_y = 2;
   c.grid_x = 3;
   const TileTensor k8 = to_tile_layout(k, DataFormat::Bfp8_b), v8 = to_tile_layout(v, DataFormat::Bfp8_b);
@@ -109,7 +109,9 @@ TEST(OpDecodeCli, CacheOpsWriteTheCacheInItsDtype) {
                         want));
   // paged_update_cache through a page table; user 1 skipped.
   const Tensor xp = randn({1, 2, 8, 64}, 8);
-  const Tensor table = Tensor::from_f32({2, 2}, {2, 0, 1, 3});
+  Tensor table(DType::I32, {2, 2});  // as torch saves an int32 table
+  const int32_t table_ids[4] = {2, 0, 1, 3};
+  std::memcpy(table.data<int32_t>(), table_ids, sizeof table_ids);
   const std::vector<std::vector<int64_t>> pt = {{2, 0}, {1, 3}};
   TileTensor want2 = to_tile_layout(cache, DataFormat::Bfloat16);
   tt_paged_update_cache(want2, to_tile_layout(xp, DataFormat::Bfloat16), {70, -1}, &pt, CacheWriteConfig{});
@@ -143,8 +145,12 @@ TEST(OpDecodeCli, ErrorsAreOneLineExit2AndWriteNothing) {
   };
   const std::string q = in("q.npy", randn({1, 2, 4, 64}, 1)), k = in("k.npy", randn({2, 1, 256, 64}, 2));
   const std::string c = in("c.npy", randn({2, 1, 64, 64}, 3)), x = in("x.npy", randn({1, 1, 32, 64}, 4));
-  const std::string bad_table = in("bt.npy", Tensor::from_f32({2, 1}, {0.5f, 1.0f}));
-  const std::string table = in("t.npy", Tensor::from_f32({2, 1}, {0.0f, 1.0f}));
+  const std::string x2 = in("x2.npy", randn({1, 1, 2, 64}, 4));
+  const std::string float_table = in("ft.npy", Tensor::from_f32({2, 1}, {0.0f, 1.0f}));
+  Tensor ids(DType::I32, {2, 1}), bad_ids(DType::I32, {2, 1});
+  ids.data<int32_t>()[0] = 0, ids.data<int32_t>()[1] = 1;
+  bad_ids.data<int32_t>()[0] = -1, bad_ids.data<int32_t>()[1] = 1;
+  const std::string table = in("t.npy", ids), bad_table = in("bt.npy", bad_ids);
   const std::string out = " -o " + shell_quote(dir.file("o.npy"));
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"sdpa-decode " + q + k + k + out, "sdpa-decode: --cur-pos P,... (the cur_pos param) is required"},
@@ -154,7 +160,13 @@ TEST(OpDecodeCli, ErrorsAreOneLineExit2AndWriteNothing) {
       {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --option k_chunk_size=96",
        "op options.k_chunk_size: expected 0 (TT-NN's default) or a power of 2"},
       {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --page-table " + bad_table,
-       "expected block ids (non-negative integers), found 0.5 at [0, 0]"},
+       "expected block ids (non-negative integers), found -1 at [0, 0]"},
+      // A float table is not taken as block ids (TT-NN's page_table is int32).
+      {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --page-table " + float_table,
+       "expected an integer page table (TT-NN's is int32), found float32"},
+      // ttnn.update_cache's users are the input's: 5 + 2 cache users past its 2.
+      {"update-cache " + c + x2 + out + " --update-idx 3 --batch-offset 5",
+       "update_cache: batch_offset 5 + 2 cache users passes the input's 2 users"},
       {"sdpa-decode " + q + k + out + " --cur-pos 1,2", "sdpa-decode: expected inputs Q K V, found 2 inputs"},
       {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --option sliding_window_size=-1",
        "op options.sliding_window_size: expected 0 (none) or a positive number"},

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "backends/ttsim/ops/softmax/softmax_kernel.h"
 #include "tensor/half.h"
 #include "ttsim/eltwise.h"
 #include "ttsim/matrix_unit.h"

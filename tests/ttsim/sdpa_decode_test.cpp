@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "ttsim/kv_cache.h"
+#include "backends/ttsim/ops/kv_cache/kv_cache_kernel.h"
 #include "ttsim/packer.h"
-#include "ttsim/rotary_llama.h"
-#include "ttsim/sdpa_decode.h"
+#include "backends/ttsim/ops/rotary_llama/rotary_llama_kernel.h"
+#include "backends/ttsim/ops/sdpa_decode/sdpa_decode_kernel.h"
 #include "ttsim/tile.h"
 #include "util/error.h"
 
@@ -94,8 +94,8 @@ struct DecodeCase {
 SdpaDecodeConfig config(int64_t chunk, MathFidelity fid, bool fp32, bool exp_approx, int gx, int gy, int max_cores = 0) {
   SdpaDecodeConfig c;
   c.k_chunk_size = chunk;
-  c.math_fidelity = fid;
-  c.fp32_dest_acc_en = fp32;
+  c.compute.math_fidelity = fid;
+  c.compute.fp32_dest_acc_en = fp32;
   c.exp_approx_mode = exp_approx;
   c.grid_x = gx;
   c.grid_y = gy;

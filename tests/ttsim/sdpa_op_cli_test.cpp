@@ -10,7 +10,7 @@
 
 #include "io/tensor_file.h"
 #include "support/test_support.h"
-#include "ttsim/sdpa.h"
+#include "backends/ttsim/ops/sdpa/sdpa_kernel.h"
 #include "ttsim/tile.h"
 
 using namespace mha;
@@ -56,14 +56,14 @@ TEST(SdpaOpCli, BitForBitWithTheOracle) {
   c.q_chunk_size = 64;
   c.k_chunk_size = 128;
   c.exp_approx_mode = false;
-  c.math_fidelity = MathFidelity::HiFi4;
-  c.fp32_dest_acc_en = true;
-  c.math_approx_mode = false;
+  c.compute.math_fidelity = MathFidelity::HiFi4;
+  c.compute.fp32_dest_acc_en = true;
+  c.compute.math_approx_mode = false;
   r = run_mha("op sdpa " + in + out +
               " --dtype bfloat8_b --option q_chunk_size=64 --option k_chunk_size=128 --option exp_approx_mode=false "
               "--math-fidelity HiFi4 --fp32-dest-acc-en --math-approx-mode=false --output-dtype bfloat8_b");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  c.output = DataFormat::Bfp8_b;
+  c.compute.output = DataFormat::Bfp8_b;
   EXPECT_TRUE(same_bits(io::read_tensor(dir.file("o.npy")), oracle(q, k, v, nullptr, DataFormat::Bfp8_b, c)));
   // Non-causal with a bfloat4_b mask.
   std::vector<float> mv(128 * 128);

@@ -94,6 +94,30 @@ TEST(TtSimSdpa, DecodeStepsTrackCpuAfterASyntheticCache) {
   EXPECT_EQ(st->length(), 76);
 }
 
+// A decode config's cache_dtype names the cache; tt-sim holds it in the
+// backend's kv_cache_dtype, so another format is refused, not run as that.
+TEST(TtSimSdpa, DecodeRefusesACacheDtypeItDoesNotHold) {
+  Built b = llama(256, 8, 2, 32, 2, 6);
+  DecodeOptions opt;
+  opt.batch = 2;
+  opt.max_tokens = 80;
+  auto tt = ttsim();
+  for (const CacheDtype d : {CacheDtype::Q4_0, CacheDtype::Q8_0, CacheDtype::Float16, CacheDtype::Bfloat16}) {
+    opt.cache_dtype = d;
+    try {
+      tt->start_decode(b.spec, opt);
+      ADD_FAILURE() << cache_dtype_name(d) << " ran";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("decode.cache_dtype: tt-sim holds the KV cache in the backend's "
+                                           "kv_cache_dtype (bfloat8_b), found " + std::string(cache_dtype_name(d))),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  opt.cache_dtype = CacheDtype::Bfloat8_b;  // the backend's own: runs
+  EXPECT_NO_THROW(tt->start_decode(b.spec, opt));
+}
+
 // The same with a sliding window of 30 over the 70-token synthetic cache:
 // SDPA decode's sliding_window_size follows cpu's window; without the
 // window the steps move away from cpu.

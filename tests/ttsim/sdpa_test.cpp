@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "ttsim/sdpa.h"
+#include "backends/ttsim/ops/sdpa/sdpa_kernel.h"
 #include "ttsim/simd/kernels.h"
 #include "ttsim/tile.h"
 #include "util/error.h"
@@ -118,8 +118,8 @@ TEST(TtsimSdpa, FastEqualsOracleAcrossComputeConfigsAndFormats) {
   for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4})
     for (bool fp32 : {false, true}) {
       Case c{"fidelity x dst", {1, 2, 96, 64}, {1, 1, 96, 64}, cfg(32, 32)};
-      c.cfg.math_fidelity = f;
-      c.cfg.fp32_dest_acc_en = fp32;
+      c.cfg.compute.math_fidelity = f;
+      c.cfg.compute.fp32_dest_acc_en = fp32;
       cases.push_back(c);
     }
   for (bool exp_approx : {false, true})
@@ -127,21 +127,21 @@ TEST(TtsimSdpa, FastEqualsOracleAcrossComputeConfigsAndFormats) {
       for (bool fp32 : {false, true}) {
         Case c{"exp x recip approx", {1, 1, 128, 64}, {1, 1, 128, 64}, cfg(32, 32)};
         c.cfg.exp_approx_mode = exp_approx;
-        c.cfg.math_approx_mode = approx;
-        c.cfg.fp32_dest_acc_en = fp32;
+        c.cfg.compute.math_approx_mode = approx;
+        c.cfg.compute.fp32_dest_acc_en = fp32;
         cases.push_back(c);
       }
   for (DataFormat in : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b})
     for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Float32}) {
       Case c{"formats", {1, 2, 64, 64}, {1, 2, 64, 64}, cfg(32, 32)};
       c.fq = c.fkv = in;
-      c.cfg.output = out;
-      c.cfg.fp32_dest_acc_en = out == DataFormat::Float32;
+      c.cfg.compute.output = out;
+      c.cfg.compute.fp32_dest_acc_en = out == DataFormat::Float32;
       cases.push_back(c);
     }
   Case precise{"bfp8 precise", {1, 1, 64, 64}, {1, 1, 64, 64}, cfg(32, 32)};
-  precise.cfg.output = DataFormat::Bfp8_b;
-  precise.cfg.bfp8_pack_precise = true;
+  precise.cfg.compute.output = DataFormat::Bfp8_b;
+  precise.cfg.compute.bfp8_pack_precise = true;
   cases.push_back(precise);
   for (const Case& c : cases) expect_fast_equals_oracle(c);
 }
@@ -155,7 +155,7 @@ TEST(TtsimSdpa, FastEqualsOracleOnEdgeValues) {
     Case c{"scaled inputs", {1, 2, 64, 64}, {1, 1, 64, 64}, cfg(32, 32)};
     c.scale = s;
     cases.push_back(c);
-    c.cfg.fp32_dest_acc_en = true;
+    c.cfg.compute.fp32_dest_acc_en = true;
     cases.push_back(c);
   }
   Case one{"scale 1", {1, 1, 64, 32}, {1, 1, 64, 32}, cfg(32, 32, false)};
@@ -226,13 +226,13 @@ TEST(TtsimSdpa, FastEqualsOracleWithSlidingWindowAndSink) {
     }
   Case wide{"window, q 64 k 32, fp32 Dst", {1, 2, 192, 64}, {1, 2, 192, 64}, cfg(64, 32)};
   wide.cfg.sliding_window_size = 40;
-  wide.cfg.fp32_dest_acc_en = true;
+  wide.cfg.compute.fp32_dest_acc_en = true;
   cases.push_back(wide);
   for (float s : {-30.0f, 0.5f, 3.0f, 200.0f})
     for (bool fp32 : {false, true}) {
       Case c{"sink", {1, 4, 96, 32}, {1, 2, 96, 32}, cfg(32, 32)};
       c.cfg.attention_sink = {s, -s, 2 * s, 0.0f};
-      c.cfg.fp32_dest_acc_en = fp32;
+      c.cfg.compute.fp32_dest_acc_en = fp32;
       cases.push_back(c);
     }
   Case both{"window and sink, exact rescale", {2, 2, 128, 64}, {2, 2, 128, 64}, cfg(32, 64)};

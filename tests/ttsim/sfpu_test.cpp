@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "backends/ttsim/ops/softmax/softmax_kernel.h"
 #include "tensor/half.h"
 #include "ttsim/sfpu.h"
 

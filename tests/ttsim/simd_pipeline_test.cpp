@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "backends/ttsim/ops/softmax/softmax_kernel.h"
 #include "backends/backend.h"
 #include "init/torch_generator.h"
 #include "tensor/half.h"

@@ -17,6 +17,7 @@
 #include "backends/cpu/cpu_plain.h"
 #include "backends/cpu/cpu_plan.h"
 #include "backends/cpu/cpu_projection.h"
+#include "backends/host_options.h"
 #include "util/error.h"
 
 namespace mha {
@@ -31,11 +32,27 @@ bool same_data(const Tensor& a, const Tensor& b) {
          (a.raw() == b.raw() || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
 }
 
+// The cpu backend's options: the host settings every computing backend
+// takes (backends/host_options.h) and the decode kernel's tuning mode.
+struct CpuOptions {
+  HostOptions host;
+  cpu::DecodeTuningMode decode_tuning = cpu::DecodeTuningMode::Auto;
+
+  template <class V>
+  void fields(V& v) {
+    host.fields(v);
+    v("decode_tuning", decode_tuning,
+      "the decode kernel's tunables: \"auto\" (default: calibrated on first use of a cache of 24 MiB or more, "
+      "stored in the user cache), \"defaults\", \"fresh\" (calibrate again)");
+  }
+};
+
 class CpuBackend : public Backend {
  public:
   // Creating the backend also gives each thread its OpenBLAS buffer
   // (cpu_gemm.h): a per-process cost, kept out of every plan's first run.
-  CpuBackend(int threads, cpu::FlashIsa isa) : threads_(threads), isa_(isa), pool_(threads) {
+  CpuBackend(int threads, vec::Isa isa, cpu::DecodeTuningMode tuning)
+      : threads_(threads), isa_(isa), pool_(threads), tuner_(tuning) {
     cpu::warm_blas_buffers(pool_);
   }
 
@@ -53,6 +70,7 @@ class CpuBackend : public Backend {
             {"flash_simd", flash_isa()},
             {"attention_isa", flash_isa()},
             {"decode_simd", decode_isa()},
+            {"decode_tuning", tuner_.describe()},
             {"simd", std::string("flash ") + flash_isa() + ", decode " + decode_isa() + ", OpenBLAS " +
                          openblas_get_corename()}};
   }
@@ -63,7 +81,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt) override {
     if (decode_unsupported(spec)) return Backend::start_decode(spec, opt);  // throws the reason
     check_decode_options(spec, opt);
-    return cpu::make_cpu_decode(spec, opt, pool_, isa_);
+    return cpu::make_cpu_decode(spec, opt, pool_, isa_, &tuner_);
   }
 
   // The packed projection of run_flash (pack_linear, linear), on the pool.
@@ -159,8 +177,9 @@ class CpuBackend : public Backend {
   const char* decode_isa() const { return cpu::decode_kernel_isa(cpu::decode_kernel_for(isa_)); }
 
   int threads_;
-  cpu::FlashIsa isa_;  // the "kernels" option
+  vec::Isa isa_;  // the "kernels" option
   cpu::ThreadPool pool_;
+  cpu::DecodeTuner tuner_;  // the "decode_tuning" option; its sessions' choices
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
   std::vector<cpu::FlashScratch> scratch_;  // attend_partial's, per thread
   std::pair<int64_t, int64_t> scratch_dims_{-1, -1};
@@ -170,36 +189,24 @@ class CpuBackend : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options, const std::string& json_path) {
-  int threads = static_cast<int>(std::thread::hardware_concurrency());
-  if (threads < 1) threads = 1;
-  cpu::FlashIsa isa = cpu::FlashIsa::Auto;
   if (!options.is_null() && !options.is_object())
     throw InputError(json_path + ": expected an object of cpu backend options, found " + options.dump());
-  if (options.is_object())
-    for (auto it = options.begin(); it != options.end(); ++it) {
-      if (it.key() == "threads") {
-        const auto& v = it.value();
-        if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024)
-          throw InputError(json_path + ".threads: expected an integer from 1 to 1024, found " + v.dump());
-        threads = static_cast<int>(v.get<int64_t>());
-      } else if (it.key() == "kernels") {
-        const auto& v = it.value();
-        const std::string name = v.is_string() ? v.get<std::string>() : "";
-        if (name == "auto")
-          isa = cpu::FlashIsa::Auto;
-        else if (name == "avx2")
-          isa = cpu::FlashIsa::Avx2;
-        else if (name == "avx512")
-          isa = cpu::FlashIsa::Avx512;
-        else
-          throw InputError(json_path + ".kernels: expected \"auto\", \"avx512\" or \"avx2\", found " + v.dump());
-        if (!cpu::flash_isa_available(isa))
-          throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, VL, DQ)");
-      } else {
-        throw InputError(json_path + "." + it.key() + ": unknown key for backend 'cpu' (expected: threads, kernels)");
-      }
-    }
-  return std::make_unique<CpuBackend>(threads, isa);
+  CpuOptions o;
+  fields::parse_into(o, options, json_path, "key for backend 'cpu'");
+  int threads = o.host.threads;
+  if (threads < 1) threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (threads < 1) threads = 1;
+  vec::Isa isa = vec::best_isa();
+  if (o.host.kernels == "avx2")
+    isa = vec::Isa::Avx2;
+  else if (o.host.kernels == "avx512")
+    isa = vec::Isa::Avx512;
+  else if (o.host.kernels != "auto")
+    throw InputError(json_path + ".kernels: expected \"auto\", \"avx512\" or \"avx2\", found " +
+                     nlohmann::json(o.host.kernels).dump());
+  if (!cpu::flash_isa_available(isa))
+    throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, CD, DQ, VL)");
+  return std::make_unique<CpuBackend>(threads, isa, o.decode_tuning);
 }
 
 }  // namespace mha

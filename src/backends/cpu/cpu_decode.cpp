@@ -77,9 +77,9 @@ struct ChunkTask {
 
 class CpuDecode : public DecodeSession {
  public:
-  CpuDecode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool, FlashIsa isa)
+  CpuDecode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool, vec::Isa isa, DecodeTuner* tuner)
       : spec_(spec), opt_(opt), pool_(pool), rule_(spec), isa_(isa),
-        kernel_(decode_kernel_for(isa)),
+        kernel_(decode_kernel_for(isa)), tuner_(tuner),
         qkv_(pack_stacked({&spec.q, &spec.k, &spec.v})), kbytes_(kv_row_bytes(opt.cache_dtype, spec.head_dim)),
         vbytes_(kv_row_bytes(opt.cache_dtype, spec.head_dim_v)) {
     if (spec.out) out_ = pack_linear(*spec.out);
@@ -118,6 +118,7 @@ class CpuDecode : public DecodeSession {
     store_kv(n);
 
     ctx_.resize(rows * H * dv);
+    if (n == 1 && !tuned_) choose_tuning();  // the kernel's first use: untimed
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = process_cpu_seconds();
     if (n > 1)
@@ -192,6 +193,15 @@ class CpuDecode : public DecodeSession {
     prefill_attention(pool_, p, flash_);
   }
 
+  // The tuner's choice for this session's shape (a calibration, once per
+  // machine and shape), else the kernel's defaults.
+  void choose_tuning() {
+    const DecodeShape shape{opt_.cache_dtype, spec_.num_heads / spec_.num_kv_heads, spec_.head_dim, spec_.head_dim_v};
+    const int64_t bytes = opt_.batch * spec_.num_kv_heads * opt_.max_tokens * (kbytes_ + vbytes_);
+    tune_ = tuner_ ? tuner_->tuning_for(kernel_, shape, pool_, bytes).tune : DecodeTuning{};
+    tuned_ = true;
+  }
+
   // Each new row r (position len_ + r) against the cache's keys it sees.
   void cached_attention(int64_t n) {
     const int64_t B = opt_.batch, T = opt_.max_tokens, H = spec_.num_heads, Hkv = spec_.num_kv_heads;
@@ -227,6 +237,7 @@ class CpuDecode : public DecodeSession {
       c.dt = opt_.cache_dtype, c.kbytes = kbytes_, c.vbytes = vbytes_;
       c.j0 = t.j0, c.j1 = t.j1, c.G = G, c.dh = dh, c.dv = dv, c.scale_log2 = scale_log2;
       c.s = s.s.data();
+      c.tune = tune_;
       c.o = part, c.m = part + G * dv, c.l = part + G * dv + G;
       kernel_(c);
     });
@@ -258,8 +269,11 @@ class CpuDecode : public DecodeSession {
   DecodeOptions opt_;
   ThreadPool& pool_;
   MaskRule rule_;
-  FlashIsa isa_;
+  vec::Isa isa_;
   DecodeKernel kernel_;
+  DecodeTuner* tuner_;  // nullptr: the kernel's defaults
+  DecodeTuning tune_;
+  bool tuned_ = false;
   PackedLinear qkv_;
   std::optional<PackedLinear> out_;
   int64_t kbytes_, vbytes_;                 // one cached K / V row (kv_row_bytes)
@@ -282,11 +296,11 @@ double decode_thread_cpu_s() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-DecodeKernel decode_kernel_for(FlashIsa isa) { return isa == FlashIsa::Avx2 ? decode_chunk_avx2 : decode_kernel(); }
+DecodeKernel decode_kernel_for(vec::Isa isa) { return decode_kernel_set().pick(isa); }
 
 std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool,
-                                               FlashIsa isa) {
-  return std::make_unique<CpuDecode>(spec, opt, pool, isa);
+                                               vec::Isa isa, DecodeTuner* tuner) {
+  return std::make_unique<CpuDecode>(spec, opt, pool, isa, tuner);
 }
 
 }  // namespace mha::cpu

@@ -1,5 +1,6 @@
 // The decode chunk kernel (cpu_decode_kernel.inc) on 8-float AVX2+FMA
-// vectors: every machine the project builds for runs it.
+// vectors (vec::F32x8 and the cache formats' decoders): every machine the
+// project builds for runs it.
 #include <immintrin.h>
 
 #include <cmath>
@@ -8,15 +9,12 @@
 
 #include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/kv_format.h"
-#include "backends/cpu/cpu_simd.h"
+#include "vec/lanes_avx2.h"
 
 namespace mha::cpu {
 namespace decode_avx2 {
 
-struct V {
-  using F = __m256;
-  static constexpr int64_t W = 8;
-  static F load(const float* p) { return _mm256_loadu_ps(p); }
+struct V : vec::F32x8 {
   static F load_bf16(const uint16_t* p) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -163,19 +161,11 @@ struct V {
     else return _mm256_add_epi32(p, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr)));
   }
   static F cvt(IK x) { return _mm256_cvtepi32_ps(x); }
-  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static uint16_t half_bits16(const unsigned char* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
     return h;
   }
-  static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
-  static F set1(float x) { return _mm256_set1_ps(x); }
-  static F zero() { return _mm256_setzero_ps(); }
-  static F add(F a, F b) { return _mm256_add_ps(a, b); }
-  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
-  static F max(F a, F b) { return _mm256_max_ps(a, b); }
-  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static float hsum(F x) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -216,8 +206,6 @@ struct V {
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
-  // 2^x for x <= 0: the flash kernel's fit (cpu_simd.h).
-  static F exp2(F x) { return exp2_ps(x); }
 };
 
 #include "backends/cpu/cpu_decode_kernel.inc"
@@ -228,31 +216,32 @@ void decode_chunk_avx2(const DecodeChunk& c) { decode_avx2::chunk(c); }
 void decode_widen_avx2(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld) {
   decode_avx2::widen(dt, rows, n, d, rb, dst, ld);
 }
+DecodeTuning decode_tuning_defaults_avx2(CacheDtype dt) { return decode_avx2::defaults(dt); }
 
-namespace {
-bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-}
-bool cpu_has_vnni() { return cpu_has_avx512() && __builtin_cpu_supports("avx512vnni"); }
-}  // namespace
-
-DecodeKernel decode_kernel() {
-  static const DecodeKernel k = cpu_has_vnni() ? decode_chunk_avx512vnni : cpu_has_avx512() ? decode_chunk_avx512 : decode_chunk_avx2;
+const vec::ByIsa<DecodeKernel>& decode_kernel_set() {
+  static const vec::ByIsa<DecodeKernel> k = [] {
+    vec::ByIsa<DecodeKernel> b;
+    b.at[static_cast<int>(vec::Isa::Avx2)] = decode_chunk_avx2;
+    b.at[static_cast<int>(vec::Isa::Avx512)] = decode_chunk_avx512;
+    b.at[static_cast<int>(vec::Isa::Avx512Vnni)] = decode_chunk_avx512vnni;
+    return b;
+  }();
   return k;
 }
+DecodeKernel decode_kernel() { return decode_kernel_set().best(); }
 DecodeWiden decode_widen() {
-  static const bool avx512 = cpu_has_avx512();
-  return avx512 ? decode_widen_avx512 : decode_widen_avx2;
+  static const DecodeWiden w = [] {
+    vec::ByIsa<DecodeWiden> b;
+    b.at[static_cast<int>(vec::Isa::Avx2)] = decode_widen_avx2;
+    b.at[static_cast<int>(vec::Isa::Avx512)] = decode_widen_avx512;
+    return b.best();
+  }();
+  return w;
 }
-const char* decode_kernel_isa(DecodeKernel k) {
-  return k == decode_chunk_avx512vnni ? "avx512vnni" : k == decode_chunk_avx512 ? "avx512" : "avx2";
+DecodeTuning decode_tuning_defaults(DecodeKernel k, CacheDtype dt) {
+  return k == decode_chunk_avx2 ? decode_tuning_defaults_avx2(dt) : decode_tuning_defaults_avx512(dt);
 }
-std::vector<DecodeKernel> decode_kernels() {
-  std::vector<DecodeKernel> ks{decode_chunk_avx2};
-  if (cpu_has_avx512()) ks.push_back(decode_chunk_avx512);
-  if (cpu_has_vnni()) ks.push_back(decode_chunk_avx512vnni);
-  return ks;
-}
+const char* decode_kernel_isa(DecodeKernel k) { return vec::isa_name(decode_kernel_set().isa_of(k)); }
+std::vector<DecodeKernel> decode_kernels() { return decode_kernel_set().available(); }
 
 }  // namespace mha::cpu

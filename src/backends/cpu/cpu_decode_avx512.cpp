@@ -1,6 +1,7 @@
 // The decode chunk kernel (cpu_decode_kernel.inc) on 16-float AVX-512
-// vectors: this file alone gets the AVX-512 flags (CMakeLists.txt), and
-// decode_kernel() calls it only after checking the CPU.
+// vectors (vec::F32x16 and the cache formats' decoders), built with the
+// avx512 level's flags (src/vec/isa_levels.def); decode_kernel() calls it
+// only after checking the CPU.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -13,7 +14,7 @@
 
 #include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/kv_format.h"
-#include "backends/cpu/cpu_simd_avx512.h"
+#include "vec/lanes_avx512.h"
 
 #ifndef MHA_DECODE_VNNI
 #define MHA_DECODE_VNNI 0  // cpu_decode_avx512vnni.cpp builds this file again with 1
@@ -23,10 +24,7 @@
 namespace mha::cpu {
 namespace MHA_DECODE_NS {
 
-struct V {
-  using F = __m512;
-  static constexpr int64_t W = 16;
-  static F load(const float* p) { return _mm512_loadu_ps(p); }
+struct V : vec::F32x16 {
   static F load_bf16(const uint16_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -219,14 +217,6 @@ struct V {
 #endif
   }
   static F cvt(IK x) { return _mm512_cvtepi32_ps(x); }
-  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
-  static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
-  static F set1(float x) { return _mm512_set1_ps(x); }
-  static F zero() { return _mm512_setzero_ps(); }
-  static F add(F a, F b) { return _mm512_add_ps(a, b); }
-  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
-  static F max(F a, F b) { return _mm512_max_ps(a, b); }
-  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static float hsum(F x) { return _mm512_reduce_add_ps(x); }
   // The four sums of a0..a3 at once: each folded to 8 lanes, then three
   // hadds share the shuffles that four reductions would each repeat.
@@ -264,8 +254,6 @@ struct V {
     _mm_storeu_ps(s + 3 * ld, _mm512_extractf32x4_ps(r, 3));
   }
   static float hmax(F x) { return _mm512_reduce_max_ps(x); }
-  // 2^x for x <= 0: the AVX2 kernel's fit on 16 lanes.
-  static F exp2(F x) { return avx512::exp2_ps(x); }
 };
 
 #include "backends/cpu/cpu_decode_kernel.inc"
@@ -279,6 +267,7 @@ void decode_chunk_avx512(const DecodeChunk& c) { MHA_DECODE_NS::chunk(c); }
 void decode_widen_avx512(CacheDtype dt, const void* rows, int64_t n, int64_t d, int64_t rb, float* dst, int64_t ld) {
   MHA_DECODE_NS::widen(dt, rows, n, d, rb, dst, ld);
 }
+DecodeTuning decode_tuning_defaults_avx512(CacheDtype dt) { return MHA_DECODE_NS::defaults(dt); }
 #endif
 
 }  // namespace mha::cpu

@@ -39,7 +39,7 @@ struct PrefillArgs {
   int64_t ldq = 0;
   float* ctx = nullptr;
   int64_t ldc = 0;
-  FlashIsa isa = FlashIsa::Auto;
+  vec::Isa isa = vec::best_isa();
 };
 void prefill_attention(ThreadPool& pool, const PrefillArgs& p, std::vector<FlashScratch>& scratch);
 

@@ -176,24 +176,19 @@ int64_t flash_query_blocks(int64_t L) { return (L + kBr - 1) / kBr; }
 
 int64_t flash_head_sets(int64_t H, int64_t Hkv) { return Hkv * ((H / Hkv + kHeadsPerTask - 1) / kHeadsPerTask); }
 
-namespace {
-bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-}
-}  // namespace
-
-bool flash_isa_available(FlashIsa isa) {
-  static const bool avx512 = cpu_has_avx512();
-  return isa != FlashIsa::Avx512 || avx512;
+const vec::ByIsa<FlashKernel>& flash_kernels() {
+  static const vec::ByIsa<FlashKernel> k = [] {
+    vec::ByIsa<FlashKernel> b;
+    b.at[static_cast<int>(vec::Isa::Avx2)] = flash_block_avx2;
+    b.at[static_cast<int>(vec::Isa::Avx512)] = flash_block_avx512;
+    return b;
+  }();
+  return k;
 }
 
-FlashKernel flash_kernel(FlashIsa isa) {
-  static const bool avx512 = cpu_has_avx512();
-  return isa != FlashIsa::Avx2 && avx512 ? flash_block_avx512 : flash_block_avx2;
-}
-const char* flash_kernel_isa(FlashIsa isa) { return flash_kernel(isa) == flash_block_avx512 ? "avx512" : "avx2"; }
+bool flash_isa_available(vec::Isa isa) { return flash_kernels().pick(isa) != nullptr; }
+FlashKernel flash_kernel(vec::Isa isa) { return flash_kernels().pick(isa); }
+const char* flash_kernel_isa(vec::Isa isa) { return vec::isa_name(flash_kernels().pick_isa(isa)); }
 
 void flash_block(const FlashArgs& a, int64_t b, int64_t hs, int64_t qb, FlashScratch& s) {
   flash_kernel(a.isa)(a, b, hs, qb, s);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/mask.h"
+#include "vec/isa.h"
 
 namespace mha::cpu {
 
@@ -27,10 +28,6 @@ constexpr int64_t kHeadsPerTask = 4;
 //   at a time). ctx may alias q when dv == dh: a task
 //   reads its own q rows before it writes the same ctx rows, and no other
 //   task reads them.
-// Which kernel instance runs a block (cpu_flash_kernel.h): the widest the
-// CPU has, or AVX2 forced (the cpu backend's "kernels" option), so AVX2
-// figures can be measured on an AVX-512 machine.
-enum class FlashIsa { Auto, Avx2, Avx512 };
 
 // Keys and values held outside the projections, in a layout and element
 // type of their own (the KV cache, cpu_decode_prefill.h): load writes rows
@@ -72,7 +69,10 @@ struct FlashArgs {
   // With rows set, keys and values come from it and k, v, ldk, ldv, kv_row0
   // and the bias rows are unused (St must equal S).
   const FlashRowSource* rows = nullptr;
-  FlashIsa isa = FlashIsa::Auto;
+  // Which kernel instance runs a block (cpu_flash_kernel.h): the widest the
+  // CPU has at this level's vector width (the cpu backend's "kernels"
+  // option), so AVX2 figures can be measured on an AVX-512 machine.
+  vec::Isa isa = vec::best_isa();
   int64_t q_stride() const { return q_batch_rows ? q_batch_rows : L; }
 };
 

@@ -1,38 +1,20 @@
 // The flash block kernel (cpu_flash_kernel.inc) on 16-float AVX-512
-// vectors with a 12x32 register tile: this file alone gets the AVX-512
-// flags (CMakeLists.txt), and flash_kernel() calls it only after checking
-// the CPU. It includes no header with inline SIMD code (cpu_simd.h is the
-// AVX2 kernel's): an inline function compiled here with AVX-512 could be
-// the copy the linker keeps for the AVX2 callers. cpu_simd_avx512.h's
-// functions are static, one copy per AVX-512 file.
+// vectors (vec::F32x16) with a 12x32 register tile, built with the avx512
+// level's flags (src/vec/isa_levels.def); flash_kernel() calls it only
+// after checking the CPU.
 #include <immintrin.h>
 
 #include <cstdint>
 
 #include "backends/cpu/cpu_flash_kernel.h"
-#include "backends/cpu/cpu_simd_avx512.h"
+#include "vec/lanes_avx512.h"
 
 namespace mha::cpu {
 namespace flash_avx512 {
 
-struct V {
-  using F = __m512;
-  static constexpr int64_t W = 16;   // floats per vector
+struct V : vec::F32x16 {
   static constexpr int64_t R = 12;   // tile rows
   static constexpr int64_t TW = 32;  // tile width: two vectors
-  static F load(const float* p) { return _mm512_loadu_ps(p); }
-  static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
-  static F set1(float x) { return _mm512_set1_ps(x); }
-  static F zero() { return _mm512_setzero_ps(); }
-  static F mul(F x, F y) { return _mm512_mul_ps(x, y); }
-  static F add(F x, F y) { return _mm512_add_ps(x, y); }
-  static F sub(F x, F y) { return _mm512_sub_ps(x, y); }
-  static F max(F x, F y) { return _mm512_max_ps(x, y); }
-  static F fmadd(F x, F y, F z) { return _mm512_fmadd_ps(x, y, z); }
-  static F fmsub(F x, F y, F z) { return _mm512_fmsub_ps(x, y, z); }
-  // 2^x for x <= 0: the AVX2 kernel's degree-6 fit (cpu_simd.h) on 16
-  // lanes, so both kernels round the same way.
-  static F exp2(F x) { return avx512::exp2_ps(x); }
   // x in lanes c + t with lo <= c + t < hi, -inf elsewhere.
   static F keep_lanes(F x, int64_t c, int32_t lo, int32_t hi) {
     const __m512i lane = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(c)),

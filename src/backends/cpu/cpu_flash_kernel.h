@@ -1,9 +1,10 @@
 #pragma once
 // The flash block kernel per ISA. The algorithm (cpu_flash_kernel.inc) is
 // compiled twice: cpu_flash_avx2.cpp (8-float vectors, 6x16 tiles) and
-// cpu_flash_avx512.cpp (16-float vectors, 12x32 tiles; only that file gets
-// the AVX-512 flags, CMakeLists.txt). flash_kernel() picks one from the CPU
-// at run time, so the binary runs on any x86-64 with AVX2 and FMA.
+// cpu_flash_avx512.cpp (16-float vectors, 12x32 tiles), each with its
+// level's flags (src/vec/isa_levels.def). flash_kernel() picks one through
+// the project's dispatch (src/vec/isa.h), so the binary runs on any x86-64
+// with AVX2 and FMA.
 //
 // The helpers below hold the scalar and layout work both kernels share
 // (packing, mask geometry, dropout, the final normalisation). They are
@@ -18,11 +19,13 @@ namespace mha::cpu {
 using FlashKernel = void (*)(const FlashArgs&, int64_t b, int64_t h, int64_t qb, FlashScratch&);
 void flash_block_avx2(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScratch& s);
 void flash_block_avx512(const FlashArgs& a, int64_t b, int64_t h, int64_t qb, FlashScratch& s);
-// The widest kernel this CPU runs (or the one `isa` forces), and its name
-// ("avx512" or "avx2"). flash_isa_available: whether this CPU runs `isa`.
-FlashKernel flash_kernel(FlashIsa isa = FlashIsa::Auto);
-const char* flash_kernel_isa(FlashIsa isa = FlashIsa::Auto);
-bool flash_isa_available(FlashIsa isa);
+// The instances by level. flash_kernel: the widest this CPU runs at
+// `isa`'s vector width, and flash_kernel_isa its name ("avx512" or "avx2");
+// flash_isa_available: whether there is one.
+const vec::ByIsa<FlashKernel>& flash_kernels();
+FlashKernel flash_kernel(vec::Isa isa = vec::best_isa());
+const char* flash_kernel_isa(vec::Isa isa = vec::best_isa());
+bool flash_isa_available(vec::Isa isa);
 
 namespace flash_detail {
 

@@ -25,7 +25,7 @@ void run_blocks(ThreadPool& pool, const FlashArgs& a, Plan& plan, int64_t b0, in
 // storage, a plan buffer, or the output itself when no output projection
 // follows); output [B, L, out_dim].
 AttentionResult run_flash(const AttentionSpec& spec, const AttentionInputs& in, Plan& plan, ThreadPool& pool,
-                          FlashIsa isa) {
+                          vec::Isa isa) {
   const int64_t B = plan.B, L = plan.L, S = plan.S, H = spec.num_heads, dv = spec.head_dim_v, E_out = spec.out_dim();
   AttentionResult r;
   r.output = Tensor(DType::F32, {B, L, E_out});

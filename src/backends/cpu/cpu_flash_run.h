@@ -4,8 +4,8 @@
 
 namespace mha::cpu {
 
-// isa: the flash kernel instance (FlashIsa::Auto: the widest this CPU runs).
+// isa: the flash kernel instance (the widest this CPU runs at its width).
 AttentionResult run_flash(const AttentionSpec& spec, const AttentionInputs& in, Plan& plan, ThreadPool& pool,
-                          FlashIsa isa = FlashIsa::Auto);
+                          vec::Isa isa = vec::best_isa());
 
 }  // namespace mha::cpu

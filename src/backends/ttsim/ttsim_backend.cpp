@@ -56,6 +56,9 @@ class TtSimBackend : public Backend {
     return run_pipeline(dev_, it->second.recipe, it->second.weights, spec, in, opt);
   }
 
+  // Every step rounds to the device's formats (bfloat16 at best).
+  Precision precision() const override { return {0x1p-8, true}; }
+
   // Decode runs the SDPA pipeline (prefill into the device's KV cache, then
   // SDPA decode per token).
   std::optional<std::string> supports_decode(const AttentionSpec& spec) const override {
@@ -74,7 +77,7 @@ class TtSimBackend : public Backend {
   CacheStats cache_stats() const override { return dev_.stats(); }
 
   int threads() const override {
-    return opt_.threads > 0 ? opt_.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    return opt_.host.threads > 0 ? opt_.host.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
   nlohmann::json describe() const override {
     nlohmann::json j = {{"device", opt_.device.name},
@@ -88,6 +91,18 @@ class TtSimBackend : public Backend {
     if (last_) j.update(*last_);
     j["program_cache"] = dev_.per_op_json();
     return j;
+  }
+
+ protected:
+  // Attention weights come from the op sequence only: SDPA (the option's
+  // choice, and the only path a rotary spec has) never forms them.
+  std::optional<std::string> capability_gap(Capability c, const AttentionSpec& spec) const override {
+    if (c == Capability::AttentionWeights) {
+      if (opt_.attention == AttentionKernel::Sdpa || spec.rope)
+        return std::string("attention \"sdpa\" returns no attention weights");
+      return std::nullopt;
+    }
+    return std::string("no ") + capability_name(c);
   }
 
  private:

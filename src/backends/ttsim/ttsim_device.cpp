@@ -8,7 +8,7 @@ namespace mha::ttsim {
 
 TtDevice::TtDevice(TtOptions o) : opt_(std::move(o)) {
   const int hw = static_cast<int>(std::thread::hardware_concurrency());
-  pool_ = std::make_unique<ThreadPool>(opt_.threads > 0 ? opt_.threads : (hw > 0 ? hw : 1));
+  pool_ = std::make_unique<ThreadPool>(opt_.host.threads > 0 ? opt_.host.threads : (hw > 0 ? hw : 1));
   exec_ = Exec{opt_.isa, pool_.get()};
 }
 

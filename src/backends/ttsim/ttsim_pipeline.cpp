@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include "backends/ttsim/ops/data_movement/data_movement.h"
+#include "backends/ttsim/ops/eltwise/eltwise.h"
+#include "backends/ttsim/ops/matmul/matmul.h"
+#include "backends/ttsim/ops/softmax/softmax.h"
 #include "model/heads.h"
 #include "model/mask.h"
 
@@ -50,8 +54,30 @@ std::vector<float> transpose_last2(const std::vector<float>& v, int64_t n, int64
   return out;
 }
 
+// A data-movement op: `values` become the result of `shape` in `out`.
+TileTensor data_move(const Pass& p, const std::string& op, const TileTensor& in, const std::vector<float>& values,
+                const Shape& shape, DataFormat out) {
+  return run_data_movement(p.dev, op, in, values, DataMovementAttributes{out, shape});
+}
+
 std::vector<float> row_values(const std::optional<TileTensor>& t) {
   return t ? to_row_major(*t) : std::vector<float>();
+}
+
+// ttnn.matmul / ttnn.linear with compute config c on the recipe's grid.
+TileTensor matmul(const Pass& p, const std::string& op, const TileTensor& a, const TileTensor& b, const ComputeConfig& c,
+                  bool bias = false) {
+  MatmulAttributes at;
+  at.compute = c;
+  at.grid = p.r.grid;
+  at.core_grid = p.r.core_grid;
+  at.bias = bias;
+  return run_matmul(p.dev, op, a, b, at);
+}
+
+// The recipe's add / multiply attributes with output `out`.
+EltwiseAttributes eltwise(const Recipe& r, DataFormat out) {
+  return eltwise_attributes(out, r.fp32_dest, r.bfp8_pack_precise, r.linear.arch, r.eltwise);
 }
 
 // ttnn.linear (book, fused: the bias inside, one program) or `@` then `+`
@@ -62,10 +88,10 @@ TileTensor linear(const Pass& p, const TileTensor& x, const TileTensor& w, const
   const std::string op = p.r.pipeline == OpSequence::TtnnMha ? "ttnn.matmul" : "ttnn.linear";
   ComputeConfig c = p.r.linear;
   c.output = out;
-  TileTensor y = op_matmul(p.dev, op, x, w, c, p.r.grid, p.r.core_grid, b && bias_inside);
+  TileTensor y = matmul(p, op, x, w, c, b && bias_inside);
   if (!b) return y;
   Muted m(p.dev, bias_inside);
-  return op_add(p.dev, bias_inside ? op : "ttnn.add", y, *b, out, p.r.fp32_dest, p.r.bfp8_pack_precise);
+  return run_add(p.dev, bias_inside ? op : "ttnn.add", y, *b, eltwise(p.r, out));
 }
 
 struct Heads {
@@ -99,10 +125,10 @@ Heads split_heads(const Pass& p, const TileTensor& q, const TileTensor& k, const
   p.dev.program("ttnn.reshape", "k heads", {&k});
   p.dev.program("ttnn.reshape", "v heads", {&v});
   Heads h;
-  h.q = op_move(p.dev, "ttnn.permute", q, split_rows(q, 0, d, d.L, d.L, d.H, 1, d.dh, nullptr), {d.B, d.H, d.L, d.dh},
+  h.q = data_move(p, "ttnn.permute", q, split_rows(q, 0, d, d.L, d.L, d.H, 1, d.dh, nullptr), {d.B, d.H, d.L, d.dh},
                 p.r.qkv_out);
-  h.k_t = op_move(p.dev, "ttnn.permute", k, key_values_t(p, k, 0), {d.B, d.H, d.dh, d.St}, p.r.qkv_out);
-  h.v = op_move(p.dev, "ttnn.permute", v, value_values(p, v, 0), {d.B, d.H, d.St, d.dv}, p.r.qkv_out);
+  h.k_t = data_move(p, "ttnn.permute", k, key_values_t(p, k, 0), {d.B, d.H, d.dh, d.St}, p.r.qkv_out);
+  h.v = data_move(p, "ttnn.permute", v, value_values(p, v, 0), {d.B, d.H, d.St, d.dv}, p.r.qkv_out);
   return h;
 }
 
@@ -112,11 +138,11 @@ Heads split_heads(const Pass& p, const TileTensor& q, const TileTensor& k, const
 Heads split_heads_fused(const Pass& p, const TileTensor& qkv) {
   const Dims& d = p.d;
   Heads h;
-  h.q = op_move(p.dev, "ttnn.transformer.split_query_key_value_and_split_heads", qkv,
+  h.q = data_move(p, "ttnn.transformer.split_query_key_value_and_split_heads", qkv,
                 split_rows(qkv, 0, d, d.L, d.L, d.H, 1, d.dh, nullptr), {d.B, d.H, d.L, d.dh}, p.r.qkv_out);
   Muted m(p.dev);
-  h.k_t = op_move(p.dev, "ttnn.permute", qkv, key_values_t(p, qkv, d.H * d.dh), {d.B, d.H, d.dh, d.St}, p.r.qkv_out);
-  h.v = op_move(p.dev, "ttnn.permute", qkv, value_values(p, qkv, d.H * d.dh + d.Hkv * d.dh), {d.B, d.H, d.St, d.dv},
+  h.k_t = data_move(p, "ttnn.permute", qkv, key_values_t(p, qkv, d.H * d.dh), {d.B, d.H, d.dh, d.St}, p.r.qkv_out);
+  h.v = data_move(p, "ttnn.permute", qkv, value_values(p, qkv, d.H * d.dh + d.Hkv * d.dh), {d.B, d.H, d.St, d.dv},
                 p.r.qkv_out);
   return h;
 }
@@ -125,7 +151,7 @@ Heads split_heads_fused(const Pass& p, const TileTensor& qkv) {
 TileTensor attention_scores(const Pass& p, const Heads& h) {
   ComputeConfig c = p.r.matmul;
   c.output = p.r.scores_out;
-  return op_matmul(p.dev, "ttnn.matmul", h.q, h.k_t, c, p.r.grid, p.r.core_grid);
+  return matmul(p, "ttnn.matmul", h.q, h.k_t, c);
 }
 
 // ttnn.multiply(scores, scale), then ttnn.add of the given additive mask
@@ -138,11 +164,10 @@ TileTensor scale_and_mask(const Pass& p, const TileTensor& scores, const Attenti
                           const AttentionInputs& in) {
   const Recipe& r = p.r;
   TileTensor masked =
-      op_mul_scalar(p.dev, "ttnn.multiply", scores, static_cast<float>(spec.scale), r.scores_out, r.eltwise, r.fp32_dest,
-                    r.bfp8_pack_precise);
+      run_multiply_scalar(p.dev, "ttnn.multiply", scores, static_cast<float>(spec.scale), eltwise(r, r.scores_out));
   if (in.mask) {
     const TileTensor mt = to_tile_layout(*in.mask, r.act);
-    masked = op_add(p.dev, "ttnn.add", masked, mt, r.scores_out, r.fp32_dest, r.bfp8_pack_precise);
+    masked = run_add(p.dev, "ttnn.add", masked, mt, eltwise(r, r.scores_out));
   }
   const MaskRule rule(spec);
   if (rule.causal || rule.window > 0) {
@@ -151,12 +176,20 @@ TileTensor scale_and_mask(const Pass& p, const TileTensor& scores, const Attenti
     for (int64_t i = 0; i < L; ++i)
       for (int64_t j = 0; j < St; ++j) tri[i * St + j] = rule.visible(i, j) ? 0.0f : 1.0f;
     const TileTensor tri_t = to_tile_layout(tri.data(), {1, 1, L, St}, r.act);
-    const TileTensor mask_t = op_mul_scalar(p.dev, "ttnn.multiply", tri_t, -1e9f, r.act, r.eltwise, r.fp32_dest,
-                                                r.bfp8_pack_precise);
-    masked = op_add(p.dev, "ttnn.add", masked, mask_t, r.scores_out, r.fp32_dest, r.bfp8_pack_precise);
+    const TileTensor mask_t = run_multiply_scalar(p.dev, "ttnn.multiply", tri_t, -1e9f, eltwise(r, r.act));
+    masked = run_add(p.dev, "ttnn.add", masked, mask_t, eltwise(r, r.scores_out));
   }
   return masked;
 }
+
+// ttnn.transformer.attention_softmax_'s attributes.
+struct AttentionSoftmaxAttributes {
+  int64_t head_size = 0;
+  template <class V>
+  void fields(V& v) {
+    v("head_size", head_size, "the scale's head size", fields::kDerived);
+  }
+};
 
 struct Softmaxed {
   TileTensor masked;  // [B, H, L, St] scaled and masked scores
@@ -167,7 +200,7 @@ struct Softmaxed {
 Softmaxed softmax(const Pass& p, const TileTensor& scores, const AttentionSpec& spec, const AttentionInputs& in) {
   Softmaxed s;
   s.masked = scale_and_mask(p, scores, spec, in);
-  s.probs = op_softmax(p.dev, "ttnn.softmax", s.masked, p.r.softmax);
+  s.probs = run_softmax(p.dev, "ttnn.softmax", s.masked, SoftmaxAttributes{p.r.softmax});
   return s;
 }
 
@@ -176,12 +209,12 @@ Softmaxed softmax(const Pass& p, const TileTensor& scores, const AttentionSpec& 
 Softmaxed attention_softmax_(const Pass& p, const TileTensor& scores, const AttentionSpec& spec,
                              const AttentionInputs& in) {
   const char* op = "ttnn.transformer.attention_softmax_";
-  p.dev.program(op, "head_size=" + std::to_string(p.d.dh), {&scores});
+  p.dev.program(op, program_key(AttentionSoftmaxAttributes{p.d.dh}), {&scores});
   p.dev.check_memory(op, {}, scores.shape, scores.format);
   Muted m(p.dev);
   Softmaxed s;
   s.masked = scale_and_mask(p, scores, spec, in);
-  s.probs = op_softmax(p.dev, op, s.masked, p.r.softmax);
+  s.probs = run_softmax(p.dev, op, s.masked, SoftmaxAttributes{p.r.softmax});
   return s;
 }
 
@@ -189,7 +222,7 @@ Softmaxed attention_softmax_(const Pass& p, const TileTensor& scores, const Atte
 TileTensor attention_context(const Pass& p, const TileTensor& probs, const TileTensor& v) {
   ComputeConfig c = p.r.matmul;
   c.output = p.r.ctx_out;
-  return op_matmul(p.dev, "ttnn.matmul", probs, v, c, p.r.grid, p.r.core_grid);
+  return matmul(p, "ttnn.matmul", probs, v, c);
 }
 
 // ttnn.permute + ttnn.reshape (book, ttnn_mha) or
@@ -205,7 +238,7 @@ TileTensor concatenate_heads(const Pass& p, const TileTensor& ctx) {
       for (int64_t i = 0; i < d.L; ++i) std::copy_n(s + i * ctx.pcols, d.dv, &values[(b * d.L + i) * width + h * d.dv]);
     }
   const bool fused = p.r.fused_qkv;
-  TileTensor context = op_move(p.dev, fused ? "ttnn.transformer.concatenate_heads" : "ttnn.permute", ctx, values,
+  TileTensor context = data_move(p, fused ? "ttnn.transformer.concatenate_heads" : "ttnn.permute", ctx, values,
                                {d.B, d.L, width}, p.r.ctx_out);
   if (!fused) p.dev.program("ttnn.reshape", "context", {&ctx});
   return context;

@@ -88,8 +88,8 @@ Recipe make_recipe(OpSequence ops, const TtOptions& o) {
   Grid g{dy, dx};
   if (ops == OpSequence::Book) g = {std::min(8, dy), std::min(8, dx)};
   if (r.fused_qkv) g = {std::min(8, dy), std::min(12, dx)};
-  r.grid = {o.grid_y.value_or(g.y), o.grid_x.value_or(g.x)};
-  r.core_grid = !plain_ops || o.grid_y.has_value();
+  r.grid = o.core_grid.value_or(Grid{g.y, g.x});
+  r.core_grid = !plain_ops || o.core_grid.has_value();
   r.memory = o.memory.value_or(plain_ops ? MemoryKind::DRAM : MemoryKind::L1);
   return r;
 }

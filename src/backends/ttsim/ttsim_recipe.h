@@ -9,7 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/ttsim/ttsim_ops.h"
+#include "backends/ttsim/ops/device_op.h"
+#include "backends/ttsim/ops/softmax/softmax_kernel.h"
 #include "model/attention.h"
 
 namespace mha::ttsim {

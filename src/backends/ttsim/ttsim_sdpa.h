@@ -35,7 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/decode.h"
-#include "backends/ttsim/ttsim_ops.h"
+#include "backends/ttsim/ops/device_op.h"
 #include "model/attention.h"
 
 namespace mha::ttsim {

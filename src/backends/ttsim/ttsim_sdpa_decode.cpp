@@ -8,9 +8,10 @@
 
 #include "backends/ttsim/ttsim_device.h"
 #include "backends/ttsim/ttsim_sdpa.h"
-#include "backends/ttsim/ttsim_sdpa_kernels.h"
+#include "backends/ttsim/ops/kv_cache/kv_cache.h"
+#include "backends/ttsim/ops/rotary_llama/rotary_llama.h"
+#include "backends/ttsim/ops/sdpa_decode/sdpa_decode.h"
 #include "backends/ttsim/ttsim_sdpa_steps.h"
-#include "ttsim/rotary_llama.h"
 #include "util/error.h"
 
 namespace mha::ttsim {
@@ -26,6 +27,15 @@ class SdpaDecodeSession : public DecodeSession {
                     const DecodeOptions& opt)
       : dev_(dev), r_(r), w_(w), spec_(spec), opt_(opt), d_(sdpa_dims(spec)) {
     check_decode_options(spec, opt);
+    // The cache is the backend's kv_cache_dtype; a decode config naming
+    // another format (q4_0, float16, ...) would run silently in this one.
+    // float32, the config's default, means "the backend's".
+    const std::string asked = cache_dtype_name(opt.cache_dtype);
+    if (opt.cache_dtype != CacheDtype::Float32 && asked != format_name(r.cache))
+      throw InputError("decode.cache_dtype: tt-sim holds the KV cache in the backend's kv_cache_dtype (" +
+                       std::string(format_name(r.cache)) + "), found " + asked +
+                       " (expected it left out, or backend.kv_cache_dtype set to it: bfloat16, bfloat8_b or "
+                       "bfloat4_b)");
     // Room for the prompt's padded prefill too (fill_cache writes Lp rows).
     const int64_t rows = std::max(opt.max_tokens, padded_prefill_len(opt.max_tokens));
     S_ = (rows + kDecodeChunk - 1) / kDecodeChunk * kDecodeChunk;
@@ -93,7 +103,7 @@ class SdpaDecodeSession : public DecodeSession {
     if (spec_.rope) rope = rope_table_at(spec_, 0, n);
     for (int64_t b = 0; b < opt_.batch; ++b) {
       const PrefillOut o = sdpa_prefill_user(dev_, r_, w_, spec_, user_rows(x, b, Lp, r_.act), rope ? &*rope : nullptr,
-                                             0, &cache_k_, &cache_v_);
+                                             b, &cache_k_, &cache_v_);
       const std::vector<float> out = first_rows(o.out, n);
       std::copy(out.begin(), out.end(), y.data<float>() + b * n * d_.E_out);
     }
@@ -112,17 +122,28 @@ class SdpaDecodeSession : public DecodeSession {
       const std::vector<RopeTable> per_user(static_cast<size_t>(B), rope_table_at(spec_, len_, 1));
       const TileTensor trans = rotary_llama_trans_mat(DataFormat::Bfloat16);
       const RotaryTables t = rotary_decode_tables(per_user);
-      h.q = k_rotary_llama(dev_, h.q, t.cos, t.sin, trans, r_.rotary, true);
-      h.k = k_rotary_llama(dev_, h.k, t.cos, t.sin, trans, r_.rotary, true);
+      RotaryAttributes ra;
+      ra.is_decode_mode = true;
+      ra.compute = r_.rotary;
+      h.q = run_rotary_llama(dev_, h.q, t.cos, t.sin, trans, ra);
+      h.k = run_rotary_llama(dev_, h.k, t.cos, t.sin, trans, ra);
     }
-    k_update_cache(dev_, cache_k_, h.k, cur_pos);
-    k_update_cache(dev_, cache_v_, h.v, cur_pos);
-    ComputeConfig c = r_.sdpa_decode;
-    c.output = r_.act;
+    // The model passes paged_update_cache no compute config (the defaults).
+    run_paged_update_cache(dev_, cache_k_, h.k, cur_pos, nullptr, CacheAttributes{});
+    run_paged_update_cache(dev_, cache_v_, h.v, cur_pos, nullptr, CacheAttributes{});
+    // SDPA_DECODE_PROGCFG: the recipe's grid, k_chunk_size, exp_approx_mode False.
+    SdpaDecodeConfig c;
+    c.k_chunk_size = kDecodeChunk;
+    c.sliding_window_size = spec_.window;
+    c.exp_approx_mode = false;
+    c.grid_x = r_.grid.x;
+    c.grid_y = r_.grid.y;
+    c.scale = static_cast<float>(spec_.scale);
+    c.compute = r_.sdpa_decode;
+    c.compute.output = r_.act;
     // The window: token p sees p - W < j <= p (model/mask.h), TT-NN's
     // [cur_pos - W + 1, cur_pos].
-    const TileTensor attn = k_sdpa_decode(dev_, h.q, cache_k_, cache_v_, cur_pos, static_cast<float>(spec_.scale),
-                                          r_.grid, kDecodeChunk, spec_.window, c);
+    const TileTensor attn = run_sdpa_decode(dev_, h.q, cache_k_, cache_v_, cur_pos, nullptr, c);
     const TileTensor ctx = concat_heads_decode(dev_, attn);
     const TileTensor out = spec_.out ? sdpa_out_linear(dev_, r_, w_, ctx, false) : ctx;
     const std::vector<float> o = first_rows(out, B);

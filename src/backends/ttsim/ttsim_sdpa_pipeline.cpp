@@ -2,9 +2,12 @@
 #include <cmath>
 
 #include "backends/ttsim/ttsim_sdpa.h"
-#include "backends/ttsim/ttsim_sdpa_kernels.h"
+#include "backends/ttsim/ops/data_movement/data_movement.h"
+#include "backends/ttsim/ops/kv_cache/kv_cache.h"
+#include "backends/ttsim/ops/rotary_llama/rotary_llama.h"
+#include "backends/ttsim/ops/sdpa/sdpa.h"
 #include "backends/ttsim/ttsim_sdpa_steps.h"
-#include "ttsim/rotary_llama.h"
+#include "backends/ttsim/ops/rotary_llama/rotary_llama_kernel.h"
 
 namespace mha::ttsim {
 
@@ -56,21 +59,30 @@ PrefillOut sdpa_prefill_user(TtDevice& dev, const SdpaRecipe& r, const SdpaWeigh
   if (rope) {
     const RotaryTables t = rotary_prefill_tables(*rope, b, Lp);
     const TileTensor trans = rotary_llama_trans_mat(DataFormat::Bfloat16);
-    h.q = k_rotary_llama(dev, h.q, t.cos, t.sin, trans, r.rotary, false);
-    h.k = k_rotary_llama(dev, h.k, t.cos, t.sin, trans, r.rotary, false);
+    RotaryAttributes ra;
+    ra.compute = r.rotary;
+    h.q = run_rotary_llama(dev, h.q, t.cos, t.sin, trans, ra);
+    h.k = run_rotary_llama(dev, h.k, t.cos, t.sin, trans, ra);
   }
   PrefillOut o;
-  o.k = k_typecast(dev, h.k, r.cache);
-  o.v = k_typecast(dev, h.v, r.cache);
-  if (cache_k) k_fill_cache(dev, *cache_k, o.k, b);
-  if (cache_v) k_fill_cache(dev, *cache_v, o.v, b);
-  const TileTensor q8 = k_typecast(dev, h.q, r.q_sdpa);
-  ComputeConfig c = r.sdpa_prefill;
-  c.output = r.q_sdpa;
-  // mha's window (key j visible to query i iff i - window < j <= i,
-  // model/mask.h) is TT-NN's causal sliding_window_size ([q - W + 1, q]).
-  const TileTensor attn = k_sdpa(dev, q8, o.k, o.v, static_cast<float>(spec.scale), SdpaRecipe::chunk(Lp),
-                                 r.exp_approx_prefill, spec.window, c);
+  o.k = run_typecast(dev, h.k, r.cache);
+  o.v = run_typecast(dev, h.v, r.cache);
+  if (cache_k) run_fill_cache(dev, *cache_k, o.k, b, 0);
+  if (cache_v) run_fill_cache(dev, *cache_v, o.v, b, 0);
+  const TileTensor q8 = run_typecast(dev, h.q, r.q_sdpa);
+  // SDPA_PROGCFG: q_chunk_size = k_chunk_size; causal. mha's window (key j
+  // visible to query i iff i - window < j <= i, model/mask.h) is TT-NN's
+  // causal sliding_window_size ([q - W + 1, q]).
+  SdpaConfig c;
+  c.q_chunk_size = c.k_chunk_size = std::min(SdpaRecipe::chunk(Lp), q8.prows);
+  c.exp_approx_mode = r.exp_approx_prefill;
+  c.is_causal = true;
+  c.sliding_window_size = spec.window;
+  c.scale = static_cast<float>(spec.scale);
+  c.compute = r.sdpa_prefill;
+  c.compute.output = r.q_sdpa;
+  const TileTensor attn =
+      run_sdpa(dev, "ttnn.transformer.scaled_dot_product_attention", q8, o.k, o.v, nullptr, c);
   o.ctx = concat_heads(dev, attn);
   o.out = spec.out ? sdpa_out_linear(dev, r, w, o.ctx, true) : o.ctx;
   o.q = std::move(h.q);

@@ -58,7 +58,7 @@ SdpaRecipe make_sdpa_recipe(const TtOptions& o) {
   r.sdpa_prefill.output = r.q_sdpa;
   r.sdpa_decode.output = r.act;
   r.rotary.output = r.act;
-  r.grid = {o.grid_y.value_or(8), o.grid_x.value_or(8)};
+  r.grid = o.core_grid.value_or(Grid{});
   return r;
 }
 

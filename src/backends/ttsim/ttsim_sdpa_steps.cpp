@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
-#include "backends/ttsim/ttsim_sdpa_kernels.h"
+#include "backends/ttsim/ops/data_movement/data_movement.h"
+#include "backends/ttsim/ops/eltwise/eltwise.h"
+#include "backends/ttsim/ops/matmul/matmul.h"
 
 namespace mha::ttsim {
 
@@ -15,18 +17,20 @@ namespace {
 // The bias add the model writes as `x + bias` (ttnn.add, broadcast over rows).
 TileTensor add_bias(TtDevice& dev, const TileTensor& y, const std::optional<TileTensor>& b, const ComputeConfig& c) {
   if (!b) return y;
-  return op_add(dev, "ttnn.add", y, *b, y.format, c.fp32_dest_acc_en, c.bfp8_pack_precise);
+  return run_add(dev, "ttnn.add", y, *b, eltwise_attributes(y.format, c.fp32_dest_acc_en, c.bfp8_pack_precise, c.arch));
 }
 
-// XQKV_PREFILL_PROGCFG (MatmulMultiCoreReuseMultiCastProgramConfig,
-// in0_block_w = 1): K passes Dst one tile at a time; the 2D factory's
-// packer L1 accumulation and intermediate format rules (kblock.h).
-MatmulBlocking xqkv_prefill_blocking(const TileTensor& x, const ComputeConfig& c) {
-  MatmulBlocking b;
-  b.in0_block_w = 1;
-  b.packer_l1_acc = x.pcols / kTile > 2;
-  b.interm = c.fp32_dest_acc_en ? DataFormat::Float32 : b.packer_l1_acc ? DataFormat::Bfloat16 : c.output;
-  return b;
+// ttnn.linear with the recipe's grid; XQKV_PREFILL_PROGCFG
+// (MatmulMultiCoreReuseMultiCastProgramConfig, in0_block_w = 1: K passes
+// Dst one tile at a time) where `in0_block_w` is 1, TT-NN's own program
+// selection where 0.
+TileTensor linear(TtDevice& dev, const char* op, const TileTensor& x, const TileTensor& w, const ComputeConfig& c,
+                  Grid grid, int64_t in0_block_w) {
+  MatmulAttributes at;
+  at.compute = c;
+  at.grid = grid;
+  at.in0_block_w = in0_block_w;
+  return run_matmul(dev, op, x, w, at);
 }
 
 // Head `h`'s columns [c0 + h dh, +dh) of rows [0, rows) of matrix m of src
@@ -36,34 +40,24 @@ void copy_head(const TileTensor& src, int64_t m, int64_t c0, TileTensor& dst, in
     std::copy_n(src.matrix(m) + r * src.pcols + c0, dh, dst.matrix(dst_m) + r * dst.pcols);
 }
 
-// A head split is whole-tile data movement: the values move exactly; the
-// op is registered as one program over its input.
-TileTensor moved(TtDevice& dev, const char* op, const TileTensor& in, TileTensor t) {
-  TtDevice::OpTimer timer(dev, op);
-  dev.check_memory(op, {&in}, t.shape, t.format);
-  return t;
-}
-
 }  // namespace
 
 TileTensor sdpa_qkv_linear(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const TileTensor& x,
                            bool prefill) {
   ComputeConfig c = r.qkv;
   c.output = r.act;
-  const MatmulBlocking blk = xqkv_prefill_blocking(x, c);
-  return add_bias(dev, k_linear(dev, "ttnn.linear", x, w.wqkv, c, r.grid, prefill ? &blk : nullptr), w.bqkv, c);
+  return add_bias(dev, linear(dev, "ttnn.linear", x, w.wqkv, c, r.grid, prefill ? 1 : 0), w.bqkv, c);
 }
 
 TileTensor sdpa_out_linear(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const TileTensor& ctx,
                            bool prefill) {
   ComputeConfig c = r.wo;
   c.output = prefill ? r.out_prefill : r.out_decode;
-  return add_bias(dev, k_linear(dev, prefill ? "ttnn.linear" : "ttnn.matmul", ctx, w.wo, c, r.grid, nullptr), w.bo, c);
+  return add_bias(dev, linear(dev, prefill ? "ttnn.linear" : "ttnn.matmul", ctx, w.wo, c, r.grid, 0), w.bo, c);
 }
 
 QkvHeads create_qkv_heads(TtDevice& dev, const SdpaDims& d, const TileTensor& xqkv) {
   const char* op = "ttnn.experimental.nlp_create_qkv_heads";
-  dev.program(op, "num_heads=" + std::to_string(d.H) + ",num_kv_heads=" + std::to_string(d.Hkv), {&xqkv});
   const int64_t s = xqkv.rows;
   QkvHeads h{make_tile_tensor({1, d.H, s, d.dh}, xqkv.format), make_tile_tensor({1, d.Hkv, s, d.dh}, xqkv.format),
              make_tile_tensor({1, d.Hkv, s, d.dh}, xqkv.format)};
@@ -72,13 +66,12 @@ QkvHeads create_qkv_heads(TtDevice& dev, const SdpaDims& d, const TileTensor& xq
     copy_head(xqkv, 0, (d.H + i) * d.dh, h.k, i, d.dh);
     copy_head(xqkv, 0, (d.H + d.Hkv + i) * d.dh, h.v, i, d.dh);
   }
-  h.q = moved(dev, op, xqkv, std::move(h.q));
+  h.q = run_head_movement(dev, op, program_key(HeadsAttributes{d.H, d.Hkv}), xqkv, std::move(h.q));
   return h;
 }
 
 QkvHeads create_qkv_heads_decode(TtDevice& dev, const SdpaDims& d, const TileTensor& xqkv) {
   const char* op = "ttnn.experimental.nlp_create_qkv_heads_decode";
-  dev.program(op, "num_heads=" + std::to_string(d.H) + ",num_kv_heads=" + std::to_string(d.Hkv), {&xqkv});
   const int64_t users = xqkv.rows;
   QkvHeads h{make_tile_tensor({1, users, d.H, d.dh}, xqkv.format),
              make_tile_tensor({1, users, d.Hkv, d.dh}, xqkv.format),
@@ -93,28 +86,26 @@ QkvHeads create_qkv_heads_decode(TtDevice& dev, const SdpaDims& d, const TileTen
       std::copy_n(row + (d.H + d.Hkv + i) * d.dh, d.dh, h.v.matrix(u) + i * h.v.pcols);
     }
   }
-  h.q = moved(dev, op, xqkv, std::move(h.q));
+  h.q = run_head_movement(dev, op, program_key(HeadsAttributes{d.H, d.Hkv}), xqkv, std::move(h.q));
   return h;
 }
 
 TileTensor concat_heads(TtDevice& dev, const TileTensor& ctx) {
   const char* op = "ttnn.experimental.nlp_concat_heads";
-  dev.program(op, "", {&ctx});
   const int64_t H = ctx.batch, dh = ctx.cols;
   TileTensor out = make_tile_tensor({1, 1, ctx.rows, H * dh}, ctx.format);
   for (int64_t h = 0; h < H; ++h)
     for (int64_t r = 0; r < ctx.prows; ++r) std::copy_n(ctx.matrix(h) + r * ctx.pcols, dh, out.matrix(0) + r * out.pcols + h * dh);
-  return moved(dev, op, ctx, std::move(out));
+  return run_head_movement(dev, op, "", ctx, std::move(out));
 }
 
 TileTensor concat_heads_decode(TtDevice& dev, const TileTensor& ctx) {
   const char* op = "ttnn.experimental.nlp_concat_heads_decode";
-  dev.program(op, "", {&ctx});
   const int64_t users = ctx.batch, H = ctx.rows, dh = ctx.cols;
   TileTensor out = make_tile_tensor({1, 1, users, H * dh}, ctx.format);
   for (int64_t u = 0; u < users; ++u)
     for (int64_t h = 0; h < H; ++h) std::copy_n(ctx.matrix(u) + h * ctx.pcols, dh, out.matrix(0) + u * out.pcols + h * dh);
-  return moved(dev, op, ctx, std::move(out));
+  return run_head_movement(dev, op, "", ctx, std::move(out));
 }
 
 namespace {

@@ -66,7 +66,7 @@ OpResult run_tt_op(const OpRequest& req) {
   if (d.host_only) {
     if (req.output_dtype)
       throw InputError(name + ": the output dtype is the input's --dtype; --output-dtype does not apply");
-    if (o.math_fidelity || o.fp32_dest_acc_en || o.math_approx_mode || o.grid_y)
+    if (o.math_fidelity || o.fp32_dest_acc_en || o.math_approx_mode || o.core_grid)
       throw InputError(name + ": a host conversion has no compute config (math_fidelity, fp32_dest_acc_en, "
                               "math_approx_mode, core_grid do not apply)");
   }

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/ttsim/op_table.h"
+#include "backends/ttsim/ops/op_table.h"
 #include "tensor/tensor.h"
 #include "ttsim/formats.h"
 

@@ -3,11 +3,12 @@
 
 #include "ttsim/kblock.h"
 #include "ttsim/simd/kernels.h"
-#include "ttsim/simd/vec_avx2.h"
+#include "vec/lanes_avx2.h"
 
 namespace mha::ttsim::simd {
 namespace avx2 {
-using V = VecAvx2;
+using V = ::mha::vec::I32x8;
+using VF = ::mha::vec::F32x8;
 // The kernels once per generation (arch.h); Products below serves both.
 namespace wormhole {
 constexpr Arch kArch = Arch::Wormhole;
@@ -65,8 +66,8 @@ struct Products {
 }  // namespace avx2
 
 extern const KernelTable kAvx2Table, kAvx2TableBlackhole;
-#define MHA_TABLE(ns)                                                                                             \
-  {Isa::Avx2, VecAvx2::W, avx2::ns::mvmul<avx2::Products>, avx2::ns::elwmul, avx2::ns::elwadd,                   \
+#define MHA_TABLE(ns)                                                                                     \
+  {Isa::Avx2, avx2::V::W, avx2::ns::mvmul<avx2::Products>, avx2::ns::elwmul, avx2::ns::elwadd, \
    avx2::ns::exp_fast_approx, avx2::ns::mad_finite, avx2::ns::l1_acc_bf16}
 const KernelTable kAvx2Table = MHA_TABLE(wormhole);
 const KernelTable kAvx2TableBlackhole = MHA_TABLE(blackhole);

@@ -1,5 +1,5 @@
-// The kernels compiled for AVX-512 (F, BW, CD): this file alone gets the
-// AVX-512 flags (CMakeLists.txt), and kernels.cpp calls into it only after
+// The kernels compiled for AVX-512 (src/vec/isa_levels.def): this file alone gets the
+// AVX-512 flags, and kernels.cpp calls into it only after
 // checking the CPU.
 //
 // GCC 12 reports its own _mm512_undefined_* placeholders inside
@@ -12,11 +12,12 @@
 
 #include "ttsim/kblock.h"
 #include "ttsim/simd/kernels.h"
-#include "ttsim/simd/vec_avx512.h"
+#include "vec/lanes_avx512.h"
 
 namespace mha::ttsim::simd {
 namespace avx512 {
-using V = VecAvx512;
+using V = ::mha::vec::I32x16;
+using VF = ::mha::vec::F32x16;
 // The kernels once per generation (arch.h); Products below serves both.
 namespace wormhole {
 constexpr Arch kArch = Arch::Wormhole;
@@ -64,8 +65,8 @@ struct Products {
 }  // namespace avx512
 
 extern const KernelTable kAvx512Table, kAvx512TableBlackhole;
-#define MHA_TABLE(ns)                                                                                             \
-  {Isa::Avx512, VecAvx512::W, avx512::ns::mvmul<avx512::Products>, avx512::ns::elwmul, avx512::ns::elwadd,                   \
+#define MHA_TABLE(ns)                                                                                     \
+  {Isa::Avx512, avx512::V::W, avx512::ns::mvmul<avx512::Products>, avx512::ns::elwmul, avx512::ns::elwadd, \
    avx512::ns::exp_fast_approx, avx512::ns::mad_finite, avx512::ns::l1_acc_bf16}
 const KernelTable kAvx512Table = MHA_TABLE(wormhole);
 const KernelTable kAvx512TableBlackhole = MHA_TABLE(blackhole);

@@ -5,39 +5,40 @@ namespace mha::ttsim::simd {
 extern const KernelTable kAvx2Table, kAvx2TableBlackhole;
 extern const KernelTable kAvx512Table, kAvx512TableBlackhole;
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::Scalar: return "scalar";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx512: return "avx512";
-  }
-  return "?";
-}
-
 namespace {
 
-bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512cd");
+// Through the project's one dispatch (src/vec/isa.h); one table per
+// instruction set and generation (arch.h), the same instruction sets for
+// both.
+::mha::vec::ByIsa<const KernelTable*> by_isa(const KernelTable* avx2, const KernelTable* avx512) {
+  ::mha::vec::ByIsa<const KernelTable*> b;
+  b.at[static_cast<int>(Isa::Avx2)] = avx2;
+  b.at[static_cast<int>(Isa::Avx512)] = avx512;
+  return b;
+}
+
+const ::mha::vec::ByIsa<const KernelTable*>& tables() {
+  static const ::mha::vec::ByIsa<const KernelTable*> t = by_isa(&kAvx2Table, &kAvx512Table);
+  return t;
+}
+
+const ::mha::vec::ByIsa<const KernelTable*>& blackhole_tables() {
+  static const ::mha::vec::ByIsa<const KernelTable*> t = by_isa(&kAvx2TableBlackhole, &kAvx512TableBlackhole);
+  return t;
 }
 
 }  // namespace
 
 const KernelTable* kernels_for(Isa isa, Arch arch) {
-  static const bool avx512 = cpu_has_avx512();
-  const bool bh = arch == Arch::Blackhole;
-  if (isa == Isa::Avx2) return bh ? &kAvx2TableBlackhole : &kAvx2Table;
-  if (isa == Isa::Avx512 && avx512) return bh ? &kAvx512TableBlackhole : &kAvx512Table;
-  return nullptr;
+  if (isa == Isa::Scalar) return nullptr;
+  return (arch == Arch::Blackhole ? blackhole_tables() : tables()).pick(isa);
 }
 
-Isa best_isa() { return kernels_for(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2; }
+Isa best_isa() { return tables().best()->isa; }
 
 std::vector<Isa> vector_isas() {
   std::vector<Isa> v;
-  for (Isa i : {Isa::Avx2, Isa::Avx512})
-    if (kernels_for(i)) v.push_back(i);
+  for (const KernelTable* t : tables().available()) v.push_back(t->isa);
   return v;
 }
 

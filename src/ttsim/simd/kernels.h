@@ -14,11 +14,14 @@
 #include <vector>
 
 #include "ttsim/arch.h"
+#include "vec/isa.h"
 
 namespace mha::ttsim::simd {
 
-enum class Isa { Scalar, Avx2, Avx512 };
-const char* isa_name(Isa isa);
+// The project's ISA levels and probe (src/vec/isa.h); Scalar runs the lane
+// models, which have no table.
+using ::mha::vec::Isa;
+using ::mha::vec::isa_name;
 
 // Exponent of a zero operand: far enough below every real product exponent
 // (>= -137) that it never wins a group's max, and shifts its (zero) product
@@ -88,9 +91,10 @@ struct KernelTable {
 
 // The table for `isa` whose lanes compute as `arch` does, or nullptr when
 // this CPU cannot run it (or isa is Scalar, which has no table: callers run
-// the lane models).
+// the lane models). At the width of a level with no table of its own
+// (Avx512Vnni) the widest one below it.
 const KernelTable* kernels_for(Isa isa, Arch arch = Arch::Wormhole);
-// The widest instruction set this CPU runs.
+// The widest instruction set this CPU runs tables for.
 Isa best_isa();
 // Every vector instruction set this CPU runs (what tests compare with Scalar).
 std::vector<Isa> vector_isas();

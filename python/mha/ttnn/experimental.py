@@ -1,0 +1,144 @@
+"""ttnn.experimental on tt-sim: the llama-style head ops (data movement),
+rotary_embedding_llama (`mha op rotary-llama`) and the paged cache ops
+(`mha op update-cache`; paged_fill_cache as the tile copy tt-sim's
+fill-cache is)."""
+from .. import Error
+from .operations import moved, run_op
+from .tensor import require_device
+from .types import not_modelled
+
+
+def nlp_create_qkv_heads(input_tensor, input_tensor_kv=None, *, num_heads, num_kv_heads=None, transpose_k_heads=True,
+                         memory_config=None, output_tensors=None):
+    """[b, 1, s, (nh + 2 nkv) dh] -> q [b, nh, s, dh], k [b, nkv, dh, s]
+    (transpose_k_heads) or [b, nkv, s, dh], v [b, nkv, s, dh]."""
+    op = "experimental.nlp_create_qkv_heads"
+    if output_tensors is not None:
+        not_modelled(op, "the argument output_tensors")
+    require_device(op, input_tensor)
+    nkv = num_kv_heads or num_heads
+    x = input_tensor.values()
+    if x.dim() != 4 or x.shape[1] != 1:
+        raise Error(f"ttnn.{op}: expected input [batch, 1, seq, hidden], found {tuple(x.shape)}")
+    if input_tensor_kv is not None:
+        kv = input_tensor_kv.values()
+        d = x.shape[-1] // num_heads
+        q_part, (k_part, v_part) = x, kv.split(kv.shape[-1] // 2, dim=-1)
+    else:
+        d = x.shape[-1] // (num_heads + 2 * nkv)
+        if d * (num_heads + 2 * nkv) != x.shape[-1]:
+            raise Error(f"ttnn.{op}: hidden {x.shape[-1]} is not (num_heads + 2 num_kv_heads) x head_dim")
+        q_part, k_part, v_part = x.split([num_heads * d, nkv * d, nkv * d], dim=-1)
+    b, s = x.shape[0], x.shape[2]
+
+    def heads(part, n):
+        return part.reshape(b, s, n, d).permute(0, 2, 1, 3)
+
+    k_vals = heads(k_part, nkv)
+    return (moved(op, input_tensor, heads(q_part, num_heads), memory_config),
+            moved(op, input_tensor, k_vals.transpose(-2, -1) if transpose_k_heads else k_vals, memory_config),
+            moved(op, input_tensor, heads(v_part, nkv), memory_config))
+
+
+def nlp_concat_heads(input_tensor, *, memory_config=None):
+    """[b, nh, s, dh] -> [b, 1, s, nh dh]."""
+    op = "experimental.nlp_concat_heads"
+    require_device(op, input_tensor)
+    v = input_tensor.values()
+    if v.dim() != 4:
+        raise Error(f"ttnn.{op}: expected [batch, heads, seq, head_dim], found {tuple(v.shape)}")
+    b, h, s, d = v.shape
+    return moved(op, input_tensor, v.permute(0, 2, 1, 3).reshape(b, 1, s, h * d), memory_config)
+
+
+def rotary_embedding_llama(input_tensor, cos_cache, sin_cache, trans_mat, is_decode_mode=False, memory_config=None,
+                           compute_kernel_config=None):
+    return run_op("experimental.rotary_embedding_llama", "rotary-llama", [input_tensor, cos_cache, sin_cache, trans_mat],
+                  memory_config=memory_config, compute_kernel_config=compute_kernel_config,
+                  params={"is_decode_mode": bool(is_decode_mode)})
+
+
+def _write_back(cache, out):
+    """The cache ops write the cache in place, as on the device."""
+    cache._values = out.values()
+    return cache
+
+
+def paged_update_cache(cache_tensor, input_tensor, *, update_idxs=None, update_idxs_tensor=None, share_cache=None,
+                       page_table=None, batch_offset=0, compute_kernel_config=None, mesh_coords=None):
+    op = "experimental.paged_update_cache"
+    if share_cache:
+        not_modelled(op, "share_cache=True")
+    if mesh_coords is not None:
+        not_modelled(op, "the argument mesh_coords")
+    if batch_offset:
+        not_modelled(op, f"batch_offset={batch_offset}")
+    if update_idxs_tensor is not None:
+        pos = [int(x) for x in update_idxs_tensor.values().reshape(-1).tolist()]
+    elif update_idxs:
+        pos = [int(x) for x in update_idxs]
+    else:
+        raise Error(f"ttnn.{op}: expected update_idxs (a list) or update_idxs_tensor")
+    params = {"cur_pos": pos}
+    if page_table is not None:
+        params["page_table"] = page_table.values().tolist()
+    out = run_op(op, "update-cache", [cache_tensor, input_tensor], compute_kernel_config=compute_kernel_config,
+                 params=params)
+    return _write_back(cache_tensor, out)
+
+
+def paged_fill_cache(cache_tensor, input_tensor, page_table, *, batch_idx=0, batch_idx_tensor=None):
+    """User batch_idx's rows of input [1, nkv, s, dh] copied into the blocks
+    its page table row names (cache [blocks, nkv, block_size, dh]): the tile
+    copy tt-sim's fill-cache runs, block by block. The input must already be
+    in the cache's dtype (tt-sim's fill-cache rule)."""
+    op = "experimental.paged_fill_cache"
+    require_device(op, cache_tensor, input_tensor)
+    if batch_idx_tensor is not None:
+        batch_idx = int(batch_idx_tensor.values().reshape(-1)[0])
+    cache, x = cache_tensor.values(), input_tensor.values()
+    if input_tensor.dtype is not cache_tensor.dtype:
+        raise Error(f"ttnn.{op}: input is {input_tensor.dtype.name}, the cache {cache_tensor.dtype.name}: "
+                    "expected the cache's dtype")
+    if cache.dim() != 4 or x.dim() != 4 or x.shape[0] != 1 or x.shape[1] != cache.shape[1] or x.shape[3] != cache.shape[3]:
+        raise Error(f"ttnn.{op}: expected input [1, nkv, s, dh] for cache [blocks, nkv, block_size, dh], found "
+                    f"{tuple(x.shape)} and {tuple(cache.shape)}")
+    block = cache.shape[2]
+    if block % 32:
+        not_modelled(op, f"block_size {block} (a multiple of 32: whole tiles)")
+    table = page_table.values()
+    if not 0 <= batch_idx < table.shape[0]:
+        raise Error(f"ttnn.{op}: batch_idx {batch_idx} is outside the page table's {table.shape[0]} users")
+    s = x.shape[2]
+    if -(-s // block) > table.shape[1]:
+        raise Error(f"ttnn.{op}: {s} rows need {-(-s // block)} blocks, the page table has {table.shape[1]}")
+    new = cache.clone()
+    for j in range(0, s, block):
+        blk = int(table[batch_idx, j // block])
+        if not 0 <= blk < cache.shape[0]:
+            raise Error(f"ttnn.{op}: page_table[{batch_idx}, {j // block}] = {blk} is outside the cache's "
+                        f"{cache.shape[0]} blocks")
+        n = min(block, s - j)
+        new[blk, :, :n, :] = x[0, :, j:j + n, :]
+    cache_tensor._values = new
+    return cache_tensor
+
+
+def _cache_op(op, cache_tensor, input_tensor, params, compute_kernel_config=None):
+    out = run_op(op, "update-cache" if op == "update_cache" else "fill-cache", [cache_tensor, input_tensor],
+                 compute_kernel_config=compute_kernel_config, params=params)
+    return _write_back(cache_tensor, out)
+
+
+def update_cache(cache, input, update_idx, batch_offset=0, *, compute_kernel_config=None):  # noqa: A002
+    """ttnn.update_cache: input [1, nkv, users, dh] written at row update_idx."""
+    return _cache_op("update_cache", cache, input, {"update_idx": int(update_idx), "batch_offset": int(batch_offset)},
+                     compute_kernel_config)
+
+
+def fill_cache(cache_tensor, input_tensor, batch_idx, update_idx=0):
+    """ttnn.fill_cache: input [1, nkv, s, dh] into user batch_idx's rows."""
+    return _cache_op("fill_cache", cache_tensor, input_tensor, {"batch_idx": int(batch_idx),
+                                                               "update_idx": int(update_idx)})
+
+

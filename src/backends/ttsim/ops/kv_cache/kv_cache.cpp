@@ -1,0 +1,118 @@
+// `mha op update-cache` and `mha op fill-cache`: ttnn.update_cache /
+// ttnn.experimental.paged_update_cache and ttnn.fill_cache from the ops'
+// params (positions, page table, user) over TT-NN's defaults.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/ttsim/ops/kv_cache/kv_cache.h"
+#include "backends/ttsim/ops/op_table.h"
+#include "util/error.h"
+
+namespace mha::ttsim {
+
+namespace {
+
+// update-cache's params: ttnn.update_cache's or paged_update_cache's
+// runtime arguments (exactly one of update_idx and cur_pos).
+struct UpdateCacheParams {
+  std::optional<int64_t> update_idx, batch_offset;
+  std::vector<int64_t> cur_pos;
+  std::vector<std::vector<int64_t>> page_table;
+  template <class V>
+  void fields(V& v) {
+    const unsigned flag = fields::kRuntime | fields::kFlag;
+    v("update_idx", update_idx, "ttnn.update_cache's position (--update-idx)", flag);
+    v("batch_offset", batch_offset, "ttnn.update_cache's first user (--batch-offset)", flag);
+    v("cur_pos", cur_pos, "paged_update_cache's positions, -1 skips a user (--cur-pos)", flag);
+    v("page_table", page_table, "paged_update_cache's [b][blocks] block ids (--page-table FILE)", flag);
+  }
+};
+
+UpdateCacheParams update_params(const nlohmann::ordered_json& p) {
+  UpdateCacheParams u;
+  fields::parse_into(u, p, "op options", "update-cache option");
+  check_positions(u.cur_pos, true);
+  if (!u.page_table.empty()) check_page_table(u.page_table);
+  return u;
+}
+
+void check_update_cache(const OpCheck& c) {
+  require_4d(c, "update-cache");
+  const UpdateCacheParams u = update_params(c.params);
+  const bool idx = u.update_idx.has_value(), pos = !u.cur_pos.empty();
+  if (idx == pos)
+    throw InputError("update-cache: give --update-idx N (ttnn.update_cache) or --cur-pos P,... (paged_update_cache), "
+                     "exactly one");
+  if (idx && !u.page_table.empty())
+    throw InputError("update-cache: --page-table goes with --cur-pos (paged_update_cache), not --update-idx");
+  if (pos && u.batch_offset)
+    throw InputError("update-cache: --batch-offset goes with --update-idx (ttnn.update_cache), not --cur-pos");
+}
+
+TileTensor run_update_cache_op(OpCall& c) {
+  CacheAttributes at;
+  at.write = {c.opt.fp32_dest_acc_en.value_or(false), c.opt.bfp8_pack_precise.value_or(false)};
+  if (c.out_format != c.in[0].format)
+    throw InputError("update-cache: the output is the cache, in its dtype; --output-dtype does not apply");
+  const UpdateCacheParams u = update_params(c.params);
+  TileTensor cache = c.in[0];
+  if (u.update_idx)
+    run_update_cache(c.dev, cache, c.in[1], *u.update_idx, u.batch_offset.value_or(0), at);
+  else
+    run_paged_update_cache(c.dev, cache, c.in[1], u.cur_pos, u.page_table.empty() ? nullptr : &u.page_table, at);
+  c.info["compute_kernel_config"] = {{"fp32_dest_acc_en", at.write.fp32_dest_acc_en}};
+  c.info["attributes"] = fields::json_of(at);
+  return cache;
+}
+
+struct FillCacheParams {
+  std::optional<int64_t> batch_idx;
+  int64_t update_idx = 0;
+  template <class V>
+  void fields(V& v) {
+    const unsigned flag = fields::kRuntime | fields::kFlag;
+    v("batch_idx", batch_idx, "the user (--batch-idx), required", flag);
+    v("update_idx", update_idx, "the first row, a multiple of 32 (--update-idx; default 0)", flag);
+  }
+};
+
+FillCacheParams fill_params(const nlohmann::ordered_json& p) {
+  FillCacheParams f;
+  fields::parse_into(f, p, "op options", "fill-cache option");
+  return f;
+}
+
+void check_fill_cache(const OpCheck& c) {
+  require_4d(c, "fill-cache");
+  if (!fill_params(c.params).batch_idx) throw InputError("fill-cache: --batch-idx N (the batch_idx param) is required");
+}
+
+TileTensor run_fill_cache_op(OpCall& c) {
+  if (c.out_format != c.in[0].format)
+    throw InputError("fill-cache: the output is the cache, in its dtype; --output-dtype does not apply");
+  const FillCacheParams f = fill_params(c.params);
+  TileTensor cache = c.in[0];
+  run_fill_cache(c.dev, cache, c.in[1], *f.batch_idx, f.update_idx);
+  return cache;
+}
+
+}  // namespace
+
+extern const TtOpDesc kOpUpdateCache = {
+    "update-cache", "CACHE X",
+    "ttnn.update_cache (--update-idx N [--batch-offset B], X [1, nkv, users, dh]) or "
+    "ttnn.experimental.paged_update_cache (--cur-pos P,... [--page-table FILE], X [1, b, nh, dh]): the row written "
+    "through the packer in the cache's dtype, its 32-row tile re-packed; writes the updated cache",
+    "fp32 Dst off", 2, 2, false, false, op_params_of(UpdateCacheParams{}), check_update_cache, nullptr,
+    run_update_cache_op};
+
+extern const TtOpDesc kOpFillCache = {
+    "fill-cache", "CACHE X",
+    "ttnn.fill_cache: X [1, nkv, s, dh] copied tile by tile into user batch_idx's rows update_idx.. of CACHE "
+    "[b, nkv, S, dh] "
+    "(same dtype); writes the updated cache",
+    "a tile copy (no compute config)", 2, 2, false, false, op_params_of(FillCacheParams{}), check_fill_cache, nullptr,
+    run_fill_cache_op};
+
+}  // namespace mha::ttsim

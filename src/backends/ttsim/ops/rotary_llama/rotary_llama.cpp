@@ -1,0 +1,49 @@
+// `mha op rotary-llama`: ttnn.experimental.rotary_embedding_llama with
+// TT-NN's defaults for the op; TRANS built as get_rot_transformation_mat
+// builds it when omitted.
+#include "backends/ttsim/ops/op_table.h"
+#include "backends/ttsim/ops/rotary_llama/rotary_llama.h"
+
+namespace mha::ttsim {
+
+namespace {
+
+RotaryAttributes rotary_params(const nlohmann::ordered_json& p) {
+  RotaryAttributes a;
+  fields::parse_into(a, p, "op options", "rotary-llama option");
+  return a;
+}
+
+void check_rotary(const OpCheck& c) {
+  require_4d(c, "rotary-llama");
+  rotary_params(c.params);
+}
+
+TileTensor run_rotary_op(OpCall& c) {
+  RotaryAttributes at = rotary_params(c.params);
+  ComputeConfig& cfg = at.compute;
+  cfg.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi4);
+  cfg.math_approx_mode = c.opt.math_approx_mode.value_or(true);
+  cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
+  cfg.arch = c.opt.device.arch;
+  cfg.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
+  cfg.output = c.out_format;
+  const TileTensor trans = c.in.size() == 4 ? c.in[3] : rotary_llama_trans_mat(c.in[0].format);
+  TileTensor out = run_rotary_llama(c.dev, c.in[0], c.in[1], c.in[2], trans, at);
+  c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.math_fidelity)},
+                                     {"fp32_dest_acc_en", cfg.fp32_dest_acc_en}};
+  c.info["attributes"] = fields::json_of(at);
+  c.info["trans_mat"] = c.in.size() == 4 ? "input" : "built as get_rot_transformation_mat builds it";
+  return out;
+}
+
+}  // namespace
+
+extern const TtOpDesc kOpRotaryLlama = {
+    "rotary-llama", "X COS SIN [TRANS]",
+    "ttnn.experimental.rotary_embedding_llama: X*COS + (X@TRANS)*SIN per 32-column tile; prefill X [b, nh, S, dh] "
+    "with COS/SIN [1, 1, S, dh]; decode (is_decode_mode=true) X [1, b, nh, dh] with COS/SIN [1, b, 1, dh]; TRANS "
+    "[1, 1, 32, 32], built as TT-NN's get_rot_transformation_mat when omitted",
+    "HiFi4, fp32 Dst off", 3, 4, false, false, op_params_of(RotaryAttributes{}), check_rotary, nullptr, run_rotary_op};
+
+}  // namespace mha::ttsim

@@ -1,0 +1,66 @@
+// ttnn.transformer.scaled_dot_product_attention (prefill): Q K V [MASK] in
+// TT-NN's layouts, the program config and causal flag as --option keys.
+#include "backends/ttsim/ops/op_table.h"
+#include "backends/ttsim/ops/sdpa/sdpa.h"
+#include "util/error.h"
+
+namespace mha::ttsim {
+
+namespace {
+
+// The op's own keys (SDPAProgramConfig, is_causal, scale, sliding window,
+// attention sink: SdpaConfig's fields) over TT-NN's defaults; the sink
+// held as bf16 as from_torch converts it.
+SdpaConfig sdpa_params(const nlohmann::ordered_json& p) {
+  SdpaConfig c;
+  fields::parse_into(c, p, "op options", "sdpa option");
+  for (float& s : c.attention_sink) s = host_round_bf16(s);
+  return c;
+}
+
+void check_sdpa(const OpCheck& c) {
+  const SdpaConfig cfg = sdpa_params(c.params);
+  const Shape* mask = c.inputs.size() == 4 ? &c.inputs[3].shape() : nullptr;
+  const std::string p = sdpa_problem(c.inputs[0].shape(), c.inputs[1].shape(), c.inputs[2].shape(), mask, cfg);
+  if (!p.empty()) throw InputError("sdpa: " + p);
+}
+
+TileTensor run_sdpa_op(OpCall& c) {
+  SdpaConfig cfg = sdpa_params(c.params);
+  // TT-NN's SDPA compute kernel config defaults: HiFi2, approx on, 16-bit Dst.
+  cfg.compute.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi2);
+  cfg.compute.math_approx_mode = c.opt.math_approx_mode.value_or(true);
+  cfg.compute.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
+  cfg.compute.arch = c.opt.device.arch;
+  cfg.compute.output = c.out_format;
+  cfg.compute.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
+  const bool packer_l1_acc = c.opt.packer_l1_acc.value_or(false);
+  const TileTensor* mask = c.in.size() == 4 ? &c.in[3] : nullptr;
+  TileTensor out = run_sdpa(c.dev, c.program, c.in[0], c.in[1], c.in[2], mask, cfg);
+  c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.compute.math_fidelity)},
+                                     {"math_approx_mode", cfg.compute.math_approx_mode},
+                                     {"fp32_dest_acc_en", cfg.compute.fp32_dest_acc_en},
+                                     {"packer_l1_acc", packer_l1_acc}};
+  c.info["program_config"] = {{"q_chunk_size", cfg.q_chunk_size},
+                              {"k_chunk_size", cfg.k_chunk_size},
+                              {"exp_approx_mode", cfg.exp_approx_mode}};
+  c.info["attributes"] = fields::json_of(cfg);
+  c.info["is_causal"] = cfg.is_causal;
+  c.info["sliding_window_size"] = cfg.sliding_window_size;
+  if (!cfg.attention_sink.empty()) c.info["attention_sink_bf16"] = cfg.attention_sink;
+  c.info["scale_bf16"] = sdpa_scale_bf16(cfg, c.in[0].cols);
+  return out;
+}
+
+}  // namespace
+
+extern const TtOpDesc kOpSdpa = {
+    "sdpa", "Q K V [MASK]",
+    "ttnn.transformer.scaled_dot_product_attention: Q (b, nqh, s, dh), K and V (b, nkv, s, dh), MASK (b, 1, s, s) "
+    "with is_causal=false; FlashAttention-2 over q and k chunks as tt-metal's kernel computes it",
+    "HiFi2, math_approx_mode on, fp32 Dst off, packer_l1_acc off; chunks of 32; causal; scale 1/sqrt(dh)", 3, 4,
+    false, false,
+    op_params_of(SdpaConfig{}),
+    check_sdpa, nullptr, run_sdpa_op};
+
+}  // namespace mha::ttsim

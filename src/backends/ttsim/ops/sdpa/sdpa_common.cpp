@@ -1,0 +1,177 @@
+#include "backends/ttsim/ops/sdpa/sdpa_common.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "ttsim/fpu_internal.h"
+#include "ttsim/packer.h"
+#include "ttsim/sfpu.h"
+#include "ttsim/tile.h"
+
+namespace mha::ttsim {
+
+float sdpa_truncate_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u &= 0xffff0000u;
+  float t;
+  std::memcpy(&t, &u, 4);
+  return t;
+}
+
+TileMath::TileMath(MathFidelity f, bool fp32_dest, bool math_approx, const simd::KernelTable* k, Arch a)
+    : fidelity(f), phases(fidelity_phase_count(f)), fp32(fp32_dest), approx(math_approx), kern(k), arch(a) {}
+
+void sdpa_pack_bf16(float* x, int64_t n, const TileMath& m) {
+  // A 16-bit Dst holds bf16 values already, but the packer still turns NaN
+  // into Inf and flushes denormals (an SFPU store can leave one: the fast
+  // approx exp of a very negative input) to +0.
+  pack_from_dst(x, x, n, DataFormat::Bfloat16, m.fp32, false);
+}
+
+void sdpa_mul_bcast(float* x, int64_t n, float s, const TileMath& m) {
+  if (m.kern) {
+    m.kern->elwmul(x, &s, 0, n, m.phases, m.fp32, x);
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = fpu_mul(x[i], s, m.fidelity, m.fp32, m.arch);
+  }
+  sdpa_pack_bf16(x, n, m);
+}
+
+void sdpa_add(float* a, const float* b, int64_t n, const TileMath& m) {
+  if (m.kern) {
+    m.kern->elwadd(a, b, 1, n, m.fp32, a);
+  } else {
+    for (int64_t i = 0; i < n; ++i) a[i] = fpu_add(a[i], b[i], m.fp32, m.arch);
+  }
+  sdpa_pack_bf16(a, n, m);
+}
+
+float sdpa_row_max(const float* x, int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  return mx;
+}
+
+void sdpa_sub_exp(float* x, int64_t n, float mx, bool approx_exp, const TileMath& tm) {
+  // ELWSUB is ELWADD of the negated operand (sign-magnitude: exact).
+  const float neg = -mx;
+  if (tm.kern) {
+    tm.kern->elwadd(x, &neg, 0, n, tm.fp32, x);
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = fpu_add(x[i], neg, tm.fp32, tm.arch);
+  }
+  if (tm.kern && exp_algorithm(approx_exp, tm.fp32) == ExpAlgorithm::FastApprox) {
+    tm.kern->exp_fast_approx(x, n, tm.fp32, x);
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = sfpu_exp(x[i], approx_exp, tm.fp32, tm.arch);
+  }
+  sdpa_pack_bf16(x, n, tm);
+}
+
+float sdpa_sub_exp1(float a, float b, bool approx_exp, const TileMath& m) {
+  float x = sfpu_exp(fpu_add(a, -b, m.fp32, m.arch), approx_exp, m.fp32, m.arch);
+  sdpa_pack_bf16(&x, 1, m);
+  return x;
+}
+
+float sdpa_mul1(float a, float b, const TileMath& m) {
+  float x;
+  if (m.kern) {  // one vector of lanes (the others zero): cheaper than the lane model's 16-term dot
+    float av[16] = {a}, out[16];
+    m.kern->elwmul(av, &b, 0, m.kern->lanes, m.phases, m.fp32, out);
+    x = out[0];
+  } else {
+    x = fpu_mul(a, b, m.fidelity, m.fp32, m.arch);
+  }
+  sdpa_pack_bf16(&x, 1, m);
+  return x;
+}
+
+float sdpa_add1(float a, float b, const TileMath& m) {
+  float x = fpu_add(a, b, m.fp32, m.arch);
+  sdpa_pack_bf16(&x, 1, m);
+  return x;
+}
+
+float sdpa_recip1(float x, const TileMath& m) {
+  float r = sfpu_reciprocal_legacy(x, m.approx, m.fp32, m.arch);
+  sdpa_pack_bf16(&r, 1, m);
+  return r;
+}
+
+void sdpa_row_sums(const float* x, int64_t ld, int64_t rows, int64_t n, const TileMath& m, SdpaScratch& s,
+                   float* sums) {
+  if (m.kern) {
+    // Lanes across rows: the rows are in1 (SrcA, K = n), the scaler in0.
+    s.arec.resize(static_cast<size_t>(n * m.phases));
+    s.t.assign(static_cast<size_t>(n), 1.0f);
+    detail::decode_in0(s.t.data(), n, 1, n, DataFormat::Bfloat16, m.fp32, m.phases, s.arec.data());
+    const int64_t N = pad_to_tile(rows);
+    s.in1.resize(n, N);
+    s.t.assign(static_cast<size_t>(n * N), 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < n; ++k) s.t[k * N + r] = x[r * ld + k];
+    detail::decode_in1(s.t.data(), N, 1, n, N, DataFormat::Bfloat16, m.fp32, s.in1, 0);
+    s.dst.assign(static_cast<size_t>(N), 0u);
+    m.kern->mvmul(s.arec.data(), 0, 1, s.in1.view(), N, n / kTile, m.phases, m.fp32, s.dst.data(), N);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(&sums[r], &s.dst[r], 4);
+  } else {
+    const detail::SrcDatum one = detail::encode_srcb(1.0f);
+    detail::SrcDatum ones[16], ea[16];
+    std::fill(ones, ones + 16, one);
+    for (int64_t r = 0; r < rows; ++r) {
+      uint32_t acc = 0;
+      for (int64_t kt = 0; kt < n; kt += kTile)
+        for (int p = 0; p < m.phases; ++p)
+          for (int64_t kf = kt; kf < kt + kTile; kf += kFace) {
+            for (int i = 0; i < 16; ++i) ea[i] = detail::encode_srca(x[r * ld + kf + i]);
+            acc = detail::dot16(ones, ea, acc, p, m.fp32, m.arch);
+          }
+      std::memcpy(&sums[r], &acc, 4);
+    }
+  }
+  sdpa_pack_bf16(sums, rows, m);
+}
+
+void sdpa_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, const float* b, int64_t ks, int64_t ns,
+                 int64_t N, const TileMath& m, SdpaScratch& s, float* out, int64_t ldo) {
+  if (m.kern) {
+    s.in1.resize(K, N);
+    detail::decode_in1(b, ks, ns, K, N, DataFormat::Bfloat16, m.fp32, s.in1, 0);
+    sdpa_matmul_decoded(a, lda, rows, K, s.in1, 0, 0, N, m, s, out, ldo);
+    return;
+  }
+  float srcb[16], srca[16];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < N; ++c) {
+      float dst = 0.0f;
+      for (int64_t kt = 0; kt < K; kt += kTile)
+        for (int p = 0; p < m.phases; ++p)
+          for (int64_t kf = kt; kf < kt + kTile; kf += kFace) {
+            for (int i = 0; i < 16; ++i) {
+              srcb[i] = a[r * lda + kf + i];
+              srca[i] = b[(kf + i) * ks + c * ns];
+            }
+            dst = fpu_dot16(srcb, srca, dst, p, m.fp32, false, m.arch);
+          }
+      out[r * ldo + c] = dst;
+    }
+  for (int64_t r = 0; r < rows; ++r) sdpa_pack_bf16(out + r * ldo, N, m);
+}
+
+void sdpa_matmul_decoded(const float* a, int64_t lda, int64_t rows, int64_t K, const detail::In1Buffer& b1,
+                         int64_t k0, int64_t c0, int64_t N, const TileMath& m, SdpaScratch& s, float* out,
+                         int64_t ldo) {
+  const int64_t rec = K * m.phases;
+  s.arec.resize(static_cast<size_t>(rows * rec));
+  detail::decode_in0(a, lda, rows, K, DataFormat::Bfloat16, m.fp32, m.phases, s.arec.data());
+  const simd::In1 v = b1.view(k0, c0);
+  // Dst is the output rows themselves (in0 is decoded by now).
+  for (int64_t r = 0; r < rows; ++r) std::fill(out + r * ldo, out + r * ldo + N, 0.0f);
+  m.kern->mvmul(s.arec.data(), rec, rows, v, N, K / kTile, m.phases, m.fp32, reinterpret_cast<uint32_t*>(out), ldo);
+  for (int64_t r = 0; r < rows; ++r) sdpa_pack_bf16(out + r * ldo, N, m);
+}
+
+}  // namespace mha::ttsim

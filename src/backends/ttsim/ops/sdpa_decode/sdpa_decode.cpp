@@ -1,0 +1,98 @@
+// `mha op sdpa-decode`: ttnn.transformer.scaled_dot_product_attention_decode
+// (and the paged variant) from the op's params (positions, page table,
+// SdpaDecodeConfig's keys) over TT-NN's defaults.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/ttsim/ops/op_table.h"
+#include "backends/ttsim/ops/sdpa_decode/sdpa_decode.h"
+#include "util/error.h"
+
+namespace mha::ttsim {
+
+namespace {
+
+// The op's params: the runtime arguments, then the attributes' own keys.
+struct SdpaDecodeParams {
+  std::vector<int64_t> cur_pos;
+  std::vector<std::vector<int64_t>> page_table;
+  SdpaDecodeConfig cfg;
+  template <class V>
+  void fields(V& v) {
+    const unsigned flag = fields::kRuntime | fields::kFlag;
+    v("cur_pos", cur_pos, "one position per user (--cur-pos P,...), required", flag);
+    v("page_table", page_table, "the paged variant's [b][blocks] block ids (--page-table FILE)", flag);
+    cfg.fields(v);
+  }
+};
+
+// Parsed and checked; the sink held as bf16 as from_torch converts it.
+SdpaDecodeParams decode_params(const nlohmann::ordered_json& p) {
+  SdpaDecodeParams d;
+  fields::parse_into(d, p, "op options", "sdpa-decode option");
+  SdpaDecodeConfig& cfg = d.cfg;
+  const int64_t k = cfg.k_chunk_size;
+  if (k < 0 || (k > 0 && (k % 32 != 0 || (k & (k - 1)) != 0)))
+    throw InputError("op options.k_chunk_size: expected 0 (TT-NN's default) or a power of 2 that is a multiple of 32, "
+                     "found " + std::to_string(k));
+  if (p.contains("max_cores_per_head_batch") && cfg.max_cores_per_head_batch < 1)
+    throw InputError("op options.max_cores_per_head_batch: expected a positive integer");
+  if (cfg.sliding_window_size < 0)
+    throw InputError("op options.sliding_window_size: expected 0 (none) or a positive number of positions, found " +
+                     std::to_string(cfg.sliding_window_size));
+  if (cfg.scale && !(*cfg.scale > 0))
+    throw InputError("op options.scale: expected a positive number, found " + std::to_string(*cfg.scale));
+  for (float& s : cfg.attention_sink) s = host_round_bf16(s);
+  check_positions(d.cur_pos, false);
+  if (!d.page_table.empty()) check_page_table(d.page_table);
+  return d;
+}
+
+void check_sdpa_decode(const OpCheck& c) {
+  require_4d(c, "sdpa-decode");
+  if (!c.params.contains("cur_pos"))
+    throw InputError("sdpa-decode: --cur-pos P,... (the cur_pos param) is required: one position per user");
+  decode_params(c.params);
+}
+
+TileTensor run_sdpa_decode_op(OpCall& c) {
+  SdpaDecodeParams d = decode_params(c.params);
+  SdpaDecodeConfig& cfg = d.cfg;
+  cfg.compute.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi2);
+  cfg.compute.math_approx_mode = c.opt.math_approx_mode.value_or(true);
+  cfg.compute.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
+  cfg.compute.arch = c.opt.device.arch;
+  const Grid g = c.opt.core_grid.value_or(Grid{c.opt.device.grid_y, c.opt.device.grid_x});
+  cfg.grid_y = g.y;
+  cfg.grid_x = g.x;
+  cfg.compute.output = c.out_format;
+  const auto* pt = d.page_table.empty() ? nullptr : &d.page_table;
+  TileTensor out = run_sdpa_decode(c.dev, c.in[0], c.in[1], c.in[2], d.cur_pos, pt, cfg);
+  const int64_t S = pt ? c.in[1].shape[2] * static_cast<int64_t>((*pt)[0].size()) : c.in[1].shape[2];
+  const SdpaDecodeGrid dg = sdpa_decode_grid(cfg, c.in[0].shape[1], c.in[1].shape[1]);
+  c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.compute.math_fidelity)},
+                                     {"math_approx_mode", cfg.compute.math_approx_mode},
+                                     {"fp32_dest_acc_en", cfg.compute.fp32_dest_acc_en}};
+  c.info["program_config"] = {{"compute_with_storage_grid_size", {cfg.grid_x, cfg.grid_y}},
+                              {"k_chunk_size", sdpa_decode_k_chunk_size(cfg, S, pt != nullptr, d.cur_pos[0])},
+                              {"exp_approx_mode", cfg.exp_approx_mode},
+                              {"cores_per_head", dg.cores_per_head}};
+  c.info["attributes"] = fields::json_of(cfg);
+  c.info["sliding_window_size"] = cfg.sliding_window_size;
+  if (!cfg.attention_sink.empty()) c.info["attention_sink_bf16"] = cfg.attention_sink;
+  return out;
+}
+
+}  // namespace
+
+extern const TtOpDesc kOpSdpaDecode = {
+    "sdpa-decode", "Q K V",
+    "ttnn.transformer.scaled_dot_product_attention_decode (Flash-Decode): Q [1, b, nh, dh], K/V caches "
+    "[b, nkv, S, dh] (paged: [blocks, nkv, block_size, dh] with --page-table), attention over 0..cur_pos per user; "
+    "K/V chunks dealt to the grid's cores, partials merged on the reduction tree",
+    "HiFi2, approx on, fp32 Dst off, exp_approx_mode on, k_chunk_size = largest power of 2 dividing S up to 512 "
+    "(paged: dynamic), scale 1/sqrt(dh), the device's grid",
+    3, 3, false, false, op_params_of(SdpaDecodeParams{}), check_sdpa_decode, nullptr, run_sdpa_decode_op};
+
+}  // namespace mha::ttsim

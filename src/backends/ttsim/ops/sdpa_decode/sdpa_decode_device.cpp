@@ -1,0 +1,34 @@
+#include "backends/ttsim/ops/sdpa_decode/sdpa_decode.h"
+
+namespace mha::ttsim {
+
+const char* sdpa_decode_program(bool paged) {
+  return paged ? "ttnn.transformer.paged_scaled_dot_product_attention_decode"
+               : "ttnn.transformer.scaled_dot_product_attention_decode";
+}
+
+int64_t sdpa_decode_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v, int64_t k_chunk,
+                             const SdpaDecodeConfig& cfg) {
+  const int64_t dht = q.pcols / kTile, sk = (k_chunk + kTile - 1) / kTile;
+  const int64_t im = tile_bytes(cfg.compute.fp32_dest_acc_en ? DataFormat::Float32 : DataFormat::Bfloat16);
+  int64_t b = dht * tile_bytes(q.format) + 2 * sk * dht * (tile_bytes(k.format) + tile_bytes(v.format));
+  b += sk * im + 3 * dht * im + 8 * im + dht * tile_bytes(cfg.compute.output);
+  return b;
+}
+
+TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                           const std::vector<int64_t>& cur_pos, const std::vector<std::vector<int64_t>>* page_table,
+                           const SdpaDecodeConfig& cfg) {
+  const std::string op = sdpa_decode_program(page_table != nullptr);
+  TtDevice::OpTimer timer(dev, op);
+  const int64_t S = page_table ? k.shape[2] * static_cast<int64_t>((*page_table)[0].size()) : k.shape[2];
+  const int64_t chunk = sdpa_decode_k_chunk_size(cfg, S, page_table != nullptr, cur_pos.empty() ? 0 : cur_pos[0]);
+  const int64_t cb = sdpa_decode_cb_bytes(q, k, v, chunk, cfg);
+  check_cb_budget(dev, op, cb, "a smaller k_chunk_size fits");
+  // The caches are the model's resident buffers; the op allocates only its
+  // output, which the next op's memory check counts.
+  dev.program(op, program_key(cfg), {&q, &k, &v});
+  return tt_sdpa_decode(q, k, v, cur_pos, page_table, cfg, dev.exec());
+}
+
+}  // namespace mha::ttsim

@@ -1,7 +1,7 @@
 #include "backends/ttsim/op_api.h"
 
 #include "backends/ttsim/ttsim_device.h"
-#include "backends/ttsim/ttsim_ops.h"
+#include "backends/ttsim/ops/data_movement/data_movement.h"
 #include "util/error.h"
 
 namespace mha::ttsim {
@@ -17,7 +17,10 @@ Tensor tt_move(const Tensor& in, DataFormat in_format, const Tensor& moved, Data
   TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "op options"));
   const TileTensor t = to_tile_layout(src, in_format);
   const float* v = dst.data<float>();
-  return to_tensor(op_move(dev, op, t, std::vector<float>(v, v + dst.numel()), dst.shape(), out_format));
+  DataMovementAttributes attrs;
+  attrs.output = out_format;
+  attrs.shape = dst.shape();
+  return to_tensor(run_data_movement(dev, op, t, std::vector<float>(v, v + dst.numel()), attrs));
 }
 
 }  // namespace mha::ttsim

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "backends/cpu/cpu_gemm.h"
 #include "util/huge_pages.h"
 
 namespace mha::cpu {
@@ -166,7 +167,9 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
 
   p.rope = spec.rope.has_value();
   p.heads = spec.num_heads, p.kv_heads = spec.num_kv_heads;
-  p.q_chunk_rows = policy.rows;
+  // Whole row blocks, so that a chunk's calls are the ones a whole batch's
+  // projection makes (cpu_gemm.h, kRowBlock).
+  p.q_chunk_rows = (policy.rows + kRowBlock - 1) / kRowBlock * kRowBlock;
   const int64_t G = p.group_batches;
   const int64_t q_rows = p.layout == Layout::kChunked ? std::min(B * L, p.q_chunk_rows) : G * L;
   // Left uninitialised: the GEMMs write every element before anything reads it.

@@ -40,12 +40,12 @@ struct PlanKey {
 // output-projects group_batches batches at a time, so `rows` is a group's
 // rows (seed 002's 8x384x1024: 2 batches, a 9.4 MiB workspace instead of
 // 37.7 that stays in L3 between the GEMM and the attention, and that a first
-// run faults in a quarter of the time). OpenBLAS runs as fast on 768 rows as
-// on 3072 (measured); on fewer it repacks the weights too often.
+// run faults in a quarter of the time). Within a group the GEMMs go in calls
+// of kRowBlock rows (cpu_gemm.h).
 enum class Layout { kFusedQKV, kSeparate, kChunked };
 struct ChunkPolicy {
   int64_t above_floats = int64_t{16} << 20;
-  int64_t rows = 21 * kBr;  // a multiple of kBr
+  int64_t rows = 20 * kBr;  // a multiple of kBr and of kRowBlock (build_plan rounds up)
   int64_t group_rows = 768;  // query rows per batch group, at least
 };
 // Process-wide; tests shrink it to exercise kChunked on small shapes.
@@ -61,8 +61,8 @@ int64_t projection_group_batches(int64_t B, int64_t L);
 
 // y[B*L, lin.out] = x[B*L, lin.in] . w^T + b, one linear() per projection
 // group: the row calls run_flash makes for its output projection (with
-// kChunked's query chunks, whose edges fall on 48-row multiples within a
-// batch, the same bits).
+// kChunked's query chunks, which are whole kRowBlock blocks of a batch, the
+// same calls and bits).
 void project_rows(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t B, int64_t L, float* y);
 
 struct Plan {

@@ -14,8 +14,9 @@
 //       (cpu_decode_kernel.h) reads each cached key/value row once for all
 //       query heads of the group, and the chunks' online-softmax partials
 //       are merged (split-K, so a single token still spreads over threads)
-//     with softcap or sinks (neither kernel has them): plain_attention,
-//       scores and softmax per row over the widened cache rows
+//     with softcap, or sinks on several rows (neither kernel has them):
+//       plain_attention, scores and softmax per row over the widened cache
+//       rows; one row's sinks join the chunks' merge
 //   output = context . Wo^T + bo (GEMV / sgemm as above)
 #include "backends/cpu/cpu_decode.h"
 
@@ -35,7 +36,6 @@
 #include "backends/cpu/cpu_gemm.h"
 #include "backends/cpu/cpu_projection.h"
 #include "backends/cpu/kv_format.h"
-#include "backends/cpu/cpu_plan.h"
 #include "model/mask.h"
 #include "model/qk_norm.h"
 #include "model/rope.h"
@@ -130,7 +130,9 @@ class CpuDecode : public DecodeSession {
     ctx_.resize(rows * H * dv);
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = process_cpu_seconds();
-    if (needs_plain(spec_))
+    // Softcap anywhere, and sinks in a prompt, need the plain loop; a single
+    // row's sinks join the chunk kernel's merge.
+    if (spec_.softcap > 0.0 || (spec_.sinks && n > 1))
       plain_attention(n);
     else if (n > 1)
       prefill(n);
@@ -242,15 +244,18 @@ class CpuDecode : public DecodeSession {
       c.o = part, c.m = part + G * dv, c.l = part + G * dv + G;
       kernel_(c);
     });
-    // Merge each (row, group)'s chunks: rescale to the largest max, sum, normalise.
+    // Merge each (row, group)'s chunks: rescale to the largest max, sum,
+    // normalise. A head's sink (base-2 units, as the partials' maxima) joins
+    // the max and the denominator and adds no value.
     pool_.parallel_for(B * n * Hkv, [&](int64_t rg, int) {
       const int64_t row = rg / Hkv, g = rg % Hkv, first = row_first_[rg], last = row_first_[rg + 1];
       for (int64_t h = 0; h < G; ++h) {
-        float M = -INFINITY;
+        const float sink = sinks_.empty() ? -INFINITY : sinks_[g * G + h] * kLog2e;
+        float M = sink;
         for (int64_t t = first; t < last; ++t) M = std::max(M, partial_[t * per + G * dv + h]);
         float* ctx = ctx_.data() + row * H * dv + (g * G + h) * dv;
         std::fill(ctx, ctx + dv, 0.0f);
-        float L = 0.0f;
+        float L = sinks_.empty() ? 0.0f : std::exp2(sink - M);
         for (int64_t t = first; t < last; ++t) {
           const float* part = partial_.data() + t * per;
           const float w = std::exp2(part[G * dv + h] - M);

@@ -6,9 +6,9 @@ features: QK RMSNorm (plain and Gemma's 1 + w), logit softcapping with
 query_pre_attn_scalar, attention sinks, partial and interleaved rotary, and
 the default / linear / llama3 / yarn rope scalings.
 
-  hf_attention_oracle.py DIR
+  hf_attention_oracle.py DIR...
 
-reads DIR/case.json and DIR/*.npy (written by tests/parity/
+reads each DIR/case.json and DIR/*.npy (written by tests/parity/
 hf_features_parity_test.cpp) and writes DIR/out64.npy, the module run in
 float64, and DIR/out32.npy, the module as written in float32.
 
@@ -171,12 +171,12 @@ def attention(case, t, dtype, exact):
 
 
 def main():
-  folder = sys.argv[1]
-  case = json.load(open(folder + '/case.json'))
-  t = {name: torch.from_numpy(np.load(f'{folder}/{name}.npy')) for name in case['tensors']}
-  with torch.no_grad():
-    np.save(folder + '/out64.npy', attention(case, t, torch.float64, True).numpy())
-    np.save(folder + '/out32.npy', attention(case, t, torch.float32, False).numpy())
+  for folder in sys.argv[1:]:  # several cases per run: importing torch costs seconds
+    case = json.load(open(folder + '/case.json'))
+    t = {name: torch.from_numpy(np.load(f'{folder}/{name}.npy')) for name in case['tensors']}
+    with torch.no_grad():
+      np.save(folder + '/out64.npy', attention(case, t, torch.float64, True).numpy())
+      np.save(folder + '/out32.npy', attention(case, t, torch.float32, False).numpy())
 
 
 if __name__ == '__main__':

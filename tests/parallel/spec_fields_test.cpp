@@ -58,8 +58,10 @@ TEST(SpecFields, VisitorListsEveryMember) {
   EXPECT_EQ(member_count<Projection>(), static_cast<std::size_t>(kVisitedProjectionFields))
       << "Projection has a member visit_projection() does not list";
   int rope_fields = 0, norm_fields = 0;
-  visit_rope(RotaryEmbedding{}, [&](const auto&) { ++rope_fields; });
-  visit_qk_norm(QkNorm{}, [&](const auto&) { ++norm_fields; });
+  const RotaryEmbedding rope;
+  const QkNorm norm;
+  visit_rope(rope, [&](const auto&) { ++rope_fields; });
+  visit_qk_norm(norm, [&](const auto&) { ++norm_fields; });
   EXPECT_EQ(rope_fields, kVisitedRopeFields);
   EXPECT_EQ(norm_fields, kVisitedQkNormFields);
   EXPECT_EQ(member_count<RotaryEmbedding>(), static_cast<std::size_t>(kVisitedRopeFields))

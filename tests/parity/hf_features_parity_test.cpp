@@ -150,33 +150,49 @@ Layer draw_layer(Family f, Rng& r) {
   return l;
 }
 
+// The reference gets float64 weights and inputs, as the runner gives it.
+AttentionSpec as_f64(const AttentionSpec& s) {
+  AttentionSpec r = s;
+  r.uid = new_spec_uid();
+  for (Projection* p : {&r.q, &r.k, &r.v, &*r.out}) {
+    p->weight = p->weight.cast(DType::F64);
+    if (p->bias) p->bias = p->bias->cast(DType::F64);
+  }
+  if (r.qk_norm) {
+    r.qk_norm->q_weight = r.qk_norm->q_weight.cast(DType::F64);
+    r.qk_norm->k_weight = r.qk_norm->k_weight.cast(DType::F64);
+  }
+  if (r.sinks) r.sinks = r.sinks->cast(DType::F64);
+  return r;
+}
+
 void check_family(Family f, int cases) {
   Rng r;
   SCOPED_TRACE(r.trace());
+  TempDir dir;
+  std::vector<Layer> layers;
+  std::string folders;
+  for (int i = 0; i < cases; ++i) {
+    layers.push_back(draw_layer(f, r));
+    const std::string d = dir.file(std::to_string(i));
+    ASSERT_EQ(run_command("mkdir " + shell_quote(d)).exit_code, 0);
+    for (const auto& [name, t] : layers.back().npy) io::write_npy(d + "/" + name + ".npy", t);
+    write_text(d + "/case.json", layers.back().oracle.dump());
+    folders += ", " + json(d).dump();
+  }
+  const CommandResult py = run_python("import runpy, sys\nsys.argv = [''" + folders +
+                                      "]\nrunpy.run_path('scripts/hf_attention_oracle.py', run_name='__main__')\n");
+  ASSERT_EQ(py.exit_code, 0) << py.err;
   auto ref = make_reference_backend();
   auto cpu = make_cpu_backend({{"threads", 2}}, "backend");
   for (int i = 0; i < cases; ++i) {
-    const Layer l = draw_layer(f, r);
+    const Layer& l = layers[i];
     SCOPED_TRACE(std::string(family_name(f)) + " case " + std::to_string(i) + ": " + l.oracle.dump());
-    TempDir dir;
-    for (const auto& [name, t] : l.npy) io::write_npy(dir.file(name + ".npy"), t);
-    write_text(dir.file("case.json"), l.oracle.dump());
-    const CommandResult py = run_python("import runpy, sys\nsys.argv = ['', " + json(dir.path()).dump() +
-                                        "]\nrunpy.run_path('scripts/hf_attention_oracle.py', run_name='__main__')\n");
-    ASSERT_EQ(py.exit_code, 0) << py.err;
-    const Tensor want64 = io::read_npy(dir.file("out64.npy")), want32 = io::read_npy(dir.file("out32.npy"));
-    // The reference gets float64 weights and inputs, as the runner gives it.
-    AttentionSpec s64 = l.spec;
-    s64.uid = new_spec_uid();
-    for (Projection* p : {&s64.q, &s64.k, &s64.v, &*s64.out}) {
-      p->weight = p->weight.cast(DType::F64);
-      if (p->bias) p->bias = p->bias->cast(DType::F64);
-    }
-    if (s64.qk_norm) s64.qk_norm->q_weight = s64.qk_norm->q_weight.cast(DType::F64), s64.qk_norm->k_weight = s64.qk_norm->k_weight.cast(DType::F64);
-    if (s64.sinks) s64.sinks = s64.sinks->cast(DType::F64);
+    const std::string d = dir.file(std::to_string(i));
+    const Tensor want64 = io::read_npy(d + "/out64.npy"), want32 = io::read_npy(d + "/out32.npy");
     AttentionInputs in64 = l.in;
     in64.query = in64.key = in64.value = l.in.query.cast(DType::F64);
-    EXPECT_TRUE(tensors_close(ref->run(s64, in64, {}).output, want64, 1e-12, 1e-9)) << "reference";
+    EXPECT_TRUE(tensors_close(ref->run(as_f64(l.spec), in64, {}).output, want64, 1e-12, 1e-9)) << "reference";
     EXPECT_TRUE(tensors_close(cpu->run(l.spec, l.in, {}).output, want32, 1e-5, 1.3e-6)) << "cpu (flash path)";
     RunOptions weights;
     weights.need_weights = true;

@@ -12,7 +12,9 @@
 // a Hugging Face folder are tested with them). The reference backend must
 // be within float64 rounding of the float64 module (rtol 1e-9, atol 1e-12,
 // as tests/parity/parity.h), the cpu backend within torch.testing's float32
-// tolerances (atol 1e-5, rtol 1.3e-6) of the float32 module.
+// tolerances (atol 1e-5, rtol 1.3e-6) of the float32 module, both modules
+// with mha's correctly rounded rope table (scripts/hf_attention_oracle.py
+// says why). MHA_PARITY_SEED=N replays a run.
 #include <gtest/gtest.h>
 
 #include <cmath>

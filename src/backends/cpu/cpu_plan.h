@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_flash.h"
 #include "backends/cpu/cpu_projection.h"
 #include "model/attention.h"
+#include "model/qk_norm.h"
 #include "model/rope.h"
 
 namespace mha::cpu {
@@ -87,12 +88,18 @@ struct Plan {
   std::vector<float> ctx;
   std::vector<FlashScratch> scratch;  // one per thread
   // The rotary embedding's cos/sin for this run's positions (prepare_rope);
-  // project_inputs and project_query_rows rotate q and k with it.
+  // project_inputs and project_query_rows QK-normalise (qk_norm) and
+  // rotate q and k with it.
   bool rope = false;
-  int64_t heads = 0, kv_heads = 0;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  std::optional<QkNormWeights<float>> qk_norm;
   RopeTable rope_table;
   bool rope_default_positions = false;  // the table holds 0..L-1 (kept between runs)
 };
+
+// The spec needs the plain path's [L, S] scores (cpu_plain.h) even for a
+// flash run: the flash kernel has no logit softcap and no sinks.
+bool needs_plain(const AttentionSpec& spec);
 
 std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInputs& in, const PlanKey& key,
                                  int threads);

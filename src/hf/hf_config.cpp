@@ -23,12 +23,8 @@ void resolve_hf_model(RunConfig& c) {
   }
   c.params = hf_layer_params(m, c.model->layer);
   const HfLayerAttention a = parse_hf_attention(c.params);  // refused here, naming the field, before any tensor
-  const io::Checkpoint ck(m.weights);
   c.variant = "llama_attention";
-  c.weights = WeightsConfig{};
-  c.weights.kind = WeightsConfig::Kind::File;
-  c.weights.path = m.weights;
-  c.weights.prefix = hf_layer_prefix(m, ck.names(), c.model->layer);
+  c.weights = hf_layer_weights(m, c.model->layer);
   if (c.inputs.empty()) {
     InputConfig x;
     x.name = "x";
@@ -36,6 +32,15 @@ void resolve_hf_model(RunConfig& c) {
     x.shape = {1, c.decode ? c.decode->prompt + c.decode->tokens : kDefaultHfSeq, a.hidden};
     c.inputs.push_back(x);
   }
+}
+
+WeightsConfig hf_layer_weights(const HfModel& m, int64_t layer) {
+  const io::Checkpoint ck(m.weights);  // names only: an index, or one file's header
+  WeightsConfig w;
+  w.kind = WeightsConfig::Kind::File;
+  w.path = m.weights;
+  w.prefix = hf_layer_prefix(m, ck.names(), layer);
+  return w;
 }
 
 bool is_hf_folder(const std::string& path) {

@@ -15,6 +15,9 @@ constexpr int64_t kDefaultHfSeq = 16;
 
 void resolve_hf_model(RunConfig& c);
 
+// Layer `layer`'s weights: the folder's checkpoint under the layer's prefix.
+WeightsConfig hf_layer_weights(const HfModel& m, int64_t layer);
+
 // `mha inspect DIR`: the model's family, then one line per layer saying
 // what its attention is; `json` for machines.
 std::string format_hf_inspect(const std::string& dir, bool json);

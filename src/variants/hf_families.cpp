@@ -43,7 +43,7 @@ const std::vector<FamilyInfo>& families() {
         "rope_local_base_freq", "sliding_window_pattern", "_sliding_window_pattern"}},
       {F::GptOss, "gpt_oss", {"attention_bias", "sliding_window", "layer_types"}},
       // original_max_position_embeddings serves LongRoPE only, which is refused.
-      {F::Phi3, "phi3", {"sliding_window", "original_max_position_embeddings"}},
+      {F::Phi3, "phi3", {"attention_bias", "sliding_window", "original_max_position_embeddings"}},
   };
   return f;
 }
@@ -65,6 +65,7 @@ void check_family_keys(const ordered_json& p, F f) {
   for (auto it = p.begin(); it != p.end(); ++it) {
     const std::string& k = it.key();
     if (has_key(kCommonKeys, k) || has_key(mine.keys, k)) continue;
+    if (it->is_null()) continue;  // null: not set, as Hugging Face's configs write an absent option
     for (const FamilyInfo& other : families())
       if (has_key(other.keys, k))
         throw InputError("params." + k + ": not a " + mine.name + " setting (" + other.name +
@@ -149,6 +150,8 @@ void parse_biases(const ordered_json& p, F f, HfLayerAttention& a) {
   // attention_bias to true; Phi-3 has no biases; the rest follow attention_bias.
   bool all = f == F::GptOss;
   if (const ordered_json* b = given(p, "attention_bias")) all = as_bool(*b, "params.attention_bias");
+  if (f == F::Phi3 && all)  // some Phi-3 configs write attention_bias false; true would be ignored by the module
+    throw InputError("params.attention_bias: Phi-3's qkv_proj and o_proj have no bias (use qkv_bias / o_proj_bias)");
   a.qkv_bias = param_bool(p, {"qkv_bias"}, f == F::Qwen2 ? true : all);
   a.o_bias = param_bool(p, {"o_proj_bias"}, f == F::Qwen2 ? false : all);
 }

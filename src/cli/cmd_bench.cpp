@@ -95,6 +95,15 @@ std::vector<std::string> name_list(const std::string& s, const char* flag, const
 }
 
 // Forward rows (--seq x --causal) or, when -p, -n or -d is given,
+// --hf: the folder's layer sets the variant and the shape.
+void hf_shape(const BenchFlags& f, std::vector<std::string>& variants, std::vector<int64_t>& hiddens,
+              std::vector<int64_t>& heads, std::vector<int64_t>& kv_heads) {
+  if (!(f.variant + f.hidden + f.heads + f.kv_heads).empty())
+    throw InputError("--hf: the folder's layer sets the variant and shape; drop --variant/--hidden/--heads/--kv-heads");
+  const HfLayerAttention a = parse_hf_attention(hf_layer_params(open_hf_model(f.hf), f.layer));
+  variants = {"llama_attention"}, hiddens = {a.hidden}, heads = {a.heads}, kv_heads = {a.kv_heads};
+}
+
 // llama-bench rows: pp<P> for each prompt size and tg<N> for each
 // generated-token count, at each depth (0 in -p / -n drops that kind, as in
 // llama-bench). The model shape comes from the same flags either way.
@@ -142,12 +151,7 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
                        std::to_string(t));
   std::vector<int64_t> kv_heads = int_list(f.kv_heads, "--kv-heads", {0});
   std::vector<int64_t> hiddens = int_list(f.hidden, "--hidden", {1024}), heads = int_list(f.heads, "--heads", {16});
-  if (!f.hf.empty()) {  // the layer's own shape
-    if (!(f.variant + f.hidden + f.heads + f.kv_heads).empty())
-      throw InputError("--hf: the folder's layer sets the variant and shape; drop --variant/--hidden/--heads/--kv-heads");
-    const HfLayerAttention a = parse_hf_attention(hf_layer_params(open_hf_model(f.hf), f.layer));
-    variants = {"llama_attention"}, hiddens = {a.hidden}, heads = {a.heads}, kv_heads = {a.kv_heads};
-  }
+  if (!f.hf.empty()) hf_shape(f, variants, hiddens, heads, kv_heads);
   const ordered_json options = parse_backend_options(f.backend_options);
   std::vector<bench::Row> rows;
   for (const auto& v : variants)

@@ -80,6 +80,28 @@ ModelConfig parse_model(const ordered_json& m, const std::string& dir) {
   return mc;
 }
 
+DecodeConfig parse_decode(const ordered_json& d) {
+  check_keys(d, "decode", {"prompt", "tokens", "cache_dtype", "depth"});
+  DecodeConfig dc;
+  dc.prompt = get_int(d, "prompt", "decode", std::nullopt, 1);
+  dc.tokens = get_int(d, "tokens", "decode", 0, 0);
+  dc.depth = get_int(d, "depth", "decode", 0, 0);
+  if (dc.depth > kMaxDecodeDepth)
+    throw InputError("decode.depth: expected at most " + std::to_string(kMaxDecodeDepth) + " positions, found " +
+                     std::to_string(dc.depth));
+  // The cache holds depth + prompt + tokens positions: a sum that
+  // overflows is refused with the numbers as written.
+  const std::string sum = "decode.depth + decode.prompt + decode.tokens (" + std::to_string(dc.depth) + " + " +
+                          std::to_string(dc.prompt) + " + " + std::to_string(dc.tokens) + ")";
+  checked_add(checked_add(dc.depth, dc.prompt, sum), dc.tokens, sum);
+  if (find(d, "cache_dtype")) {
+    const auto t = cache_dtype_from_name(as_string(d["cache_dtype"], "decode.cache_dtype"));
+    if (t) dc.cache_dtype = *t;
+    else throw InputError("decode.cache_dtype: expected one of " + cache_dtype_names() + ", found " + json_brief(d["cache_dtype"]));
+  }
+  return dc;
+}
+
 void parse_inputs(const ordered_json& in, const std::string& dir, RunConfig& c) {
   require_object(in, "inputs");
   for (auto it = in.begin(); it != in.end(); ++it) {
@@ -159,28 +181,7 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
     if (find(r, "pcc")) rc.pcc = as_number(r["pcc"], "reference.pcc");
     c.reference = rc;
   }
-  if (find(j, "decode")) {
-    const ordered_json& d = require_object(j["decode"], "decode");
-    check_keys(d, "decode", {"prompt", "tokens", "cache_dtype", "depth"});
-    DecodeConfig dc;
-    dc.prompt = get_int(d, "prompt", "decode", std::nullopt, 1);
-    dc.tokens = get_int(d, "tokens", "decode", 0, 0);
-    dc.depth = get_int(d, "depth", "decode", 0, 0);
-    if (dc.depth > kMaxDecodeDepth)
-      throw InputError("decode.depth: expected at most " + std::to_string(kMaxDecodeDepth) + " positions, found " +
-                       std::to_string(dc.depth));
-    // The cache holds depth + prompt + tokens positions: a sum that
-    // overflows is refused with the numbers as written.
-    const std::string sum = "decode.depth + decode.prompt + decode.tokens (" + std::to_string(dc.depth) + " + " +
-                            std::to_string(dc.prompt) + " + " + std::to_string(dc.tokens) + ")";
-    checked_add(checked_add(dc.depth, dc.prompt, sum), dc.tokens, sum);
-    if (find(d, "cache_dtype")) {
-      const auto t = cache_dtype_from_name(as_string(d["cache_dtype"], "decode.cache_dtype"));
-      if (t) dc.cache_dtype = *t;
-      else throw InputError("decode.cache_dtype: expected one of " + cache_dtype_names() + ", found " + json_brief(d["cache_dtype"]));
-    }
-    c.decode = dc;
-  }
+  if (find(j, "decode")) c.decode = parse_decode(require_object(j["decode"], "decode"));
   if (find(j, "parallel")) {
     const ordered_json& p = require_object(j["parallel"], "parallel");
     check_keys(p, "parallel", {"heads", "sequence"});

@@ -106,7 +106,8 @@ HfModel open_hf_model(const std::string& dir) {
   const auto family = hf_family_from_model_type(type);
   if (!family)
     throw InputError(where + ": " + tpath + "model_type " + (type.empty() ? std::string("missing") : "\"" + printable(type) + "\"") +
-                     " is not supported (mha runs llama, mistral, qwen2, qwen3, gemma2, gemma3, gpt_oss, phi3)");
+                     " is not supported (mha runs llama, mistral, qwen2, qwen3, gemma2, gemma3, gpt_oss, phi3, mixtral, qwen2_moe, "
+                     "qwen3_moe)");
   m.family = *family;
   m.model_type = type;
   for (const auto& r : kRefusedKeys)

@@ -89,7 +89,7 @@ F parse_family(const ordered_json& p) {
   const std::string v = t->is_string() ? t->get<std::string>() : "";
   if (auto f = hf_family_from_model_type(v)) return *f;
   throw InputError("params.model_type: expected one of llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gpt_oss, "
-                   "phi3, found " + printable(t->dump()));
+                   "phi3 (or mixtral, qwen2_moe, qwen3_moe), found " + printable(t->dump()));
 }
 
 // The config classes' defaults for fields a config may omit (Gemma 3's
@@ -142,7 +142,8 @@ void parse_shape(const ordered_json& p, F f, HfLayerAttention& a) {
                                                    field("params.head_dim", a.head_dim));
   a.kv_width = checked_mul(a.kv_heads, a.head_dim, field("params.num_key_value_heads", a.kv_heads) + " x " +
                                                        field("params.head_dim", a.head_dim));
-  checked_add(a.q_width, checked_mul(2, a.kv_width, "params: the fused qkv width"), "params: the fused qkv width");
+  if (f == F::Phi3)  // qkv_proj's rows
+    checked_add(a.q_width, checked_mul(2, a.kv_width, "params: qkv_proj's width"), "params: qkv_proj's width");
 }
 
 void parse_biases(const ordered_json& p, F f, HfLayerAttention& a) {
@@ -223,6 +224,10 @@ const char* hf_family_name(HfFamily f) { return info(f).name; }
 
 std::optional<HfFamily> hf_family_from_model_type(const std::string& t) {
   if (t == "gemma3") return F::Gemma3;
+  // Mixture-of-experts siblings whose attention is the dense model's.
+  if (t == "mixtral") return F::Mistral;
+  if (t == "qwen2_moe") return F::Qwen2;
+  if (t == "qwen3_moe") return F::Qwen3;
   for (const FamilyInfo& i : families())
     if (t == i.name) return i.family;
   return std::nullopt;
@@ -241,10 +246,10 @@ const std::vector<std::string>& hf_attention_keys() {
 
 HfLayerAttention parse_hf_attention(const ordered_json& p) {
   const F f = parse_family(p);
-  check_family_keys(p, f);
   if (f == F::Qwen2 && given(p, "attention_bias"))
     throw InputError("params.attention_bias: not a Qwen2 setting (Qwen2 biases q/k/v and not o_proj); "
                      "use qkv_bias / o_proj_bias to depart from that");
+  check_family_keys(p, f);
   HfLayerAttention a;
   a.family = f;
   a.layer_given = given(p, "layer_idx") != nullptr;

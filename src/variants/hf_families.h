@@ -23,7 +23,9 @@ enum class HfFamily { Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, GptOss, Phi3
 // The model_type a family is written as in messages ("gemma3_text" for Gemma 3).
 const char* hf_family_name(HfFamily f);
 // "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3" / "gemma3_text",
-// "gpt_oss", "phi3"; nullopt for any other.
+// "gpt_oss", "phi3", and the mixture-of-experts siblings whose attention is
+// the dense model's: "mixtral" (Mistral), "qwen2_moe", "qwen3_moe"; nullopt
+// for any other.
 std::optional<HfFamily> hf_family_from_model_type(const std::string& model_type);
 
 struct HfLayerAttention {

@@ -135,3 +135,30 @@ TEST(HfFolder, InspectSaysWhatEachLayerIs) {
 
 }  // namespace
 }  // namespace mha::test
+
+namespace mha::test {
+namespace {
+
+// `mha bench --hf`: pp and tg rows of the folder's layer at its own shape
+// (Gemma 3's head_dim 32 is not hidden / heads), and the shape flags refused
+// beside it.
+TEST(HfFolder, BenchRowsOfALayer) {
+  const std::string bench = "bench --no-progress --probe-mib 16 -r 1 --warmup 0 -t 1 -o json --hf " +
+                            shell_quote(hf_example("gemma3_text")) + " --layer 2 ";
+  const CommandResult r = run_mha(bench + "-p 8 -n 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& rows = j.is_array() ? j : j["rows"];
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  for (const nlohmann::json& row : rows) {
+    EXPECT_EQ(row["hidden"], 64) << row;
+    EXPECT_EQ(row["heads"], 4) << row;
+    EXPECT_EQ(row["kv_heads"], 2) << row;
+  }
+  expect_one_line_error(run_mha(bench + "-p 8 --hidden 128"), "--hf: the folder's layer sets the variant and shape");
+  expect_one_line_error(run_mha("bench --no-progress -p 8 --hf " + shell_quote(hf_example("gemma3_text")) + " --layer 9"),
+                        "layer 9 is out of range");
+}
+
+}  // namespace
+}  // namespace mha::test

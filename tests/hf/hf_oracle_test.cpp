@@ -46,6 +46,35 @@ void check_family(const std::string& name, int64_t layers) {
   }
 }
 
+// Decode (prefill 4 tokens, then 7 one-token steps against a float32 KV
+// cache) gives the oracle's causal output on the cpu backend.
+void check_decode(const std::string& name, int64_t layer) {
+  SCOPED_TRACE(name + " decode, layer " + std::to_string(layer));
+  TempDir d;
+  const CommandResult px = run_python("import numpy as np\nnp.save(" + shell_quote(d.file("x.npy")) +
+                                      ", np.random.default_rng(8).standard_normal((2, 11, 64)).astype(np.float32))\n");
+  ASSERT_EQ(px.exit_code, 0) << px.err;
+  const CommandResult o = run_command("/usr/bin/python3 " + shell_quote(source_dir() + "/tests/hf/hf_oracle.py") + " " +
+                                      shell_quote(hf_example(name)) + " " + std::to_string(layer) + " " +
+                                      shell_quote(d.file("x.npy")) + " " + shell_quote(d.file("want.npy")));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  write_text(d.file("c.json"), R"({"model": {"hf": ")" + hf_example(name) + R"(", "layer": )" + std::to_string(layer) +
+                                   R"(}, "inputs": {"x": "x.npy"}, "decode": {"prompt": 4, "tokens": 7}})");
+  const CommandResult r = run_mha("run -n 0 --backend cpu --config " + shell_quote(d.file("c.json")) + " --output " +
+                                  shell_quote(d.file("got.npy")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(tensors_close(io::read_tensor(d.file("got.npy")).cast(DType::F64), io::read_tensor(d.file("want.npy")),
+                            1e-5, 1.3e-6));
+}
+
+TEST(HfOracle, DecodeMistral) { check_decode("mistral", 1); }
+TEST(HfOracle, DecodeQwen2) { check_decode("qwen2", 1); }
+// Need the backends' AttentionSpec features (issue 29 item 2).
+TEST(HfOracle, DecodeEveryOtherFamily) {
+  for (const char* name : {"llama31", "qwen3", "gemma2", "gemma3_text", "gpt_oss", "phi3"})
+    for (int64_t layer : {0, 1}) check_decode(name, layer);
+}
+
 // Work with today's backends: rotary embedding without scaling, windows, biases.
 TEST(HfOracle, Llama) { check_family("llama", 2); }
 TEST(HfOracle, LlamaInTheHfCache) { check_family("hf_cache/models--mha--tiny/snapshots/0123456789abcdef0123456789abcdef01234567", 2); }

@@ -10,7 +10,7 @@
 #include "bench/peak_memory.h"
 #include "bench/phases.h"
 #include "config/config.h"
-#include "hf/hf_config.h"
+#include "config/hf_config.h"
 #include "init/torch_generator.h"
 #include "util/checked_size.h"
 #include "util/error.h"

@@ -12,7 +12,7 @@
 #include "backends/registry.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
-#include "hf/hf_config.h"
+#include "config/hf_config.h"
 #include "io/output_set.h"
 #include "parallel/world.h"
 #include "util/error.h"

@@ -2,7 +2,7 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "hf/hf_config.h"
+#include "config/hf_config.h"
 #include "io/inspect.h"
 
 namespace mha::cli {

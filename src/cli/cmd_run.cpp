@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "compare/report.h"
-#include "hf/hf_config.h"
+#include "config/hf_config.h"
 #include "io/output_set.h"
 #include "io/tensor_file.h"
 #include "parallel/world.h"

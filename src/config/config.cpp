@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "hf/hf_config.h"
+#include "config/hf_config.h"
 #include "util/error.h"
 #include "util/checked_size.h"
 #include "util/json_depth.h"

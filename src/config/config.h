@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "config/json_util.h"
+#include "util/json_util.h"
 #include "model/cache_dtype.h"
 #include "tensor/tensor.h"
 

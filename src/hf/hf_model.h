@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "config/json_util.h"
+#include "util/json_util.h"
 #include "variants/hf_families.h"
 
 namespace mha {

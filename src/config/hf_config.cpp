@@ -1,4 +1,4 @@
-#include "hf/hf_config.h"
+#include "config/hf_config.h"
 
 #include <cstdio>
 #include <filesystem>

@@ -1,5 +1,5 @@
 #pragma once
-// A run config's "model": {"hf": DIR, "layer": N} turned into what every
+// A run config's "model": {"hf": DIR, "layer": N} (hf/hf_model.h reads the folder) turned into what every
 // other part of mha runs: variant llama_attention, the layer's params, its
 // weights (the folder's checkpoint under the layer's prefix), and, when the
 // config gives no inputs, x randn [1, seq, hidden] (seq: decode's prompt +

@@ -20,6 +20,7 @@ std::optional<std::string> decode_unsupported(const AttentionSpec& spec) {
 }
 
 void check_decode_options(const AttentionSpec& spec, const DecodeOptions& opt) {
+  validate_spec_features(spec);
   if (opt.batch < 1) throw InputError("decode: batch must be at least 1, found " + std::to_string(opt.batch));
   if (opt.max_tokens < 1)
     throw InputError("decode: max_tokens must be at least 1, found " + std::to_string(opt.max_tokens));

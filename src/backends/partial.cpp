@@ -6,6 +6,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "model/attention.h"
+
 namespace mha {
 
 const char* capability_name(Capability c) {
@@ -15,6 +17,12 @@ const char* capability_name(Capability c) {
     case Capability::AttentionWeights: return "attention weights";
   }
   return "?";
+}
+
+std::optional<std::string> partial_unsupported(const AttentionSpec& spec) {
+  if (spec.softcap > 0.0) return std::string("partial attention has no logit softcap (run in one process)");
+  if (spec.sinks) return std::string("partial attention has no attention sinks (run in one process)");
+  return std::nullopt;
 }
 
 SoftmaxState SoftmaxState::empty(DType dt, int64_t B, int64_t n, int64_t H, int64_t dv) {

@@ -7,6 +7,8 @@
 // (Backend::supports(Capability::PartialAttention, spec) is nullopt) can take
 // part in a ring; nothing in src/parallel/ knows which backend it is.
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "tensor/tensor.h"
 
@@ -19,6 +21,12 @@ enum class Capability {
   AttentionWeights,  // run() with RunOptions::need_weights
 };
 const char* capability_name(Capability c);
+
+struct AttentionSpec;
+// Why partial attention cannot serve the spec (its state carries neither
+// the logit softcap nor the sinks), or nullopt: what every backend's
+// supports(Capability::PartialAttention, spec) says first.
+std::optional<std::string> partial_unsupported(const AttentionSpec& spec);
 
 // The online-softmax state of queries [B, n] of H heads after some keys, in
 // the backend's arithmetic dtype (Backend::arithmetic_dtype):

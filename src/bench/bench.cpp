@@ -10,6 +10,7 @@
 #include "bench/peak_memory.h"
 #include "bench/phases.h"
 #include "config/config.h"
+#include "config/hf_config.h"
 #include "init/torch_generator.h"
 #include "util/checked_size.h"
 #include "util/error.h"
@@ -30,7 +31,9 @@ std::string Row::label() const {
   std::string s = variant + " " + backend + " " + std::to_string(batch) + "x" + std::to_string(seq) + "x" +
                   std::to_string(hidden) + "/" + std::to_string(heads) +
                   (kv_heads > 0 ? ":" + std::to_string(kv_heads) : "") + (causal ? " causal" : "");
-  if (phase != Phase::Forward) s = variant + " " + backend + " " + test() + " @ d" + std::to_string(depth);
+  if (!hf.empty()) s = hf + " layer " + std::to_string(hf_layer) + " " + backend + " " + std::to_string(batch) + "x" +
+                       std::to_string(seq);
+  if (phase != Phase::Forward) s = (hf.empty() ? variant : hf + " layer " + std::to_string(hf_layer)) + " " + backend + " " + test() + " @ d" + std::to_string(depth);
   if (threads > 0) s += " t" + std::to_string(threads);
   return s;
 }
@@ -131,6 +134,12 @@ BackendFactory default_backend_factory() {
 namespace {
 
 ShapeRecipe recipe_for_row(const Row& row) {
+  if (!row.hf.empty()) {  // the folder's layer: its own params, whatever the shape flags
+    ShapeRecipe r;
+    r.params = hf_layer_params(open_hf_model(row.hf), row.hf_layer);
+    r.x_inputs = {"x"};
+    return r;
+  }
   const bool phased = row.phase != Phase::Forward;
   ShapeRequest shape;
   shape.hidden = row.hidden, shape.heads = row.heads, shape.causal = row.causal || phased;
@@ -148,7 +157,7 @@ void build_run(const Row& row, const ShapeRecipe& recipe, PreparedRun& run) {
   run.config.params = recipe.params;
   run.variant = make_variant(row.variant, recipe.params);
   run.options = run.variant->parse_options(recipe.options);
-  run.weights = load_weights(*run.variant, WeightsConfig{});
+  run.weights = load_weights(*run.variant, row.hf.empty() ? WeightsConfig{} : hf_layer_weights(open_hf_model(row.hf), row.hf_layer));
   run.spec = run.variant->build_spec(run.weights, run.options);
 }
 

@@ -48,6 +48,10 @@ struct Row {
   // attention's own time (`mha bench --pp-session`).
   bool prefill_session = false;
   nlohmann::ordered_json backend_options = nlohmann::ordered_json::object();
+  // `mha bench --hf DIR --layer N`: that layer's attention and weights
+  // (variant llama_attention; hidden / heads / kv_heads are the layer's).
+  std::string hf;
+  int64_t hf_layer = 0;
   // Caps on the run's warmup / repetitions for this row (-1: none), so a
   // seconds-long row (tt-sim at seed 002's shape) fits in the default suite.
   int64_t max_warmup = -1, max_repetitions = -1;

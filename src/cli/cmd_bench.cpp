@@ -12,6 +12,7 @@
 #include "backends/registry.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
+#include "config/hf_config.h"
 #include "io/output_set.h"
 #include "parallel/world.h"
 #include "util/error.h"
@@ -24,6 +25,8 @@ namespace {
 
 struct BenchFlags {
   std::string variant, backend, batch, seq, hidden, heads, kv_heads, causal, suite, format = "md", output;
+  std::string hf;  // --hf DIR: rows of one layer of a Hugging Face folder
+  int64_t layer = 0;
   // llama-bench's flags: prompt sizes, generated tokens, depths, threads.
   std::string n_prompt, n_gen, n_depth, threads, kv_cache;
   std::string parallel;  // heads or sequence: each row across the MPI ranks, after a one-process baseline
@@ -94,6 +97,15 @@ std::vector<std::string> name_list(const std::string& s, const char* flag, const
 }
 
 // Forward rows (--seq x --causal) or, when -p, -n or -d is given,
+// --hf: the folder's layer sets the variant and the shape.
+void hf_shape(const BenchFlags& f, std::vector<std::string>& variants, std::vector<int64_t>& hiddens,
+              std::vector<int64_t>& heads, std::vector<int64_t>& kv_heads) {
+  if (!(f.variant + f.hidden + f.heads + f.kv_heads).empty())
+    throw InputError("--hf: the folder's layer sets the variant and shape; drop --variant/--hidden/--heads/--kv-heads");
+  const HfLayerAttention a = parse_hf_attention(hf_layer_params(open_hf_model(f.hf), f.layer));
+  variants = {"llama_attention"}, hiddens = {a.hidden}, heads = {a.heads}, kv_heads = {a.kv_heads};
+}
+
 // llama-bench rows: pp<P> for each prompt size and tg<N> for each
 // generated-token count, at each depth (0 in -p / -n drops that kind, as in
 // llama-bench). The model shape comes from the same flags either way.
@@ -139,16 +151,18 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
     if (t > bench::kMaxThreads)
       throw InputError("-t/--threads: expected at most " + std::to_string(bench::kMaxThreads) + " threads, found " +
                        std::to_string(t));
-  const std::vector<int64_t> kv_heads = int_list(f.kv_heads, "--kv-heads", {0});
+  std::vector<int64_t> kv_heads = int_list(f.kv_heads, "--kv-heads", {0});
+  std::vector<int64_t> hiddens = int_list(f.hidden, "--hidden", {1024}), heads = int_list(f.heads, "--heads", {16});
+  if (!f.hf.empty()) hf_shape(f, variants, hiddens, heads, kv_heads);
   const ordered_json options = parse_backend_options(f.backend_options);
   std::vector<bench::Row> rows;
   for (const auto& v : variants)
     for (const auto& be : backends)
       for (int64_t b : int_list(f.batch, "--batch", {1}))
-        for (int64_t h : int_list(f.hidden, "--hidden", {1024}))
-          for (int64_t n : int_list(f.heads, "--heads", {16}))
+        for (int64_t h : hiddens)
+          for (int64_t n : heads)
             for (int64_t kv : kv_heads) {
-              if (h % n != 0)
+              if (h % n != 0 && f.hf.empty())
                 throw InputError("--hidden " + std::to_string(h) + " is not a multiple of --heads " + std::to_string(n));
               if (kv > 0 && n % kv != 0)
                 throw InputError("--heads " + std::to_string(n) + " is not a multiple of --kv-heads " + std::to_string(kv));
@@ -165,6 +179,7 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
                         r.cache_dtype = cache;
                         r.prefill_session = f.pp_session;
                         r.backend_options = options;
+                        r.hf = f.hf, r.hf_layer = f.layer;
                         rows.push_back(r);
                       }
             }
@@ -201,7 +216,7 @@ int bench_command(const BenchFlags& f) {
   if (!probes) throw InputError("--probes: expected none, cached or fresh, found '" + printable(f.probes) + "'");
   // --backend-option alone sweeps too (its options are for swept rows): it
   // was ignored by the default suite, which hid a bad option.
-  bool swept = !(f.variant + f.backend + f.batch + f.seq + f.hidden + f.heads + f.kv_heads + f.causal + f.n_prompt +
+  bool swept = !(f.hf + f.variant + f.backend + f.batch + f.seq + f.hidden + f.heads + f.kv_heads + f.causal + f.n_prompt +
                   f.n_gen + f.n_depth + f.threads + f.kv_cache)
                     .empty() ||
                !f.backend_options.empty();
@@ -270,6 +285,8 @@ void add_bench(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<BenchFlags>();
   auto* sub = app.add_subcommand("bench", "Time variants and backends over shapes (llama-bench style with -p/-n/-d/-t), against the machine's sgemm rate and memory bandwidth");
   sub->add_option("--variant", f->variant, "comma list of variants (default torch_mha)");
+  sub->add_option("--hf", f->hf, "time one layer of a Hugging Face model folder (its shape and weights)");
+  sub->add_option("--layer", f->layer, "--hf: the decoder layer (default 0)")->check(integer_at_least(0));
   sub->add_option("--backend", f->backend, "comma list of backends (default cpu): " + backend_help());
   sub->add_option("--batch", f->batch, "comma list of batch sizes (default 1)");
   sub->add_option("--seq", f->seq, "comma list of sequence lengths (default 512)");

@@ -3,11 +3,13 @@
 // reference (exit 1 when it fails).
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 
 #include "backends/registry.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "compare/report.h"
+#include "config/hf_config.h"
 #include "io/output_set.h"
 #include "io/tensor_file.h"
 #include "parallel/world.h"
@@ -25,7 +27,21 @@ struct RunFlags {
   std::string config, backend, output, attn_weights, dump_stages, json, save_weights;
   int64_t warmup = -1, iterations = -1;
   bool compare_stages = false;
+  // --hf DIR: layer `layer` of a Hugging Face folder on x randn [batch, seq, hidden]
+  std::string hf;
+  int64_t layer = 0, seq = kDefaultHfSeq, batch = 1;
+  uint64_t seed = 0;
 };
+
+// The config `mha run --hf DIR` stands for.
+RunConfig hf_flags_config(const RunFlags& f) {
+  ordered_json j = {{"model", {{"hf", f.hf}, {"layer", f.layer}}}};
+  RunConfig c = parse_config(j, ".", "--hf " + f.hf);
+  c.name = std::filesystem::path(f.hf).lexically_normal().filename().string() + " layer " + std::to_string(f.layer);
+  c.inputs[0].shape = {f.batch, f.seq, c.inputs[0].shape[2]};
+  c.inputs_seed = f.seed;
+  return c;
+}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -50,7 +66,7 @@ void check_save_weights_name(const std::string& path) {
 // Before any work: every file the run reads is an input, every flag that
 // writes is an output; OutputSet refuses collisions and unwritable folders.
 void plan_outputs(const RunFlags& f, const RunConfig& c, io::OutputSet& outs) {
-  outs.add_input(f.config);
+  if (!f.config.empty()) outs.add_input(f.config);
   if (c.weights.kind == WeightsConfig::Kind::File || c.weights.kind == WeightsConfig::Kind::Dir)
     outs.add_input(c.weights.path);
   for (const InputConfig& ic : c.inputs)
@@ -102,7 +118,10 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
   std::string s;
   char buf[512];
   const Tensor& out = rep.result.output;
-  s += config.name + ": variant " + config.variant + " on backend " + rep.backend_name + "\n";
+  const std::string what = config.model ? "layer " + std::to_string(config.model->layer) + " of " + config.model->hf +
+                                              " (variant " + config.variant + ")"
+                                        : "variant " + config.variant;
+  s += config.name + ": " + what + " on backend " + rep.backend_name + "\n";
   if (rep.output_rows) {  // a ring run's output too large to hold: the rows the summary shows
     const OutputRows& rows = *rep.output_rows;
     s += "output:\n" + format_torch_rows(rows.rows, rows.index, rows.shape) + "\n";
@@ -160,9 +179,11 @@ int run_command(const RunFlags& f) {
   // Under mpirun only rank 0 reads and writes; the others run what it sends.
   if (parallel::rank() != 0) return serve_rank();
   parallel::WorkerRelease release;
-  RunConfig config = load_config(f.config);
+  if (f.config.empty() == f.hf.empty()) throw InputError("mha run: give --config FILE or --hf DIR (one of them)");
+  RunConfig config = f.hf.empty() ? load_config(f.config) : hf_flags_config(f);
+  const std::string label = f.hf.empty() ? f.config : "--hf " + f.hf;
   if (parallel::size() > 1 && !config.parallel)
-    throw InputError(f.config + ": mha runs on " + std::to_string(parallel::size()) +
+    throw InputError(label + ": mha runs on " + std::to_string(parallel::size()) +
                      " MPI ranks, but the config has no \"parallel\" key");
   if (!f.backend.empty()) config.backend = f.backend;
   io::OutputSet outs;
@@ -172,9 +193,9 @@ int run_command(const RunFlags& f) {
   try {
     run = prepare_for(config);
   } catch (const InputError& e) {
-    throw InputError(f.config + ": " + e.what());  // which config the path inside it belongs to
+    throw InputError(label + ": " + e.what());  // which config the path inside it belongs to
   }
-  std::unique_ptr<Backend> backend = make_backend(config.backend, config.backend_options, f.config + ": backend");
+  std::unique_ptr<Backend> backend = make_backend(config.backend, config.backend_options, label + ": backend");
 
   RunRequest req;
   req.need_weights = !f.attn_weights.empty();
@@ -229,7 +250,13 @@ int run_command(const RunFlags& f) {
 void add_run(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<RunFlags>();
   auto* sub = app.add_subcommand("run", "Run an attention variant from a JSON config");
-  sub->add_option("--config,-c", flags->config, "config file (see configs/)")->required();
+  sub->add_option("--config,-c", flags->config, "config file (see configs/)");
+  sub->add_option("--hf", flags->hf, "a Hugging Face model folder (config.json + safetensors) instead of --config");
+  sub->add_option("--layer", flags->layer, "--hf: the decoder layer whose attention runs (default 0)")
+      ->check(integer_at_least(0));
+  sub->add_option("--seq", flags->seq, "--hf: tokens of the random input x (default 16)")->check(integer_at_least(1));
+  sub->add_option("--batch", flags->batch, "--hf: batch of the random input x (default 1)")->check(integer_at_least(1));
+  sub->add_option("--seed", flags->seed, "--hf: seed of the random input x (default 0)");
   sub->add_option("--backend,-b", flags->backend, "override the config's backend: " + backend_help());
   sub->add_option("--output,-o", flags->output, "save the output tensor as .npy");
   sub->add_option("--attn-weights", flags->attn_weights, "save the attention weights as .npy");

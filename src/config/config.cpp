@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "config/hf_config.h"
 #include "util/error.h"
 #include "util/checked_size.h"
 #include "util/json_depth.h"
@@ -69,6 +70,38 @@ WeightsConfig parse_weights(const ordered_json& w, const std::string& dir) {
   return c;
 }
 
+ModelConfig parse_model(const ordered_json& m, const std::string& dir) {
+  require_object(m, "model");
+  check_keys(m, "model", {"hf", "layer"});
+  if (!find(m, "hf")) throw InputError("model.hf: required key is missing (a Hugging Face model folder)");
+  ModelConfig mc;
+  mc.hf = resolve(dir, as_string(m["hf"], "model.hf"));
+  mc.layer = get_int(m, "layer", "model", 0, 0);
+  return mc;
+}
+
+DecodeConfig parse_decode(const ordered_json& d) {
+  check_keys(d, "decode", {"prompt", "tokens", "cache_dtype", "depth"});
+  DecodeConfig dc;
+  dc.prompt = get_int(d, "prompt", "decode", std::nullopt, 1);
+  dc.tokens = get_int(d, "tokens", "decode", 0, 0);
+  dc.depth = get_int(d, "depth", "decode", 0, 0);
+  if (dc.depth > kMaxDecodeDepth)
+    throw InputError("decode.depth: expected at most " + std::to_string(kMaxDecodeDepth) + " positions, found " +
+                     std::to_string(dc.depth));
+  // The cache holds depth + prompt + tokens positions: a sum that
+  // overflows is refused with the numbers as written.
+  const std::string sum = "decode.depth + decode.prompt + decode.tokens (" + std::to_string(dc.depth) + " + " +
+                          std::to_string(dc.prompt) + " + " + std::to_string(dc.tokens) + ")";
+  checked_add(checked_add(dc.depth, dc.prompt, sum), dc.tokens, sum);
+  if (find(d, "cache_dtype")) {
+    const auto t = cache_dtype_from_name(as_string(d["cache_dtype"], "decode.cache_dtype"));
+    if (t) dc.cache_dtype = *t;
+    else throw InputError("decode.cache_dtype: expected one of " + cache_dtype_names() + ", found " + json_brief(d["cache_dtype"]));
+  }
+  return dc;
+}
+
 void parse_inputs(const ordered_json& in, const std::string& dir, RunConfig& c) {
   require_object(in, "inputs");
   for (auto it = in.begin(); it != in.end(); ++it) {
@@ -105,12 +138,18 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
     throw InputError("config: nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   require_object(j, "config");
   check_keys(j, "config", {"name", "variant", "params", "weights", "inputs", "options", "backend", "runs", "reference",
-                            "decode", "parallel"});
+                            "decode", "parallel", "model"});
   c.name = find(j, "name") ? as_string(j["name"], "name") : fs::path(file).stem().string();
-  if (!find(j, "variant")) throw InputError("variant: required key is missing");
-  c.variant = as_string(j["variant"], "variant");
-  if (find(j, "params")) c.params = require_object(j["params"], "params");
-  if (find(j, "weights")) c.weights = parse_weights(j["weights"], dir);
+  if (find(j, "model")) {
+    for (const char* k : {"variant", "params", "weights"})
+      if (find(j, k)) throw InputError(std::string(k) + ": \"model\" replaces variant, params and weights; remove it");
+    c.model = parse_model(j["model"], dir);
+  } else {
+    if (!find(j, "variant")) throw InputError("variant: required key is missing");
+    c.variant = as_string(j["variant"], "variant");
+    if (find(j, "params")) c.params = require_object(j["params"], "params");
+    if (find(j, "weights")) c.weights = parse_weights(j["weights"], dir);
+  }
   if (find(j, "inputs")) parse_inputs(j["inputs"], dir, c);
   if (find(j, "options")) c.options = require_object(j["options"], "options");
   if (find(j, "backend")) {
@@ -142,28 +181,7 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
     if (find(r, "pcc")) rc.pcc = as_number(r["pcc"], "reference.pcc");
     c.reference = rc;
   }
-  if (find(j, "decode")) {
-    const ordered_json& d = require_object(j["decode"], "decode");
-    check_keys(d, "decode", {"prompt", "tokens", "cache_dtype", "depth"});
-    DecodeConfig dc;
-    dc.prompt = get_int(d, "prompt", "decode", std::nullopt, 1);
-    dc.tokens = get_int(d, "tokens", "decode", 0, 0);
-    dc.depth = get_int(d, "depth", "decode", 0, 0);
-    if (dc.depth > kMaxDecodeDepth)
-      throw InputError("decode.depth: expected at most " + std::to_string(kMaxDecodeDepth) + " positions, found " +
-                       std::to_string(dc.depth));
-    // The cache holds depth + prompt + tokens positions: a sum that
-    // overflows is refused with the numbers as written.
-    const std::string sum = "decode.depth + decode.prompt + decode.tokens (" + std::to_string(dc.depth) + " + " +
-                            std::to_string(dc.prompt) + " + " + std::to_string(dc.tokens) + ")";
-    checked_add(checked_add(dc.depth, dc.prompt, sum), dc.tokens, sum);
-    if (find(d, "cache_dtype")) {
-      const auto t = cache_dtype_from_name(as_string(d["cache_dtype"], "decode.cache_dtype"));
-      if (t) dc.cache_dtype = *t;
-      else throw InputError("decode.cache_dtype: expected one of " + cache_dtype_names() + ", found " + json_brief(d["cache_dtype"]));
-    }
-    c.decode = dc;
-  }
+  if (find(j, "decode")) c.decode = parse_decode(require_object(j["decode"], "decode"));
   if (find(j, "parallel")) {
     const ordered_json& p = require_object(j["parallel"], "parallel");
     check_keys(p, "parallel", {"heads", "sequence"});
@@ -173,6 +191,7 @@ RunConfig parse_config(const ordered_json& j, const std::string& dir, const std:
                      ? ParallelConfig{ParallelConfig::Mode::Heads, get_int(p, "heads", "parallel", 1, 1)}
                      : ParallelConfig{ParallelConfig::Mode::Sequence, get_int(p, "sequence", "parallel", 1, 1)};
   }
+  if (c.model) resolve_hf_model(c);  // variant, params, weights (and default inputs) from the folder
   return c;
 }
 

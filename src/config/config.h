@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "config/json_util.h"
+#include "util/json_util.h"
 #include "model/cache_dtype.h"
 #include "tensor/tensor.h"
 
@@ -58,6 +58,14 @@ struct ParallelConfig {
   int64_t ranks = 1;
 };
 
+// "model": {"hf": DIR, "layer": N}: layer N's attention of a Hugging Face
+// model folder (hf/hf_config.h), in place of variant, params and weights,
+// which parse_config fills from it.
+struct ModelConfig {
+  std::string hf;  // resolved folder
+  int64_t layer = 0;
+};
+
 struct RunConfig {
   std::string file;  // the config file, for messages
   std::string name;
@@ -74,6 +82,7 @@ struct RunConfig {
   std::optional<ReferenceConfig> reference;
   std::optional<DecodeConfig> decode;
   std::optional<ParallelConfig> parallel;
+  std::optional<ModelConfig> model;
 };
 
 RunConfig load_config(const std::string& path);

@@ -1,6 +1,7 @@
 #include "model/attention.h"
 
 #include <atomic>
+#include <cmath>
 
 #include "util/checked_size.h"
 #include "util/error.h"
@@ -62,7 +63,49 @@ void check_activation_sizes(const AttentionSpec& spec, int64_t b, int64_t l, int
 }
 }  // namespace
 
+namespace {
+
+void check_rope(const RotaryEmbedding& r, int64_t head_dim) {
+  const std::string at = "rotary embedding: ";
+  const int64_t rd = r.rotary_dim > 0 ? r.rotary_dim : head_dim;
+  if (r.rotary_dim < 0 || rd > head_dim || rd % 2 != 0 || rd < 2)
+    throw InputError(at + "expected an even rotary_dim from 2 to head_dim " + std::to_string(head_dim) + ", found " +
+                     std::to_string(rd));
+  if (!(r.theta > 0.0) || !std::isfinite(r.theta))
+    throw InputError(at + "expected a positive theta, found " + std::to_string(r.theta));
+  if (r.scaling == RopeScaling::None) return;
+  const std::string kind = at + rope_scaling_name(r.scaling) + " scaling: ";
+  if (!(r.factor > 0.0) || !std::isfinite(r.factor))
+    throw InputError(kind + "expected a positive factor, found " + std::to_string(r.factor));
+  if (!(r.attention_factor > 0.0) || !std::isfinite(r.attention_factor))
+    throw InputError(kind + "expected a positive attention_factor, found " + std::to_string(r.attention_factor));
+  if ((r.scaling == RopeScaling::Llama3 || r.scaling == RopeScaling::Yarn) && r.original_max_positions < 1)
+    throw InputError(kind + "expected original_max_positions >= 1, found " + std::to_string(r.original_max_positions));
+  if (r.scaling == RopeScaling::Llama3 && !(r.high_freq_factor > r.low_freq_factor && r.low_freq_factor > 0.0))
+    throw InputError(kind + "expected 0 < low_freq_factor < high_freq_factor, found " +
+                     std::to_string(r.low_freq_factor) + " and " + std::to_string(r.high_freq_factor));
+  if (r.scaling == RopeScaling::Yarn && !(r.beta_fast > 0.0 && r.beta_slow > 0.0 && r.theta > 1.0))
+    throw InputError(kind + "expected positive beta_fast and beta_slow and theta > 1, found " +
+                     std::to_string(r.beta_fast) + ", " + std::to_string(r.beta_slow) + ", " + std::to_string(r.theta));
+}
+
+}  // namespace
+
+void validate_spec_features(const AttentionSpec& spec) {
+  if (spec.rope) check_rope(*spec.rope, spec.head_dim);
+  if (spec.qk_norm) {
+    expect_shape("qk_norm q_weight", spec.qk_norm->q_weight, {spec.head_dim});
+    expect_shape("qk_norm k_weight", spec.qk_norm->k_weight, {spec.head_dim});
+    if (!(spec.qk_norm->eps >= 0.0) || !std::isfinite(spec.qk_norm->eps))
+      throw InputError("qk_norm: expected a non-negative eps, found " + std::to_string(spec.qk_norm->eps));
+  }
+  if (!(spec.softcap >= 0.0) || !std::isfinite(spec.softcap))
+    throw InputError("softcap: expected 0 (none) or a positive finite cap, found " + std::to_string(spec.softcap));
+  if (spec.sinks) expect_shape("sinks", *spec.sinks, {spec.num_heads});
+}
+
 void validate_inputs(const AttentionSpec& spec, const AttentionInputs& in) {
+  validate_spec_features(spec);
   if (in.query.ndim() != 3) throw InputError("query: expected 3 dims [B, L, E], found " + shape_str(in.query.shape()));
   int64_t b = in.query.dim(0), l = in.query.dim(1);
   expect_shape("query", in.query, {b, l, spec.q_in()});
@@ -82,8 +125,6 @@ void validate_inputs(const AttentionSpec& spec, const AttentionInputs& in) {
   }
   check_activation_sizes(spec, b, l, s);
   if (spec.rope) {
-    if (spec.head_dim % 2 != 0 || spec.head_dim_v < 1)
-      throw InputError("rotary embedding: expected an even head width, found " + std::to_string(spec.head_dim));
     if (s != l)
       throw InputError("rotary embedding: expected as many keys as queries (self-attention), found " +
                        std::to_string(s) + " keys for " + std::to_string(l) + " queries");

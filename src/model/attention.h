@@ -186,6 +186,11 @@ struct AttentionResult {
   NamedTensors stages;
 };
 
+// Checks the spec's rope, qk_norm, softcap and sinks fields (ranges and
+// tensor shapes); throws InputError naming the field. validate_inputs and
+// decode sessions call it.
+void validate_spec_features(const AttentionSpec& spec);
+
 // Checks that inputs fit the spec; throws InputError naming the input,
 // the expected and the found shape.
 void validate_inputs(const AttentionSpec& spec, const AttentionInputs& in);

@@ -3,8 +3,8 @@
 // (the wire format between ranks, head sharding, float64 narrowing) visits
 // this list instead of naming fields, so a field added to AttentionSpec and
 // to visit_spec() below travels, shards and narrows with the others; the
-// spec_fields test fails when a member of AttentionSpec, Projection or
-// RotaryEmbedding is missing here.
+// spec_fields test fails when a member of AttentionSpec, Projection,
+// RotaryEmbedding or QkNorm is missing here or in the wire format.
 //
 //   visit_spec(spec, f)        f(name, field&, HeadLayout) for every field but
 //                              uid (a process-local identity), in declaration
@@ -12,6 +12,7 @@
 //   visit_projection(p, f)     f(name, field&, ProjectionAxis) for weight,
 //                              bias, weight_in_out
 //   for_each_tensor(field, f)  f(Tensor&) for each tensor a field holds
+//                              (a QkNorm's weights included)
 #include <optional>
 #include <type_traits>
 
@@ -28,6 +29,7 @@ enum class HeadLayout {
   Query,          // per query head, head_dim each: [H * dh] along the projection's output
   Key,            // per key/value head, head_dim each: [Hkv * dh]
   Value,          // per key/value head, head_dim_v each: [Hkv * dv]
+  QueryHead,      // one value per query head: [H]
   QueryKeyValue,  // Query, then Key, then Value, concatenated: [H*dh + Hkv*dh + Hkv*dv]
   Gathered,       // applied to every head's context at once (the output projection): no share holds it
 };
@@ -59,10 +61,13 @@ void visit_spec(Spec& s, F&& f) {
   f("bias_v", s.bias_v, H::Value);
   f("add_zero_attn", s.add_zero_attn, H::Shared);
   f("rope", s.rope, H::Shared);
+  f("qk_norm", s.qk_norm, H::Shared);  // per head_dim, the same for every head
+  f("softcap", s.softcap, H::Shared);
+  f("sinks", s.sinks, H::QueryHead);
   f("dropout", s.dropout, H::Shared);
   f("qkv_fused", s.qkv_fused, H::QueryKeyValue);
 }
-constexpr int kVisitedSpecFields = 20;  // every member but uid
+constexpr int kVisitedSpecFields = 23;  // every member but uid
 
 template <class P, class F>
 void visit_projection(P& p, F&& f) {
@@ -72,6 +77,23 @@ void visit_projection(P& p, F&& f) {
   f("weight_in_out", p.weight_in_out, ProjectionAxis::Columns);
 }
 constexpr int kVisitedProjectionFields = 3;
+
+// f(field&) for every member of a RotaryEmbedding / QkNorm, in declaration
+// order (the wire format's), const when the struct is.
+template <class R, class F>
+void visit_rope(R& r, F&& f) {
+  static_assert(std::is_same<std::remove_const_t<R>, RotaryEmbedding>::value, "visit_rope visits a RotaryEmbedding");
+  f(r.theta), f(r.rotary_dim), f(r.interleaved), f(r.scaling), f(r.factor), f(r.low_freq_factor);
+  f(r.high_freq_factor), f(r.original_max_positions), f(r.beta_fast), f(r.beta_slow), f(r.truncate);
+  f(r.attention_factor);
+}
+constexpr int kVisitedRopeFields = 12;
+template <class N, class F>
+void visit_qk_norm(N& n, F&& f) {
+  static_assert(std::is_same<std::remove_const_t<N>, QkNorm>::value, "visit_qk_norm visits a QkNorm");
+  f(n.q_weight), f(n.k_weight), f(n.eps), f(n.offset_one);
+}
+constexpr int kVisitedQkNormFields = 4;
 
 template <class T>
 struct is_optional : std::false_type {};
@@ -87,6 +109,8 @@ void for_each_tensor(Field& x, F&& f) {
     f(x);
   } else if constexpr (std::is_same<T, Projection>::value) {
     visit_projection(x, [&](const char*, auto& t, ProjectionAxis) { for_each_tensor(t, f); });
+  } else if constexpr (std::is_same<T, QkNorm>::value) {
+    visit_qk_norm(x, [&](auto& field) { for_each_tensor(field, f); });
   } else if constexpr (is_optional<T>::value) {
     if (x) for_each_tensor(*x, f);
   }

@@ -26,6 +26,7 @@ Rows share_rows(const AttentionSpec& s, HeadLayout l, int64_t part, int64_t part
     case HeadLayout::Query: return {q};
     case HeadLayout::Key: return {k};
     case HeadLayout::Value: return {v};
+    case HeadLayout::QueryHead: return {{part * h, h}};
     case HeadLayout::QueryKeyValue: return {q, {k0 + k.first, k.second}, {v0 + v.first, v.second}};
     default: return {};
   }

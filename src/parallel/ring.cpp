@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/mask.h"
+#include "model/qk_norm.h"
 #include "model/rope.h"
 #include "parallel/collective.h"
 #include "parallel/ring_io.h"
@@ -82,11 +83,20 @@ RingWork decode(const std::string& bytes) {
   return w;
 }
 
-// Rotates rows [row0, row0 + n) of a [rows, ld] projection in the rope
-// table's positions (model/rope.h), in its dtype.
-void rotate(const RopeTable& t, DType dt, void* x, int64_t ld, int64_t row0, int64_t n, int64_t heads) {
-  if (dt == DType::F64) apply_rope_rows(t, static_cast<double*>(x), ld, row0, n, heads);
-  else apply_rope_rows(t, static_cast<float*>(x), ld, row0, n, heads);
+// QK-normalises (model/qk_norm.h, the key's or the query's weights) and
+// rotates (model/rope.h, in the table's positions) rows [row0, row0 + n)
+// of a [rows, ld] projection, in its dtype T.
+template <class T>
+void prepare_rows(const AttentionSpec& s, const RopeTable* t, bool key, T* x, int64_t ld, int64_t row0, int64_t n,
+                  int64_t heads) {
+  if (const auto norm = qk_norm_weights<T>(s))
+    apply_qk_norm_rows(key ? norm->k : norm->q, norm->eps, x, ld, n, heads, s.head_dim);
+  if (t) apply_rope_rows(*t, x, ld, row0, n, heads);
+}
+void prepare_rows(const AttentionSpec& s, const RopeTable* t, bool key, DType dt, void* x, int64_t ld, int64_t row0,
+                  int64_t n, int64_t heads) {
+  if (dt == DType::F64) prepare_rows(s, t, key, static_cast<double*>(x), ld, row0, n, heads);
+  else prepare_rows(s, t, key, static_cast<float*>(x), ld, row0, n, heads);
 }
 
 // Sub-block i of S of a rank's chunks (ring_chunks): chunk i when there
@@ -124,14 +134,15 @@ void project_rows_of(Backend& be, const RingWork& w, const KvLayout& kv, Tensor&
     rope = rope_table(s, at);
   }
   be.project_rows(s.q, w.x.raw(), B * n, q.raw());
-  if (rope) rotate(*rope, dt, q.raw(), H * s.head_dim, 0, B * n, H);
+  const RopeTable* t = rope ? &*rope : nullptr;
+  prepare_rows(s, t, false, dt, q.raw(), H * s.head_dim, 0, B * n, H);
   for (int64_t i = 0; i < kv.S; ++i)
     for (int64_t b = 0; b < B; ++b) {
       const int64_t r0 = b * n + i * kv.len;
       const uint8_t* x = w.x.raw() + r0 * E * es;
       uint8_t* K = buf[i].data() + b * kv.len * kw * es;
       be.project_rows(s.k, x, kv.len, K);
-      if (rope) rotate(*rope, dt, K, kw, r0, kv.len, G);
+      prepare_rows(s, t, true, dt, K, kw, r0, kv.len, G);
       be.project_rows(s.v, x, kv.len, buf[i].data() + kv.k_bytes + b * kv.len * vw * es);
     }
 }

@@ -77,7 +77,9 @@ void put(Writer& w, const T& x) {
   } else if constexpr (std::is_same<T, Projection>::value) {
     visit_projection(x, [&](const char*, const auto& field, ProjectionAxis) { put(w, field); });
   } else if constexpr (std::is_same<T, RotaryEmbedding>::value) {
-    w.f64(x.theta);
+    visit_rope(x, [&](const auto& field) { put(w, field); });
+  } else if constexpr (std::is_same<T, QkNorm>::value) {
+    visit_qk_norm(x, [&](const auto& field) { put(w, field); });
   } else if constexpr (is_optional<T>::value) {
     w.i64(x ? 1 : 0);
     if (x) put(w, *x);
@@ -101,7 +103,9 @@ void get(Reader& r, T& x) {
   } else if constexpr (std::is_same<T, Projection>::value) {
     visit_projection(x, [&](const char*, auto& field, ProjectionAxis) { get(r, field); });
   } else if constexpr (std::is_same<T, RotaryEmbedding>::value) {
-    x.theta = r.f64();
+    visit_rope(x, [&](auto& field) { get(r, field); });
+  } else if constexpr (std::is_same<T, QkNorm>::value) {
+    visit_qk_norm(x, [&](auto& field) { get(r, field); });
   } else if constexpr (is_optional<T>::value) {
     if (r.i64()) {
       x.emplace();

@@ -1,126 +1,81 @@
-// Hugging Face's LlamaAttention (and MistralAttention / Qwen2Attention,
-// which add a sliding window): grouped-query attention with rotary position
-// embeddings, always causal. Params and state_dict names are the modules'
-// config keys and attribute names, so one layer of a checkpoint maps on
-// directly:
-//   q_proj [H*dh, hidden], k_proj / v_proj [Hkv*dh, hidden], o_proj
-//   [hidden, H*dh]; q/k/v biased when qkv_bias, o_proj when o_proj_bias.
-// The bias switches default from the family (model_type): Llama's and
-// Mistral's attention_bias sets all four, Qwen2 always biases q/k/v and
-// never o_proj (its config has no switch).
+// Hugging Face's decoder-layer attention of the families mha knows
+// (variants/hf_families.h): Llama, Mistral and Qwen2 (grouped-query attention
+// with rotary position embeddings, a sliding window), Qwen3 (QK RMSNorm),
+// Gemma 2 / Gemma 3 (softcap, query_pre_attn_scalar, QK-norm with (1 + w),
+// local and global layers), gpt-oss (sinks, biases, YaRN) and Phi-3 (fused
+// qkv_proj, partial rotary); always causal. Params and state_dict names are
+// the config keys and the modules' attribute names, so one layer of a
+// checkpoint maps on directly:
+//   q_proj [H*dh, hidden], k_proj / v_proj [Hkv*dh, hidden] (Phi-3: one
+//   qkv_proj [(H + 2 Hkv) dh, hidden]), o_proj [hidden, H*dh]; q_norm /
+//   k_norm [dh]; sinks [H]. Biases as the family lays them out
+//   (hf_families.cpp), or as qkv_bias / o_proj_bias say.
 // Inputs: x [B, L, hidden] (hidden_states), position_ids [B or 1, L]
 // (default 0..L-1) and attention_mask [B or 1, L], the models' 2-D padding
 // mask (1 attend, 0 padding), applied with the causal / window mask.
 #include <cmath>
 
 #include "init/torch_init.h"
+#include "tensor/tensor_ops.h"
 #include "util/checked_size.h"
 #include "util/error.h"
 #include "util/text.h"
 #include "variants/common.h"
+#include "variants/hf_families.h"
 #include "variants/registry.h"
 
 namespace mha {
 
 namespace {
 
-// The Hugging Face config class a layer comes from (its `model_type`).
-enum class LlamaFamily { Llama, Mistral, Qwen2 };
-
-LlamaFamily parse_family(const ordered_json& p) {
-  const ordered_json* t = find(p, "model_type");
-  if (!t) return LlamaFamily::Llama;
-  const std::string v = t->is_string() ? t->get<std::string>() : "";
-  if (v == "llama") return LlamaFamily::Llama;
-  if (v == "mistral") return LlamaFamily::Mistral;
-  if (v == "qwen2") return LlamaFamily::Qwen2;
-  throw InputError("params.model_type: expected \"llama\", \"mistral\" or \"qwen2\", found " +
-                   printable(t->dump()));
-}
-
-struct LlamaParams {
-  int64_t hidden, heads, kv_heads, head_dim, window, max_positions;
-  int64_t q_width, kv_width;  // heads x head_dim, kv_heads x head_dim
-  double theta;
-  bool qkv_bias, o_bias;
-};
-
-LlamaParams parse_llama(const ordered_json& p) {
-  check_params(p, {{"hidden_size"}, {"num_attention_heads"}, {"num_key_value_heads"}, {"head_dim"}, {"rope_theta"},
-                   {"attention_bias"}, {"qkv_bias"}, {"o_proj_bias"}, {"model_type"}, {"sliding_window"},
-                   {"use_sliding_window"}, {"max_position_embeddings"}});
-  const LlamaFamily family = parse_family(p);
-  LlamaParams l;
-  l.hidden = param_int(p, {"hidden_size"}, std::nullopt);
-  l.heads = param_int(p, {"num_attention_heads"}, std::nullopt);
-  l.kv_heads = param_int(p, {"num_key_value_heads"}, l.heads);  // absent: no grouping, as the config class defaults
-  if (l.heads % l.kv_heads != 0)
-    throw InputError("params.num_attention_heads: expected a multiple of params.num_key_value_heads (" +
-                     std::to_string(l.kv_heads) + "), found " + std::to_string(l.heads));
-  // Absent: hidden_size / num_attention_heads, as the modules default it.
-  const ordered_json* hd = find(p, "head_dim");
-  if (!hd || hd->is_null()) check_divisible(l.hidden, "hidden_size", l.heads, "num_attention_heads");
-  l.head_dim = hd && !hd->is_null() ? as_int(*hd, "params.head_dim", 1) : l.hidden / l.heads;
-  if (l.head_dim % 2 != 0)
-    throw InputError("params.head_dim: expected an even width (the rotary embedding rotates halves), found " +
-                     std::to_string(l.head_dim));
-  // The projections' widths: refused here when they overflow, before
-  // weight_slots or a backend multiplies them again.
-  l.q_width = checked_mul(l.heads, l.head_dim, field("params.num_attention_heads", l.heads) + " x " +
-                                                   field("params.head_dim", l.head_dim));
-  l.kv_width = checked_mul(l.kv_heads, l.head_dim, field("params.num_key_value_heads", l.kv_heads) + " x " +
-                                                       field("params.head_dim", l.head_dim));
-  l.theta = param_number(p, {"rope_theta"}, 10000.0);
-  if (!(l.theta > 0.0) || !std::isfinite(static_cast<float>(l.theta)))
-    throw InputError("params.rope_theta: expected a positive float32 number, found " + std::to_string(l.theta));
-  // Qwen2Attention hard-codes its biases; an attention_bias beside
-  // model_type qwen2 would be ignored by the module, so it is refused.
-  if (family == LlamaFamily::Qwen2 && find(p, "attention_bias"))
-    throw InputError("params.attention_bias: not a Qwen2 setting (Qwen2 biases q/k/v and not o_proj); "
-                     "use qkv_bias / o_proj_bias to depart from that");
-  const bool all = param_bool(p, {"attention_bias"}, false);
-  l.qkv_bias = param_bool(p, {"qkv_bias"}, family == LlamaFamily::Qwen2 ? true : all);
-  l.o_bias = param_bool(p, {"o_proj_bias"}, family == LlamaFamily::Qwen2 ? false : all);
-  // Mistral's configs write null for no window; Qwen2's carry a window
-  // that applies only with use_sliding_window (false by default there).
-  const bool use_window = param_bool(p, {"use_sliding_window"}, family != LlamaFamily::Qwen2);
-  const ordered_json* w = find(p, "sliding_window");
-  l.window = use_window && w && !w->is_null() ? as_int(*w, "params.sliding_window", 1) : 0;
-  // Accepted and unused, as in the modules: the default rotary embedding
-  // does not depend on it (only the scaled variants do), and the modules
-  // run past it.
-  l.max_positions = param_int(p, {"max_position_embeddings"}, 2048);
-  return l;
-}
-
 class LlamaAttention : public Variant {
  public:
-  explicit LlamaAttention(const ordered_json& p) : p_(parse_llama(p)) {}
+  explicit LlamaAttention(const ordered_json& p) : p_(parse_hf_attention(p)) {}
   std::string name() const override { return "llama_attention"; }
   std::vector<WeightSlot> weight_slots() const override {
     const int64_t q = p_.q_width, kv = p_.kv_width;
     std::vector<WeightSlot> s;
-    add_linear_slots(s, "q_proj", p_.hidden, q, p_.qkv_bias);
-    add_linear_slots(s, "k_proj", p_.hidden, kv, p_.qkv_bias);
-    add_linear_slots(s, "v_proj", p_.hidden, kv, p_.qkv_bias);
+    if (p_.fused_qkv) {
+      add_linear_slots(s, "qkv_proj", p_.hidden, q + 2 * kv, p_.qkv_bias);
+    } else {
+      add_linear_slots(s, "q_proj", p_.hidden, q, p_.qkv_bias);
+      add_linear_slots(s, "k_proj", p_.hidden, kv, p_.qkv_bias);
+      add_linear_slots(s, "v_proj", p_.hidden, kv, p_.qkv_bias);
+    }
     add_linear_slots(s, "o_proj", q, p_.hidden, p_.o_bias);
+    if (p_.qk_norm) {
+      s.push_back({"q_norm.weight", {p_.head_dim}, {}});
+      s.push_back({"k_norm.weight", {p_.head_dim}, {}});
+    }
+    if (p_.sinks) s.push_back({"sinks", {p_.heads}, {}});
     // Older exports (transformers < 4.31) saved inv_freq in the state_dict;
     // it is recomputed from rope_theta, so a saved one is checked and unused.
-    WeightSlot inv{"rotary_emb.inv_freq", {p_.head_dim / 2}, {}};
+    const int64_t rotated = p_.rope.rotary_dim > 0 ? p_.rope.rotary_dim : p_.head_dim;
+    WeightSlot inv{"rotary_emb.inv_freq", {rotated / 2}, {}};
     inv.buffer = true;
     s.push_back(inv);
     return s;
   }
-  // nn.Linear q_proj, k_proj, v_proj, o_proj in construction order; the
-  // rotary embedding draws nothing.
+  // The modules' parameters in construction order: nn.Linear draws (Phi-3
+  // builds o_proj before qkv_proj); the norms start at their identity (ones,
+  // Gemma's zeros) and gpt-oss's sinks, torch.empty in the module, at 0.
   NamedTensors init_torch(uint64_t seed) const override {
     TorchGenerator gen(seed);
     const int64_t q = p_.q_width, kv = p_.kv_width;
+    std::vector<std::tuple<const char*, int64_t, int64_t, bool>> linears;
+    if (p_.fused_qkv)
+      linears = {{"o_proj.", q, p_.hidden, p_.o_bias}, {"qkv_proj.", p_.hidden, q + 2 * kv, p_.qkv_bias}};
+    else
+      linears = {{"q_proj.", p_.hidden, q, p_.qkv_bias}, {"k_proj.", p_.hidden, kv, p_.qkv_bias},
+                 {"v_proj.", p_.hidden, kv, p_.qkv_bias}, {"o_proj.", q, p_.hidden, p_.o_bias}};
     NamedTensors out;
-    for (auto [name, in, o, bias] :
-         {std::tuple{"q_proj.", p_.hidden, q, p_.qkv_bias}, std::tuple{"k_proj.", p_.hidden, kv, p_.qkv_bias},
-          std::tuple{"v_proj.", p_.hidden, kv, p_.qkv_bias}, std::tuple{"o_proj.", q, p_.hidden, p_.o_bias}})
+    for (auto [name, in, o, bias] : linears)
       for (auto& t : init_linear(gen, in, o, bias, name)) out.push_back(std::move(t));
+    const float norm_one = p_.qk_norm_offset_one ? 0.0f : 1.0f;
+    if (p_.qk_norm)
+      for (const char* n : {"q_norm.weight", "k_norm.weight"})
+        out.emplace_back(n, Tensor::from_f32({p_.head_dim}, std::vector<float>(p_.head_dim, norm_one)));
+    if (p_.sinks) out.emplace_back("sinks", Tensor::from_f32({p_.heads}, std::vector<float>(p_.heads, 0.0f)));
     return out;
   }
   bool self_attends_x() const override { return true; }  // self_attention_inputs, default finish()
@@ -133,14 +88,28 @@ class LlamaAttention : public Variant {
     s.num_heads = p_.heads;
     s.num_kv_heads = p_.kv_heads;
     s.head_dim = s.head_dim_v = p_.head_dim;
-    s.q = linear_projection(w, "q_proj", p_.qkv_bias);
-    s.k = linear_projection(w, "k_proj", p_.qkv_bias);
-    s.v = linear_projection(w, "v_proj", p_.qkv_bias);
+    if (p_.fused_qkv) {
+      const Projection qkv = linear_projection(w, "qkv_proj", p_.qkv_bias);
+      const int64_t q = p_.q_width, kv = p_.kv_width;
+      auto part = [&](int64_t start, int64_t count) {
+        Projection pr{slice_rows(qkv.weight, start, count), std::nullopt};
+        if (qkv.bias) pr.bias = slice_rows(*qkv.bias, start, count);
+        return pr;
+      };
+      s.q = part(0, q), s.k = part(q, kv), s.v = part(q + kv, kv);
+    } else {
+      s.q = linear_projection(w, "q_proj", p_.qkv_bias);
+      s.k = linear_projection(w, "k_proj", p_.qkv_bias);
+      s.v = linear_projection(w, "v_proj", p_.qkv_bias);
+    }
     s.out = linear_projection(w, "o_proj", p_.o_bias);
-    s.scale = 1.0 / std::sqrt(static_cast<double>(p_.head_dim));
+    s.scale = p_.scale;
+    s.softcap = p_.softcap;
     s.causal = true;
     s.window = p_.window;
-    s.rope = RotaryEmbedding{p_.theta};
+    s.rope = p_.rope;
+    if (p_.qk_norm) s.qk_norm = QkNorm{w.at("q_norm.weight"), w.at("k_norm.weight"), p_.rms_norm_eps, p_.qk_norm_offset_one};
+    if (p_.sinks) s.sinks = w.at("sinks");
     s.attention = AttentionKernel::Sdpa;  // tt_transformers' Llama attention
     return s;
   }
@@ -193,7 +162,7 @@ class LlamaAttention : public Variant {
   }
 
  private:
-  LlamaParams p_;
+  HfLayerAttention p_;
 };
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "config/json_util.h"
+#include "util/json_util.h"
 #include "model/attention.h"
 
 namespace mha {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "backends/backend.h"
@@ -34,6 +35,8 @@ struct DCase {
   bool rope = false, bias = false, out = true;
   int64_t window = 0;
   std::vector<int64_t> chunks;  // append sizes after the prompt (default: T ones)
+  // Sets the spec's features of today's models (qk_norm, softcap, sinks, rope variants).
+  std::function<void(AttentionSpec&, std::mt19937&)> features;
 };
 
 using test::rand_proj;
@@ -50,6 +53,7 @@ AttentionSpec make_spec(const DCase& c, std::mt19937& g) {
   s.scale = 1.0 / std::sqrt(static_cast<double>(c.dh));
   s.causal = true, s.window = c.window;
   if (c.rope) s.rope = RotaryEmbedding{10000.0};
+  if (c.features) c.features(s, g);
   return s;
 }
 
@@ -147,6 +151,37 @@ TEST(Decode, GqaMqaWindowsRopeAndEdges) {
   cases.push_back(with([](DCase& c) { c.B = 2; c.P = 3; c.T = 10; c.H = 16; c.Hkv = 2; c.dh = 128; c.E = 64; c.rope = true; c.chunks = {1, 4, 2, 3}; }));                              // dh 128, multi-row appends after the prompt
   cases.push_back(with([](DCase& c) { c.P = 700; c.T = 3; c.H = 4; c.Hkv = 1; c.dh = 64; c.E = 32; c.rope = true; }));  // keys split into chunks
   cases.push_back(with([](DCase& c) { c.P = 600; c.T = 4; c.H = 8; c.Hkv = 2; c.dh = 32; c.E = 32; c.window = 520; }));  // split + window
+  for (std::size_t i = 0; i < cases.size(); ++i) check_case(cases[i], seed + static_cast<uint32_t>(i));
+}
+
+// The features of today's models (model/attention.h): QK norm and the rope
+// variants before the cache, softcap and sinks in the attention over it, on
+// prompts, single steps and multi-row appends, every cache dtype.
+TEST(Decode, QkNormSoftcapSinksAndRopeVariants) {
+  uint32_t seed = std::random_device{}();
+  std::printf("seed %u\n", seed);
+  auto norm = [](bool gemma) {
+    return [gemma](AttentionSpec& s, std::mt19937& g) {
+      s.qk_norm = QkNorm{rand_tensor(g, {s.head_dim}, -0.5f, 1.5f), rand_tensor(g, {s.head_dim}, -0.5f, 1.5f), 1e-6, gemma};
+    };
+  };
+  auto softcap = [](AttentionSpec& s, std::mt19937&) { s.softcap = 0.7; };
+  auto sinks = [](AttentionSpec& s, std::mt19937& g) { s.sinks = rand_tensor(g, {s.num_heads}, -3.0f, 3.0f); };
+  auto rope = [](RotaryEmbedding r) { return [r](AttentionSpec& s, std::mt19937&) { s.rope = r; }; };
+  RotaryEmbedding partial{10000.0, 16}, yarn{150000.0, 0, true, RopeScaling::Yarn, 32.0}, llama3{500000.0};
+  yarn.original_max_positions = 8, yarn.attention_factor = 1.3466;
+  llama3.scaling = RopeScaling::Llama3, llama3.factor = 8.0, llama3.original_max_positions = 16;
+  std::vector<DCase> cases;
+  cases.push_back(with([&](DCase& c) { c.dh = 32; c.rope = true; c.features = norm(false); }));
+  cases.push_back(with([&](DCase& c) { c.dh = 32; c.rope = true; c.chunks = {1, 2, 1}; c.features = norm(true); }));
+  cases.push_back(with([&](DCase& c) { c.dh = 32; c.H = 8; c.features = softcap; }));
+  cases.push_back(with([&](DCase& c) { c.dh = 32; c.rope = true; c.window = 4; c.chunks = {3, 1}; c.features = sinks; }));
+  cases.push_back(with([&](DCase& c) {
+    c.dh = 32; c.P = 300; c.T = 3; c.features = [&](AttentionSpec& s, std::mt19937& g) { softcap(s, g), sinks(s, g); };
+  }));
+  cases.push_back(with([&](DCase& c) { c.dh = 32; c.features = rope(partial); }));
+  cases.push_back(with([&](DCase& c) { c.dh = 32; c.T = 12; c.features = rope(yarn); }));
+  cases.push_back(with([&](DCase& c) { c.dh = 32; c.T = 20; c.features = rope(llama3); }));
   for (std::size_t i = 0; i < cases.size(); ++i) check_case(cases[i], seed + static_cast<uint32_t>(i));
 }
 

@@ -7,7 +7,7 @@
 
 #include "backends/backend.h"
 #include "config/config.h"
-#include "config/json_util.h"
+#include "util/json_util.h"
 #include "support/test_support.h"
 #include "util/error.h"
 #include "util/text.h"

@@ -20,9 +20,10 @@ namespace fs = std::filesystem;
 // Lower numbers sit lower. Folders of one layer do not include each other.
 const std::map<std::string, int>& layers() {
   static const std::map<std::string, int> l = {
-      {"util", 0},     {"vec", 0},     {"tensor", 1},  {"compare", 2}, {"init", 2},     {"io", 2},
-      {"model", 2},    {"ttsim", 2},   {"config", 3},  {"backends", 3}, {"variants", 4},
-      {"run", 5},      {"parallel", 6}, {"bench", 7},  {"cli", 8},
+      {"util", 0},     {"vec", 0},     {"tensor", 1},   {"compare", 2}, {"init", 2},
+      {"io", 2},       {"model", 2},   {"ttsim", 2},    {"backends", 3}, {"variants", 3},
+      {"hf", 4},       {"config", 5},  {"run", 6},      {"parallel", 7}, {"bench", 8},
+      {"cli", 9},
   };
   return l;
 }

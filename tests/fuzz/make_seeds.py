@@ -140,6 +140,24 @@ def write_loading_seeds():
         "overflow.json": {"hidden_size": 64, "num_attention_heads": 4294967296, "num_key_value_heads": 4294967296,
                           "head_dim": 4294967296},
         "huge.json": {"hidden_size": 64, "num_attention_heads": 1048576, "head_dim": 1048576},
+        # issue 29's families: a layer of each, with the keys their configs carry
+        "qwen3.json": {"model_type": "qwen3", "hidden_size": 16, "num_attention_heads": 2, "num_key_value_heads": 1,
+                       "head_dim": 12, "use_sliding_window": True, "sliding_window": 3, "max_window_layers": 1,
+                       "layer_idx": 1, "num_hidden_layers": 2, "rms_norm_eps": 1e-6},
+        "gemma3.json": {"model_type": "gemma3_text", "hidden_size": 16, "num_attention_heads": 2,
+                        "num_key_value_heads": 1, "head_dim": 8, "query_pre_attn_scalar": 8, "sliding_window": 4,
+                        "sliding_window_pattern": 3, "layer_idx": 2, "rope_local_base_freq": 10000.0,
+                        "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "attn_logit_softcapping": 30.0},
+        "gpt_oss.json": {"model_type": "gpt_oss", "hidden_size": 16, "num_attention_heads": 2, "num_key_value_heads": 1,
+                         "head_dim": 8, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"],
+                         "num_hidden_layers": 2, "layer_idx": 0,
+                         "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                          "truncate": False, "original_max_position_embeddings": 4096}},
+        "phi3.json": {"model_type": "phi3", "hidden_size": 16, "num_attention_heads": 2, "num_key_value_heads": 2,
+                      "partial_rotary_factor": 0.75, "sliding_window": 5},
+        "llama31.json": {"hidden_size": 16, "num_attention_heads": 2, "rope_theta": 500000.0,
+                         "rope_scaling": {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                          "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}},
     }.items():
         write("llama_params", n, json.dumps(d).encode())
 

@@ -57,7 +57,17 @@ TEST(SpecFields, VisitorListsEveryMember) {
       << "AttentionSpec has a member visit_spec() does not list (uid is the one left out)";
   EXPECT_EQ(member_count<Projection>(), static_cast<std::size_t>(kVisitedProjectionFields))
       << "Projection has a member visit_projection() does not list";
-  EXPECT_EQ(member_count<RotaryEmbedding>(), 1u) << "RotaryEmbedding grew: the wire format sends theta only";
+  int rope_fields = 0, norm_fields = 0;
+  const RotaryEmbedding rope;
+  const QkNorm norm;
+  visit_rope(rope, [&](const auto&) { ++rope_fields; });
+  visit_qk_norm(norm, [&](const auto&) { ++norm_fields; });
+  EXPECT_EQ(rope_fields, kVisitedRopeFields);
+  EXPECT_EQ(norm_fields, kVisitedQkNormFields);
+  EXPECT_EQ(member_count<RotaryEmbedding>(), static_cast<std::size_t>(kVisitedRopeFields))
+      << "RotaryEmbedding has a member visit_rope() does not list";
+  EXPECT_EQ(member_count<QkNorm>(), static_cast<std::size_t>(kVisitedQkNormFields))
+      << "QkNorm has a member visit_qk_norm() does not list";
 }
 
 // A field's value as text (tensors by dtype, shape and bytes), through the
@@ -72,7 +82,18 @@ std::string text(double x) {
   std::snprintf(buf, sizeof buf, "%a", x);
   return buf;
 }
-std::string text(const RotaryEmbedding& x) { return "rope(" + text(x.theta) + ")"; }
+std::string text(RopeScaling x) { return rope_scaling_name(x); }
+std::string text(const Tensor& t);
+std::string text(const RotaryEmbedding& x) {
+  std::string s = "rope(";
+  visit_rope(x, [&](const auto& f) { s += text(f) + " "; });
+  return s + ")";
+}
+std::string text(const QkNorm& x) {
+  std::string s = "qk_norm(";
+  visit_qk_norm(x, [&](const auto& f) { s += text(f) + " "; });
+  return s + ")";
+}
 std::string text(const Tensor& t) {
   std::string s = std::string(dtype_name(t.dtype())) + "[";
   for (int64_t d : t.shape()) s += std::to_string(d) + ",";
@@ -117,7 +138,13 @@ struct Fill {
   void operator()(OpSequence& x) { x = OpSequence::TtnnMhaFused; }
   void operator()(AttentionKernel& x) { x = AttentionKernel::Sdpa; }
   void operator()(double& x) { x = 0.25 + static_cast<double>(++n); }
-  void operator()(RotaryEmbedding& x) { x.theta = 500000.0 + static_cast<double>(++n); }
+  void operator()(RopeScaling& x) { x = RopeScaling::Yarn; }
+  void operator()(RotaryEmbedding& x) {
+    visit_rope(x, [&](auto& f) { (*this)(f); });
+  }
+  void operator()(QkNorm& x) {
+    visit_qk_norm(x, [&](auto& f) { (*this)(f); });
+  }
   void operator()(Tensor& x) { x = tensor(); }
   void operator()(Projection& p) {
     visit_projection(p, [&](const char*, auto& f, ProjectionAxis) { (*this)(f); });

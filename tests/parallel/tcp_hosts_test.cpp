@@ -15,7 +15,7 @@
 
 #include "mpirun_support.h"
 #include "support/test_support.h"
-#include "config/json_util.h"
+#include "util/json_util.h"
 
 namespace mha {
 namespace {

@@ -126,7 +126,8 @@ class CpuBackend : public Backend {
     // Every GEMM runs inside pool tasks on single-threaded OpenBLAS, so the
     // pool's threads are the only ones busy (cpu_gemm.h says why).
     cpu::SerialBlasScope serial_blas;
-    const bool plain = opt.need_weights || opt.collect_stages;
+    // Softcap and sinks run on the plain path: the flash kernel has neither.
+    const bool plain = opt.need_weights || opt.collect_stages || cpu::needs_plain(spec);
     // Self-attention variants pass one tensor three times (and cross-attention
     // often passes key == value): comparing bytes (a few ms at the largest
     // sizes, stopping at the first difference otherwise) lets one GEMM
@@ -152,9 +153,8 @@ class CpuBackend : public Backend {
   }
 
   std::optional<std::string> capability_gap(Capability c, const AttentionSpec& spec) const override {
-    (void)spec;
-    (void)c;
-    return std::nullopt;  // both: project_output and partial attention
+    // Both: project_output, and partial attention without softcap or sinks.
+    return c == Capability::PartialAttention ? partial_unsupported(spec) : std::nullopt;
   }
 
   // The same pack_linear and row calls (project_rows), and so the same bits,

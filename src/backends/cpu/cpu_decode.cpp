@@ -2,7 +2,8 @@
 //   x [B, n, q_in] -> [q | k | v] = x . [Wq; Wk; Wv]^T + b   [B*n, Eq+Ek+Ev]
 //     (one row: a GEMV split over output columns across the pool, since it
 //      only streams the weights once; more rows: the pool's sgemm)
-//   rope at positions len .. len+n-1 on q and k (model/rope.h)
+//   QK norm, then rope at positions len .. len+n-1, on q and k
+//     (model/qk_norm.h, model/rope.h)
 //   k, v -> cache [B, Hkv, max_tokens] rows of d elements in the session's
 //      cache_dtype (kv_format.h); the float32 copies are rounded through the
 //      format too, so every query attends to the values the cache holds
@@ -13,6 +14,9 @@
 //       (cpu_decode_kernel.h) reads each cached key/value row once for all
 //       query heads of the group, and the chunks' online-softmax partials
 //       are merged (split-K, so a single token still spreads over threads)
+//     with softcap, or sinks on several rows (neither kernel has them):
+//       plain_attention, scores and softmax per row over the widened cache
+//       rows; one row's sinks join the chunks' merge
 //   output = context . Wo^T + bo (GEMV / sgemm as above)
 #include "backends/cpu/cpu_decode.h"
 
@@ -33,6 +37,7 @@
 #include "backends/cpu/cpu_projection.h"
 #include "backends/cpu/kv_format.h"
 #include "model/mask.h"
+#include "model/qk_norm.h"
 #include "model/rope.h"
 #include "util/huge_pages.h"
 
@@ -107,12 +112,17 @@ class CpuDecode : public DecodeSession {
 
     proj_.resize(rows * E);
     project_rows(pool_, qkv_, x, rows, proj_.data());
-    if (spec_.rope) {
-      const RopeTable t = rope_table_at(spec_, len_, n);
+    if (spec_.rope || norm_) {
+      const std::optional<RopeTable> t = spec_.rope ? std::optional<RopeTable>(rope_table_at(spec_, len_, n)) : std::nullopt;
       pool_.parallel_for((rows + 63) / 64, [&](int64_t c, int) {
         const int64_t r0 = c * 64, m = std::min<int64_t>(64, rows - r0);
-        apply_rope_rows(t, proj_.data() + r0 * E, E, r0, m, H);
-        apply_rope_rows(t, proj_.data() + r0 * E + Eq, E, r0, m, Hkv);
+        if (norm_) {
+          apply_qk_norm_rows(norm_->q, norm_->eps, proj_.data() + r0 * E, E, m, H, dh);
+          apply_qk_norm_rows(norm_->k, norm_->eps, proj_.data() + r0 * E + Eq, E, m, Hkv, dh);
+        }
+        if (!t) return;
+        apply_rope_rows(*t, proj_.data() + r0 * E, E, r0, m, H);
+        apply_rope_rows(*t, proj_.data() + r0 * E + Eq, E, r0, m, Hkv);
       });
     }
     store_kv(n);
@@ -121,7 +131,11 @@ class CpuDecode : public DecodeSession {
     if (n == 1 && !tuned_) choose_tuning();  // the kernel's first use: untimed
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = process_cpu_seconds();
-    if (n > 1)
+    // Softcap anywhere, and sinks in a prompt, need the plain loop; a single
+    // row's sinks join the chunk kernel's merge.
+    if (spec_.softcap > 0.0 || (spec_.sinks && n > 1))
+      plain_attention(n);
+    else if (n > 1)
       prefill(n);
     else
       cached_attention(n);
@@ -241,15 +255,18 @@ class CpuDecode : public DecodeSession {
       c.o = part, c.m = part + G * dv, c.l = part + G * dv + G;
       kernel_(c);
     });
-    // Merge each (row, group)'s chunks: rescale to the largest max, sum, normalise.
+    // Merge each (row, group)'s chunks: rescale to the largest max, sum,
+    // normalise. A head's sink (base-2 units, as the partials' maxima) joins
+    // the max and the denominator and adds no value.
     pool_.parallel_for(B * n * Hkv, [&](int64_t rg, int) {
       const int64_t row = rg / Hkv, g = rg % Hkv, first = row_first_[rg], last = row_first_[rg + 1];
       for (int64_t h = 0; h < G; ++h) {
-        float M = -INFINITY;
+        const float sink = sinks_.empty() ? -INFINITY : sinks_[g * G + h] * kLog2e;
+        float M = sink;
         for (int64_t t = first; t < last; ++t) M = std::max(M, partial_[t * per + G * dv + h]);
         float* ctx = ctx_.data() + row * H * dv + (g * G + h) * dv;
         std::fill(ctx, ctx + dv, 0.0f);
-        float L = 0.0f;
+        float L = sinks_.empty() ? 0.0f : std::exp2(sink - M);
         for (int64_t t = first; t < last; ++t) {
           const float* part = partial_.data() + t * per;
           const float w = std::exp2(part[G * dv + h] - M);
@@ -261,12 +278,67 @@ class CpuDecode : public DecodeSession {
     });
   }
 
+  // Softcap and sinks, which neither the flash nor the chunk kernel has:
+  // per (batch, new row, kv group) the visible keys' rows widened from the
+  // cache kPlainKeys at a time, every head's scores, the softcap, the
+  // softmax with the head's sink in its denominator, then P.V over the
+  // widened value rows. Slower than the kernels, and as exact.
+  void plain_attention(int64_t n) {
+    constexpr int64_t kPlainKeys = 256;
+    const int64_t B = opt_.batch, T = opt_.max_tokens, H = spec_.num_heads, Hkv = spec_.num_kv_heads;
+    const int64_t dh = spec_.head_dim, dv = spec_.head_dim_v, G = H / Hkv, E = qkv_.out;
+    const float scale = static_cast<float>(spec_.scale), cap = static_cast<float>(spec_.softcap);
+    pool_.parallel_for(B * n * Hkv, [&](int64_t task, int thread) {
+      const int64_t b = task / (n * Hkv), r = task / Hkv % n, g = task % Hkv;
+      const int64_t p = len_ + r, j0 = rule_.first_key(p), vis = p + 1 - j0;
+      std::vector<float>& w = scratch_[thread].s;
+      std::vector<float>& rows = scratch_[thread].rows;
+      w.resize(G * vis);
+      rows.resize(kPlainKeys * std::max(dh, dv));
+      const unsigned char* kc = k_.get() + ((b * Hkv + g) * T + j0) * kbytes_;
+      const unsigned char* vc = v_.get() + ((b * Hkv + g) * T + j0) * vbytes_;
+      const float* q = proj_.data() + (b * n + r) * E + g * G * dh;
+      for (int64_t c = 0; c < vis; c += kPlainKeys) {
+        const int64_t m = std::min(kPlainKeys, vis - c);
+        kv_rows_to_f32(opt_.cache_dtype, kc + c * kbytes_, m, dh, rows.data(), dh);
+        for (int64_t h = 0; h < G; ++h)
+          for (int64_t j = 0; j < m; ++j) {
+            float dot = 0.0f;
+            for (int64_t d = 0; d < dh; ++d) dot += q[h * dh + d] * rows[j * dh + d];
+            float x = scale * dot;
+            w[h * vis + c + j] = cap > 0.0f ? cap * std::tanh(x / cap) : x;
+          }
+      }
+      for (int64_t h = 0; h < G; ++h) {
+        float* wh = w.data() + h * vis;
+        const float* sink = sinks_.empty() ? nullptr : &sinks_[g * G + h];
+        float mx = sink ? *sink : -INFINITY, sum = 0.0f;
+        for (int64_t j = 0; j < vis; ++j) mx = std::max(mx, wh[j]);
+        if (sink) sum = std::exp(*sink - mx);
+        for (int64_t j = 0; j < vis; ++j) sum += (wh[j] = std::exp(wh[j] - mx));
+        for (int64_t j = 0; j < vis; ++j) wh[j] /= sum;
+        std::fill_n(ctx_.data() + (b * n + r) * H * dv + (g * G + h) * dv, dv, 0.0f);
+      }
+      for (int64_t c = 0; c < vis; c += kPlainKeys) {
+        const int64_t m = std::min(kPlainKeys, vis - c);
+        kv_rows_to_f32(opt_.cache_dtype, vc + c * vbytes_, m, dv, rows.data(), dv);
+        for (int64_t h = 0; h < G; ++h) {
+          float* ctx = ctx_.data() + (b * n + r) * H * dv + (g * G + h) * dv;
+          for (int64_t j = 0; j < m; ++j)
+            for (int64_t d = 0; d < dv; ++d) ctx[d] += w[h * vis + c + j] * rows[j * dv + d];
+        }
+      }
+    });
+  }
+
   struct Scratch {
-    std::vector<float> s;
+    std::vector<float> s, rows;
   };
 
   AttentionSpec spec_;  // Tensors share their bytes: a cheap copy
   DecodeOptions opt_;
+  std::optional<QkNormWeights<float>> norm_ = qk_norm_weights<float>(spec_);
+  std::vector<float> sinks_ = spec_.sinks ? spec_.sinks->to_f32() : std::vector<float>();
   ThreadPool& pool_;
   MaskRule rule_;
   vec::Isa isa_;

@@ -48,37 +48,19 @@ void sgemm(bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t
 
 void sgemm(ThreadPool& pool, bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  // Block edges on whole micro-kernel tiles. OpenBLAS rounds the rows of a
-  // call's last, partial tile differently (another kernel), so a block edge
-  // inside a tile changes the bits of the rows before it: with 16-row
-  // alignment and 12-row tiles (this Xeon), 1 and 2 threads differed in the
-  // last bit. 48 is a multiple of every row tile OpenBLAS uses (4, 6, 8, 12,
-  // 16, 24), so the blocks of any pool size give the bits of one call.
-  // Columns are another matter: an element's bits depend on how the call's
-  // columns fall into OpenBLAS's blocks (cpu_projection.h), so column blocks
-  // have a fixed width, whatever the pool size (a 100-row output projection
-  // 128 wide differed between 1 and 2 threads when cut in halves).
-  constexpr int64_t kAlign = kRowAlign;
-  constexpr int64_t kMaxRows = kMaxCallRows;
+  // Columns: an element's bits depend on how the call's columns fall into
+  // OpenBLAS's blocks (cpu_projection.h), so column blocks have a fixed
+  // width (a 100-row output projection 128 wide differed between 1 and 2
+  // threads when cut in halves). Rows: fixed blocks too (kRowBlock says why).
   constexpr int64_t kColBlock = 256;
   const bool by_rows = m >= n;
-  const int64_t extent = by_rows ? m : n;
-  const int64_t parts = by_rows ? std::max<int64_t>(1, std::min<int64_t>(pool.size(), extent / kAlign))
-                                : (n + kColBlock - 1) / kColBlock;
-  const int64_t step = by_rows ? (extent / parts + kAlign - 1) / kAlign * kAlign : kColBlock;
-  pool.parallel_for(parts, [&](int64_t t, int) {
-    const int64_t lo = std::min(extent, t * step), hi = t == parts - 1 ? extent : std::min(extent, lo + step);
-    if (hi <= lo) return;
+  const int64_t step = by_rows ? kRowBlock : kColBlock, extent = by_rows ? m : n;
+  pool.parallel_for((extent + step - 1) / step, [&](int64_t t, int) {
+    const int64_t lo = t * step, len = std::min(step, extent - lo);
     if (by_rows)
-      // At most kMaxRows rows per call: OpenBLAS (column-major underneath)
-      // packs the rows of A as its "B" panel, up to its buffer's width, so
-      // one call over 65536 rows made each thread's buffer resident at
-      // about 80 MB (a 131072-token prefill's K/V projection); 3072 rows keep it
-      // near 4 MB, as fast (768 rows run as fast as 3072, cpu_plan.h).
-      for (int64_t r = lo; r < hi; r += kMaxRows)
-        sgemm(transB, std::min(kMaxRows, hi - r), n, k, A + r * lda, lda, B, ldb, beta, C + r * ldc, ldc);
+      sgemm(transB, len, n, k, A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
     else
-      sgemm(transB, m, hi - lo, k, A, lda, transB ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+      sgemm(transB, m, len, k, A, lda, transB ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
   });
 }
 

@@ -44,20 +44,28 @@ void warm_blas_buffers(ThreadPool& pool);
 void sgemm(bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb,
            float beta, float* C, int64_t ldc);
 
-// Where the pool variant below cuts rows (kRowAlign: why 48) and the most
-// rows one OpenBLAS call gets (kMaxCallRows: its resident buffer).
-constexpr int64_t kRowAlign = 48;
-constexpr int64_t kMaxCallRows = 64 * kRowAlign;
+// Rows per call of the pool variant below and of the grouped projections
+// (cpu_projection.h): a logical GEMM's rows go in calls over rows
+// [i * kRowBlock, (i + 1) * kRowBlock), whatever the pool's size, so the
+// calls, and with them the bits, depend on the shape alone. Splitting at
+// whole micro-kernel tiles is not enough: OpenBLAS may route calls of
+// another size down another path. With SkylakeX kernels (0.3.21), a call
+// with n * m <= 1200 output elements and k >= 32 takes the "small matrix"
+// kernel, whose bits differ from the packed kernel's, so a 100-row call and
+// the same rows cut 96 + 4 (two threads) differed in the last 4 rows, where
+// Haswell kernels agree. 192: a multiple of every row tile OpenBLAS uses
+// (4, 6, 8, 12, 16, 24, hence of 48) and of kBr (cpu_flash.h), so query
+// chunks are whole blocks (ChunkPolicy); fewer rows per call repack the
+// weights too often (about 8% slower than 384-row calls on the 3072x1024
+// QKV weights, measured), more would leave threads idle on 768-row groups.
+constexpr int64_t kRowBlock = 192;
 
-// The same, split into one block of C per pool thread (row blocks), or,
-// when C has fewer rows than columns (single-token queries), into column
-// blocks of a fixed 256 columns. Each thread packs its own copy of the
-// shared operand; for the projection shapes this is well under 1% of the
-// multiply. Row block edges fall on whole micro-kernel tiles, so the result
-// is bitwise that of one call; column blocks do not depend on the pool: the
-// bits are the same whatever the pool size
-// (tests/backends/determinism_test.cpp). Long row ranges go in calls of at
-// most 3072 rows (bounds OpenBLAS's resident buffer).
+// The same, cut into calls of kRowBlock rows (row blocks) run over the pool,
+// or, when C has fewer rows than columns (single-token queries), into column
+// blocks of a fixed 256 columns. Each call packs its own copy of the shared
+// operand; for the projection shapes this is a few % of the multiply. Both
+// cuts depend on the shape only: the bits are the same whatever the pool
+// size (tests/backends/determinism_test.cpp).
 void sgemm(ThreadPool& pool, bool transB, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 

@@ -46,11 +46,13 @@ void scores(ThreadPool& pool, const Dims& d, const Heads& h, float* W) {
   });
 }
 
-// W = scale * W + mask, -inf where MaskRule hides the key, in place.
+// W = softcap(scale * W) + mask, -inf where MaskRule hides the key, in
+// place; softcap(x) = c * tanh(x / c) when the spec has one (Gemma 2), x
+// otherwise.
 void scale_and_mask(ThreadPool& pool, const AttentionSpec& spec, const AttentionInputs& in, const Dims& d, float* W) {
   std::vector<float> tmask;
   const float* mask = in.mask ? f32_data(*in.mask, tmask) : nullptr;
-  const float scale = static_cast<float>(spec.scale);
+  const float scale = static_cast<float>(spec.scale), cap = static_cast<float>(spec.softcap);
   const MaskRule rule(spec);
   pool.parallel_for(d.B * d.H, [&](int64_t bh, int) {
     const int64_t b = bh / d.H, h = bh % d.H;
@@ -65,7 +67,9 @@ void scale_and_mask(ThreadPool& pool, const AttentionSpec& spec, const Attention
     for (int64_t i = 0; i < d.L; ++i) {
       float* row = W + (bh * d.L + i) * d.St;
       for (int64_t j = 0; j < d.St; ++j) {
-        float x = scale * row[j] + (mrow ? mrow[i * mask_ld + j] : 0.0f);
+        float x = scale * row[j];
+        if (cap > 0.0f) x = cap * std::tanh(x / cap);
+        x += mrow ? mrow[i * mask_ld + j] : 0.0f;
         if (!rule.visible(i, j)) x = -kInf;
         row[j] = x;
       }
@@ -73,15 +77,20 @@ void scale_and_mask(ThreadPool& pool, const AttentionSpec& spec, const Attention
   });
 }
 
-// Each row of W -> softmax(row), then training-mode dropout, in place.
+// Each row of W -> softmax(row), then training-mode dropout, in place. A
+// head's sink (gpt-oss) joins the row's max and denominator and takes no
+// value, so the row's weights sum to less than one.
 void softmax_rows(ThreadPool& pool, const AttentionSpec& spec, const AttentionInputs& in, const Dims& d, float* W) {
   const bool drop = in.training && spec.dropout > 0.0;
   const float keep_scale = spec.dropout >= 1.0 ? 0.0f : static_cast<float>(1.0 / (1.0 - spec.dropout));
+  const std::vector<float> sinks = spec.sinks ? spec.sinks->to_f32() : std::vector<float>();
   pool.parallel_for(d.B * d.H, [&](int64_t bh, int) {
+    const float* sink = sinks.empty() ? nullptr : &sinks[bh % d.H];
     for (int64_t i = 0; i < d.L; ++i) {
       float* row = W + (bh * d.L + i) * d.St;
-      float mx = -kInf, sum = 0.0f;
+      float mx = sink ? *sink : -kInf, sum = 0.0f;
       for (int64_t j = 0; j < d.St; ++j) mx = std::max(mx, row[j]);
+      if (sink) sum = std::exp(*sink - mx);
       // A row of -inf keeps mx = -inf and exp(NaN) spreads NaN, as torch does.
       for (int64_t j = 0; j < d.St; ++j) sum += (row[j] = std::exp(row[j] - mx));
       for (int64_t j = 0; j < d.St; ++j) row[j] /= sum;

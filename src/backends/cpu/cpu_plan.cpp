@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "backends/cpu/cpu_gemm.h"
 #include "util/huge_pages.h"
 
 namespace mha::cpu {
@@ -127,7 +128,7 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
   p.B = in.query.dim(0), p.L = in.query.dim(1), p.S = in.key.dim(1);
   const int64_t B = p.B, L = p.L, S = p.S;
   const int64_t eq = spec.q.weight.dim(0), ek = spec.k.weight.dim(0), ev = spec.v.weight.dim(0);
-  const bool flash = !key.need_weights && !key.collect_stages;
+  const bool flash = !key.need_weights && !key.collect_stages && !needs_plain(spec);
   const bool same_in = spec.q_in() == spec.k_in() && spec.q_in() == spec.v_in();
   const ChunkPolicy& policy = chunk_policy();
   p.group_batches = flash ? projection_group_batches(B, L) : B;
@@ -165,8 +166,11 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
   if (spec.bias_v) p.bias_v = spec.bias_v->to_f32();
 
   p.rope = spec.rope.has_value();
-  p.heads = spec.num_heads, p.kv_heads = spec.num_kv_heads;
-  p.q_chunk_rows = policy.rows;
+  p.qk_norm = qk_norm_weights<float>(spec);
+  p.heads = spec.num_heads, p.kv_heads = spec.num_kv_heads, p.head_dim = spec.head_dim;
+  // Whole row blocks, so that a chunk's calls are the ones a whole batch's
+  // projection makes (cpu_gemm.h, kRowBlock).
+  p.q_chunk_rows = (policy.rows + kRowBlock - 1) / kRowBlock * kRowBlock;
   const int64_t G = p.group_batches;
   const int64_t q_rows = p.layout == Layout::kChunked ? std::min(B * L, p.q_chunk_rows) : G * L;
   // Left uninitialised: the GEMMs write every element before anything reads it.
@@ -197,6 +201,8 @@ std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInput
   return plan;
 }
 
+bool needs_plain(const AttentionSpec& spec) { return spec.softcap > 0.0 || spec.sinks.has_value(); }
+
 void prepare_rope(Plan& plan, const AttentionSpec& spec, const AttentionInputs& in) {
   if (!plan.rope || (plan.rope_default_positions && !in.positions)) return;
   plan.rope_table = rope_table(spec, in);
@@ -205,13 +211,18 @@ void prepare_rope(Plan& plan, const AttentionSpec& spec, const AttentionInputs& 
 
 namespace {
 
-// Rotates rows [row0, row0 + n) (flattened b*L + i) held from x's first
-// row on, 32 rows per task.
-void rotate(ThreadPool& pool, const Plan& plan, float* x, int64_t ld, int64_t row0, int64_t n, int64_t heads) {
+// QK-normalises (with the key's or the query's weights) and rotates rows
+// [row0, row0 + n) (flattened b*L + i) held from x's first row on, 32 rows
+// per task.
+void rotate(ThreadPool& pool, const Plan& plan, bool key, float* x, int64_t ld, int64_t row0, int64_t n,
+            int64_t heads) {
   constexpr int64_t kRows = 32;
   pool.parallel_for((n + kRows - 1) / kRows, [&](int64_t t, int) {
     const int64_t r = t * kRows, m = std::min(kRows, n - r);
-    apply_rope_rows(plan.rope_table, x + r * ld, ld, row0 + r, m, heads);
+    if (plan.qk_norm)
+      apply_qk_norm_rows(key ? plan.qk_norm->k : plan.qk_norm->q, plan.qk_norm->eps, x + r * ld, ld, m, heads,
+                         plan.head_dim);
+    if (plan.rope) apply_rope_rows(plan.rope_table, x + r * ld, ld, row0 + r, m, heads);
   });
 }
 
@@ -235,15 +246,15 @@ void project_inputs(ThreadPool& pool, Plan& plan, const F32Inputs& x, int64_t b0
       linear(pool, lv, x.value + g0 * S * lv.in, lv.in, n, plan.v + r * plan.ldv, plan.ldv);
     }
   }
-  if (!plan.rope) return;
+  if (!plan.rope && !plan.qk_norm) return;
   // A rope needs S == L (validate_inputs), so key rows index positions as query rows do.
-  if (plan.layout != Layout::kChunked) rotate(pool, plan, plan.q, plan.ldq, b0 * L, nq, plan.heads);
-  rotate(pool, plan, plan.k, plan.ldk, b0 * S, nkv, plan.kv_heads);
+  if (plan.layout != Layout::kChunked) rotate(pool, plan, false, plan.q, plan.ldq, b0 * L, nq, plan.heads);
+  rotate(pool, plan, true, plan.k, plan.ldk, b0 * S, nkv, plan.kv_heads);
 }
 
 void project_query_rows(ThreadPool& pool, Plan& plan, const float* xq, int64_t r0, int64_t n) {
   linear(pool, plan.lin[0], xq + r0 * plan.lin[0].in, plan.lin[0].in, n, plan.q, plan.ldq);
-  if (plan.rope) rotate(pool, plan, plan.q, plan.ldq, r0, n, plan.heads);
+  if (plan.rope || plan.qk_norm) rotate(pool, plan, false, plan.q, plan.ldq, r0, n, plan.heads);
 }
 
 }  // namespace mha::cpu

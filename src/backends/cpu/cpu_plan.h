@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_flash.h"
 #include "backends/cpu/cpu_projection.h"
 #include "model/attention.h"
+#include "model/qk_norm.h"
 #include "model/rope.h"
 
 namespace mha::cpu {
@@ -40,12 +41,12 @@ struct PlanKey {
 // output-projects group_batches batches at a time, so `rows` is a group's
 // rows (seed 002's 8x384x1024: 2 batches, a 9.4 MiB workspace instead of
 // 37.7 that stays in L3 between the GEMM and the attention, and that a first
-// run faults in a quarter of the time). OpenBLAS runs as fast on 768 rows as
-// on 3072 (measured); on fewer it repacks the weights too often.
+// run faults in a quarter of the time). Within a group the GEMMs go in calls
+// of kRowBlock rows (cpu_gemm.h).
 enum class Layout { kFusedQKV, kSeparate, kChunked };
 struct ChunkPolicy {
   int64_t above_floats = int64_t{16} << 20;
-  int64_t rows = 21 * kBr;  // a multiple of kBr
+  int64_t rows = 20 * kBr;  // a multiple of kBr and of kRowBlock (build_plan rounds up)
   int64_t group_rows = 768;  // query rows per batch group, at least
 };
 // Process-wide; tests shrink it to exercise kChunked on small shapes.
@@ -61,8 +62,8 @@ int64_t projection_group_batches(int64_t B, int64_t L);
 
 // y[B*L, lin.out] = x[B*L, lin.in] . w^T + b, one linear() per projection
 // group: the row calls run_flash makes for its output projection (with
-// kChunked's query chunks, whose edges fall on 48-row multiples within a
-// batch, the same bits).
+// kChunked's query chunks, which are whole kRowBlock blocks of a batch, the
+// same calls and bits).
 void project_rows(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t B, int64_t L, float* y);
 
 struct Plan {
@@ -87,12 +88,18 @@ struct Plan {
   std::vector<float> ctx;
   std::vector<FlashScratch> scratch;  // one per thread
   // The rotary embedding's cos/sin for this run's positions (prepare_rope);
-  // project_inputs and project_query_rows rotate q and k with it.
+  // project_inputs and project_query_rows QK-normalise (qk_norm) and
+  // rotate q and k with it.
   bool rope = false;
-  int64_t heads = 0, kv_heads = 0;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  std::optional<QkNormWeights<float>> qk_norm;
   RopeTable rope_table;
   bool rope_default_positions = false;  // the table holds 0..L-1 (kept between runs)
 };
+
+// The spec needs the plain path's [L, S] scores (cpu_plain.h) even for a
+// flash run: the flash kernel has no logit softcap and no sinks.
+bool needs_plain(const AttentionSpec& spec);
 
 std::unique_ptr<Plan> build_plan(const AttentionSpec& spec, const AttentionInputs& in, const PlanKey& key,
                                  int threads);

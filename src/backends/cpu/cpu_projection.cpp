@@ -63,39 +63,33 @@ PackedLinear pack_stacked(const std::vector<const Projection*>& ps, const std::v
 
 namespace {
 
-// Grouped: per group g, x . [Wq_g; Wk_g; Wv_g]^T into a per-thread buffer,
-// then each projection's columns to their place in y. The row blocks are
-// the pool sgemm's (kRowAlign edges, at most kMaxCallRows per call), so the
-// bits do not depend on the pool's size.
+// Grouped: per group g and block of kRowBlock rows, x . [Wq_g; Wk_g; Wv_g]^T
+// into a per-thread buffer, then each projection's columns to their place
+// in y. The calls depend on the shape only, so the bits do not depend on
+// the pool's size; one task per (row block, group) keeps every thread busy.
 void linear_grouped(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t ldx, int64_t rows, float* y,
                     int64_t ldy) {
   const int64_t G = lin.groups(), gw = lin.group_width(), np = static_cast<int64_t>(lin.rows.size());
   const bool bias = !lin.b.empty();
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(pool.size(), rows / kRowAlign));
-  const int64_t step = (rows / parts + kRowAlign - 1) / kRowAlign * kRowAlign;
-  pool.parallel_for(parts, [&](int64_t t, int) {
-    const int64_t lo = std::min(rows, t * step), hi = t == parts - 1 ? rows : std::min(rows, lo + step);
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  pool.parallel_for(blocks * G, [&](int64_t t, int) {
+    const int64_t r = t / G * kRowBlock, g = t % G, m = std::min(kRowBlock, rows - r);
     thread_local std::vector<float> buf;
-    for (int64_t r = lo; r < hi; r += kMaxCallRows) {
-      const int64_t m = std::min(kMaxCallRows, hi - r);
-      if (np > 1 && static_cast<int64_t>(buf.size()) < m * gw) buf.resize(m * gw);
-      for (int64_t g = 0; g < G; ++g) {
-        const float* w = lin.w.data() + g * gw * lin.in;
-        // One projection: the group's columns are contiguous in y too.
-        float* c = np == 1 ? y + r * ldy + g * gw : buf.data();
-        const int64_t ldc = np == 1 ? ldy : gw;
-        if (bias)
-          for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, lin.b.data() + g * gw, sizeof(float) * gw);
-        sgemm(true, m, gw, lin.in, x + r * ldx, ldx, w, lin.in, bias ? 1.0f : 0.0f, c, ldc);
-        if (np == 1) continue;
-        int64_t src = 0, dst = 0;  // column of projection p's group g: in buf, in y
-        for (int64_t p = 0; p < np; ++p) {
-          const int64_t n = lin.block[p];
-          for (int64_t i = 0; i < m; ++i)
-            std::memcpy(y + (r + i) * ldy + dst + g * n, buf.data() + i * gw + src, sizeof(float) * n);
-          src += n, dst += lin.rows[p];
-        }
-      }
+    if (np > 1 && static_cast<int64_t>(buf.size()) < m * gw) buf.resize(m * gw);
+    const float* w = lin.w.data() + g * gw * lin.in;
+    // One projection: the group's columns are contiguous in y too.
+    float* c = np == 1 ? y + r * ldy + g * gw : buf.data();
+    const int64_t ldc = np == 1 ? ldy : gw;
+    if (bias)
+      for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, lin.b.data() + g * gw, sizeof(float) * gw);
+    sgemm(true, m, gw, lin.in, x + r * ldx, ldx, w, lin.in, bias ? 1.0f : 0.0f, c, ldc);
+    if (np == 1) return;
+    int64_t src = 0, dst = 0;  // column of projection p's group g: in buf, in y
+    for (int64_t p = 0; p < np; ++p) {
+      const int64_t n = lin.block[p];
+      for (int64_t i = 0; i < m; ++i)
+        std::memcpy(y + (r + i) * ldy + dst + g * n, buf.data() + i * gw + src, sizeof(float) * n);
+      src += n, dst += lin.rows[p];
     }
   });
 }

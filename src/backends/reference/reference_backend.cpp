@@ -8,6 +8,7 @@
 #include "model/dropout.h"
 #include "model/heads.h"
 #include "model/mask.h"
+#include "model/qk_norm.h"
 #include "model/rope.h"
 #include "backends/cpu/kv_format.h"
 
@@ -29,6 +30,40 @@ Vec project(const Vec& x, int64_t n, const Projection& p) {
       y[r * out + o] = acc + b[o];
     }
   return y;
+}
+
+// What happens to q and k between the projection and the scores: the QK
+// norm, then the rotary embedding (model/qk_norm.h, model/rope.h).
+void prepare_qk(const AttentionSpec& spec, const RopeTable* rope, Vec& q, int64_t q_rows, Vec& k, int64_t k_rows) {
+  const int64_t H = spec.num_heads, Hkv = spec.num_kv_heads, dh = spec.head_dim;
+  if (const auto norm = qk_norm_weights<double>(spec)) {
+    apply_qk_norm_rows(norm->q, norm->eps, q.data(), H * dh, q_rows, H, dh);
+    apply_qk_norm_rows(norm->k, norm->eps, k.data(), Hkv * dh, k_rows, Hkv, dh);
+  }
+  if (rope) {
+    apply_rope_rows(*rope, q.data(), H * dh, 0, q_rows, H);
+    apply_rope_rows(*rope, k.data(), Hkv * dh, 0, k_rows, Hkv);
+  }
+}
+
+// A scaled score through the spec's logit softcap (Gemma 2), when it has one.
+double softcapped(const AttentionSpec& spec, double x) {
+  return spec.softcap > 0.0 ? spec.softcap * std::tanh(x / spec.softcap) : x;
+}
+
+// Softmax of row w in place, with head h's sink (gpt-oss) joining the
+// denominator when the spec has sinks. A row of -inf without a sink keeps
+// mx = -inf, so exp(NaN) spreads NaN as torch does.
+void softmax_row(const AttentionSpec& spec, const std::vector<double>& sinks, int64_t h, double* w, int64_t n) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, w[j]);
+  double sum = 0.0;
+  if (spec.sinks) {
+    mx = std::max(mx, sinks[h]);
+    sum = std::exp(sinks[h] - mx);
+  }
+  for (int64_t j = 0; j < n; ++j) sum += (w[j] = std::exp(w[j] - mx));
+  for (int64_t j = 0; j < n; ++j) w[j] /= sum;
 }
 
 // The float64 KV cache: K and V [B, Hkv, max_tokens, d] as doubles. A
@@ -80,11 +115,8 @@ class ReferenceDecode : public DecodeSession {
     const int64_t group = H / Hkv;
     const Vec xs = x.to_f64();
     Vec q = project(xs, B * n, spec_.q), k = project(xs, B * n, spec_.k), v = project(xs, B * n, spec_.v);
-    if (spec_.rope) {
-      const RopeTable t = rope_table_at(spec_, len_, n);
-      apply_rope_rows(t, q.data(), H * dh, 0, B * n, H);
-      apply_rope_rows(t, k.data(), Hkv * dh, 0, B * n, Hkv);
-    }
+    const std::optional<RopeTable> rope = spec_.rope ? std::optional<RopeTable>(rope_table_at(spec_, len_, n)) : std::nullopt;
+    prepare_qk(spec_, rope ? &*rope : nullptr, q, B * n, k, B * n);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t r = 0; r < n; ++r)
         for (int64_t g = 0; g < Hkv; ++g) {
@@ -104,16 +136,12 @@ class ReferenceDecode : public DecodeSession {
           const int64_t i = len_ + r, j0 = rule_.first_key(i), j1 = i + 1;
           const double* qi = q.data() + (b * n + r) * H * dh + h * dh;
           w.assign(j1 - j0, 0.0);
-          double mx = -std::numeric_limits<double>::infinity();
           for (int64_t j = j0; j < j1; ++j) {
             double s = 0.0;
             for (int64_t d = 0; d < dh; ++d) s += qi[d] * Kh[j * dh + d];
-            w[j - j0] = spec_.scale * s;
-            mx = std::max(mx, w[j - j0]);
+            w[j - j0] = softcapped(spec_, spec_.scale * s);
           }
-          double sum = 0.0;
-          for (double& e : w) sum += (e = std::exp(e - mx));
-          for (double& e : w) e /= sum;
+          softmax_row(spec_, sinks_, h, w.data(), j1 - j0);
           for (int64_t d = 0; d < dv; ++d) {
             double acc = 0.0;
             for (int64_t j = j0; j < j1; ++j) acc += w[j - j0] * Vh[j * dv + d];
@@ -138,6 +166,7 @@ class ReferenceDecode : public DecodeSession {
   AttentionSpec spec_;  // Tensors share their bytes: a cheap copy
   DecodeOptions opt_;
   MaskRule rule_;
+  Vec sinks_ = spec_.sinks ? spec_.sinks->to_f64() : Vec();
   Vec K_, V_;
   int64_t len_ = 0;
 };
@@ -147,7 +176,9 @@ class ReferenceBackend : public Backend {
   std::string name() const override { return "reference"; }
   bool computes_in_float64() const override { return true; }
   // Float64 loops for both: output projection and partial attention.
-  std::optional<std::string> capability_gap(Capability, const AttentionSpec&) const override { return std::nullopt; }
+  std::optional<std::string> capability_gap(Capability c, const AttentionSpec& spec) const override {
+    return c == Capability::PartialAttention ? partial_unsupported(spec) : std::nullopt;
+  }
   // One thread, plain float64 loops (what `mha bench` rows report).
   nlohmann::json describe() const override { return {{"threads", 1}, {"simd", "scalar float64"}}; }
   std::optional<std::string> supports_decode(const AttentionSpec& spec) const override {
@@ -227,11 +258,9 @@ class ReferenceBackend : public Backend {
     Vec mask = in.mask ? in.mask->to_f64() : Vec();
     Vec bk = spec.bias_k ? spec.bias_k->to_f64() : Vec(), bv = spec.bias_v ? spec.bias_v->to_f64() : Vec();
 
-    if (spec.rope) {
-      const RopeTable t = rope_table(spec, in);
-      apply_rope_rows(t, q.data(), H * dh, 0, B * L, H);
-      apply_rope_rows(t, k.data(), Hkv * dh, 0, B * S, Hkv);
-    }
+    const std::optional<RopeTable> rope = spec.rope ? std::optional<RopeTable>(rope_table(spec, in)) : std::nullopt;
+    prepare_qk(spec, rope ? &*rope : nullptr, q, B * L, k, B * S);
+    const Vec sinks = spec.sinks ? spec.sinks->to_f64() : Vec();
 
     // Per-head views with the extra key rows appended: [B, H, *, d].
     Vec Q(B * H * L * dh), K(B * Hkv * St * dh), V(B * Hkv * St * dv);
@@ -248,12 +277,11 @@ class ReferenceBackend : public Backend {
         for (int64_t i = 0; i < L; ++i) {
           const double* qi = Q.data() + ((b * H + h) * L + i) * dh;
           int64_t row = ((b * H + h) * L + i) * St;
-          double mx = -inf;
           for (int64_t j = 0; j < St; ++j) {
             double s = 0.0;
             for (int64_t d = 0; d < dh; ++d) s += qi[d] * Kh[j * dh + d];
             raw[row + j] = s;
-            double m = spec.scale * s;
+            double m = softcapped(spec, spec.scale * s);
             if (in.mask) {
               const Tensor& mt = *in.mask;
               int64_t mb = mt.dim(0) == 1 ? 0 : b, mh = mt.dim(1) == 1 ? 0 : h, mi = mt.dim(2) == 1 ? 0 : i;
@@ -261,12 +289,9 @@ class ReferenceBackend : public Backend {
             }
             if (!rule.visible(i, j)) m = -inf;
             masked[row + j] = m;
-            mx = std::max(mx, m);
           }
-          // A row of -inf keeps mx = -inf, so exp(NaN) spreads NaN as torch does.
-          double sum = 0.0;
-          for (int64_t j = 0; j < St; ++j) sum += (W[row + j] = std::exp(masked[row + j] - mx));
-          for (int64_t j = 0; j < St; ++j) W[row + j] /= sum;
+          std::copy_n(masked.data() + row, St, W.data() + row);
+          softmax_row(spec, sinks, h, W.data() + row, St);
           if (in.training && spec.dropout > 0.0)
             for (int64_t j = 0; j < St; ++j)
               W[row + j] = dropout_keep(in.dropout_seed, row + j, spec.dropout) ? W[row + j] / (1.0 - spec.dropout) : 0.0;

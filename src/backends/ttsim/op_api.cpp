@@ -17,8 +17,10 @@ Tensor tt_move(const Tensor& in, DataFormat in_format, const Tensor& moved, Data
   TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "op options"));
   const TileTensor t = to_tile_layout(src, in_format);
   const float* v = dst.data<float>();
-  return to_tensor(run_data_movement(dev, op, t, std::vector<float>(v, v + dst.numel()),
-                                     DataMovementAttributes{out_format, dst.shape()}));
+  DataMovementAttributes attrs;
+  attrs.output = out_format;
+  attrs.shape = dst.shape();
+  return to_tensor(run_data_movement(dev, op, t, std::vector<float>(v, v + dst.numel()), attrs));
 }
 
 }  // namespace mha::ttsim

@@ -19,12 +19,32 @@ using namespace ttsim;
 // One device per backend object, as one ttnn.open_device per process. Plans
 // (recipe + host-converted weights) are keyed by the spec's uid; programs by
 // the device's program cache.
+// The spec features of today's models that tt-sim's pipelines do not
+// emulate yet. Rope scalings need nothing: they change only the cos/sin
+// table, which the SDPA pipeline uploads as is.
+std::optional<std::string> feature_gap(const AttentionSpec& spec) {
+  const std::string run_elsewhere = "; run on cpu or reference";
+  if (spec.qk_norm) return "QK RMSNorm (qk_norm) is not emulated on tt-sim" + run_elsewhere;
+  if (spec.softcap > 0.0)
+    return "logit softcapping is not emulated on tt-sim (TT-NN's SDPA has no softcap)" + run_elsewhere;
+  if (spec.sinks)
+    return "attention sinks are not passed to tt-sim's SDPA attention_sink yet (which takes them divided by "
+           "the softmax scale)" + run_elsewhere;
+  if (spec.rope && spec.rope->rotary_dim > 0 && spec.rope->rotary_dim != spec.head_dim)
+    return "partial rotary (rotary_dim " + std::to_string(spec.rope->rotary_dim) + " of head_dim " +
+           std::to_string(spec.head_dim) + ") is not emulated on tt-sim" + run_elsewhere;
+  if (spec.rope && spec.rope->interleaved)
+    return "interleaved rotary pairs are not emulated on tt-sim" + run_elsewhere;
+  return std::nullopt;
+}
+
 class TtSimBackend : public Backend {
  public:
   explicit TtSimBackend(TtOptions o) : dev_(o), opt_(std::move(o)) {}
   std::string name() const override { return "tt-sim"; }
 
   std::optional<std::string> supports(const AttentionSpec& spec, const AttentionInputs& in) const override {
+    if (auto why = feature_gap(spec)) return why;
     if (path(spec, &in) == AttentionKernel::Sdpa) {
       if (auto why = sdpa_unsupported(spec, &in)) return "attention \"sdpa\": " + *why;
       return std::nullopt;
@@ -62,6 +82,7 @@ class TtSimBackend : public Backend {
   // Decode runs the SDPA pipeline (prefill into the device's KV cache, then
   // SDPA decode per token).
   std::optional<std::string> supports_decode(const AttentionSpec& spec) const override {
+    if (auto why = feature_gap(spec)) return why;
     if (opt_.attention == AttentionKernel::Ops)
       return std::string("attention \"ops\" has no KV cache; tt-sim decodes with attention \"sdpa\"");
     if (auto why = decode_unsupported(spec)) return why;

@@ -6,7 +6,7 @@
 #include "backends/backend.h"
 #include "bench/bench.h"
 #include "config/config.h"
-#include "config/json_util.h"
+#include "util/json_util.h"
 #include "fuzz_common.h"
 #include "variants/variant.h"
 

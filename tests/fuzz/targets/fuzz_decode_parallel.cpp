@@ -7,7 +7,7 @@
 // are what varies.
 #include "backends/decode.h"
 #include "config/config.h"
-#include "config/json_util.h"
+#include "util/json_util.h"
 #include "fuzz_common.h"
 #include "parallel/ring.h"
 #include "variants/variant.h"

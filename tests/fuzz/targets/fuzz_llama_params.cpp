@@ -7,7 +7,7 @@
 // building only, nothing is run.
 #include <limits>
 
-#include "config/json_util.h"
+#include "util/json_util.h"
 #include "fuzz_common.h"
 #include "variants/variant.h"
 

@@ -1,4 +1,4 @@
-#include "config/json_util.h"
+#include "util/json_util.h"
 
 #include <algorithm>
 #include <utility>

@@ -57,10 +57,10 @@ void for_rows(const TileTensor& a, const Exec& ex, Fn fn) {
 }  // namespace
 
 void tt_add(const TileTensor& a, const TileTensor& b, TileTensor& out, bool fp32, bool bfp8_pack_precise,
-            const Exec& ex) {
+            const Exec& ex, Arch arch) {
   if (!broadcasts_onto(a, b))
     throw InputError("tt-sim: add: cannot broadcast " + shape_str(b.shape) + " onto " + shape_str(a.shape));
-  const simd::KernelTable* k = ex.kernels();
+  const simd::KernelTable* k = ex.kernels(arch);
   const int64_t W = a.pcols;
   for_rows(a, ex, [&](int64_t bi, int64_t r, float* sa, float* sb, float* so) {
     const float* brow = b.matrix(broadcast_matrix(a, b, bi)) + (b.rows == 1 ? 0 : r) * b.pcols;
@@ -68,16 +68,16 @@ void tt_add(const TileTensor& a, const TileTensor& b, TileTensor& out, bool fp32
     unpack_row(brow, W, b.format, fp32, sb);
     if (k) k->elwadd(sa, sb, 1, W, fp32, so);
     else
-      for (int64_t c = 0; c < W; ++c) so[c] = fpu_add(sa[c], sb[c], fp32);
+      for (int64_t c = 0; c < W; ++c) so[c] = fpu_add(sa[c], sb[c], fp32, arch);
     pack_from_dst(so, out.matrix(bi) + r * W, W, out.format, fp32, bfp8_pack_precise);
   });
 }
 
 void tt_mul(const TileTensor& a, const TileTensor& b, TileTensor& out, MathFidelity fidelity, bool fp32,
-            bool bfp8_pack_precise, const Exec& ex) {
+            bool bfp8_pack_precise, const Exec& ex, Arch arch) {
   if (!broadcasts_onto(a, b))
     throw InputError("tt-sim: multiply: cannot broadcast " + shape_str(b.shape) + " onto " + shape_str(a.shape));
-  const simd::KernelTable* k = ex.kernels();
+  const simd::KernelTable* k = ex.kernels(arch);
   const int64_t W = a.pcols;
   const int phases = fidelity_phase_count(fidelity);
   for_rows(a, ex, [&](int64_t bi, int64_t r, float* sa, float* sb, float* so) {
@@ -86,21 +86,21 @@ void tt_mul(const TileTensor& a, const TileTensor& b, TileTensor& out, MathFidel
     unpack_row(brow, W, b.format, fp32, sb);
     if (k) k->elwmul(sa, sb, 1, W, phases, fp32, so);
     else
-      for (int64_t c = 0; c < W; ++c) so[c] = fpu_mul(sa[c], sb[c], fidelity, fp32);
+      for (int64_t c = 0; c < W; ++c) so[c] = fpu_mul(sa[c], sb[c], fidelity, fp32, arch);
     pack_from_dst(so, out.matrix(bi) + r * W, W, out.format, fp32, bfp8_pack_precise);
   });
 }
 
 void tt_mul_scalar(const TileTensor& a, float s, TileTensor& out, MathFidelity fidelity, bool fp32,
-                   bool bfp8_pack_precise, const Exec& ex) {
+                   bool bfp8_pack_precise, const Exec& ex, Arch arch) {
   const float sb = host_round_bf16(s);
-  const simd::KernelTable* k = ex.kernels();
+  const simd::KernelTable* k = ex.kernels(arch);
   const int64_t W = a.pcols;
   for_rows(a, ex, [&](int64_t bi, int64_t r, float* sa, float*, float* so) {
     unpack_row(a.matrix(bi) + r * W, W, a.format, fp32, sa);
     if (k) k->elwmul(sa, &sb, 0, W, fidelity_phase_count(fidelity), fp32, so);
     else
-      for (int64_t c = 0; c < W; ++c) so[c] = fpu_mul(sa[c], sb, fidelity, fp32);
+      for (int64_t c = 0; c < W; ++c) so[c] = fpu_mul(sa[c], sb, fidelity, fp32, arch);
     pack_from_dst(so, out.matrix(bi) + r * W, W, out.format, fp32, bfp8_pack_precise);
   });
 }

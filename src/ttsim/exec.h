@@ -20,8 +20,9 @@ struct Exec {
   simd::Isa isa = simd::best_isa();
   ThreadPool* pool = nullptr;  // nullptr: the calling thread only
 
-  // The vector kernels for `isa`, or nullptr for Scalar.
-  const simd::KernelTable* kernels() const { return simd::kernels_for(isa); }
+  // The vector kernels for `isa` computing as `arch` does, or nullptr for
+  // Scalar.
+  const simd::KernelTable* kernels(Arch arch = Arch::Wormhole) const { return simd::kernels_for(isa, arch); }
   int threads() const;
   // fn(task, thread) for every task < count, spread over the pool.
   void parallel_for(int64_t count, const std::function<void(int64_t task, int thread)>& fn) const;

@@ -1,4 +1,4 @@
-// Bit-level model of the Wormhole matrix unit's multiply-accumulate datapath.
+// Bit-level model of the Wormhole and Blackhole matrix unit's multiply-accumulate datapath.
 // Learned from tenstorrent/ttsim src/tensix.cpp (mvmul, elwmul, elwadd,
 // fpu_accum_normalize_encode) and tt-isa-documentation MVMUL.md / SrcASrcB.md;
 // written independently. See docs/TTSIM.md.
@@ -12,7 +12,7 @@
 namespace mha::ttsim {
 namespace detail {
 
-uint32_t accumulate(Term t0, Term t1, uint32_t dst_bits, bool fp32_dest) {
+uint32_t accumulate(Term t0, Term t1, uint32_t dst_bits, bool fp32_dest, Arch arch) {
   Term d;
   d.sign = dst_bits >> 31;
   d.exp = static_cast<int32_t>((dst_bits >> 23) & 255u);
@@ -52,7 +52,7 @@ uint32_t accumulate(Term t0, Term t1, uint32_t dst_bits, bool fp32_dest) {
   if (man == 0) return 0;  // exact cancellation gives +0
 
   int32_t shift = __builtin_clzll(static_cast<uint64_t>(man)) - 40;  // leading one to bit 23
-  if (sign && man == 1) shift -= 27;  // Wormhole's leading-sign counter misreads -1
+  if (arch == Arch::Wormhole && sign && man == 1) shift -= 27;  // its leading-sign counter misreads -1
   exp -= shift;
   if (!fp32_dest) shift -= 16;  // keep hidden + 7 bits: BF16 Dst
   if (shift < 0) {
@@ -70,7 +70,7 @@ uint32_t accumulate(Term t0, Term t1, uint32_t dst_bits, bool fp32_dest) {
 }
 
 uint32_t dot16(const SrcDatum* srcb, const SrcDatum* srca, uint32_t dst_bits, int phase,
-               bool fp32_dest) {
+               bool fp32_dest, Arch arch) {
   // Rebias so that exponent fields add to an FP32 exponent; the low pieces
   // weigh 2^-5 (SrcA) and 2^-7 (SrcB) of the high ones.
   const int32_t adj = -127 - ((phase & 1) ? 5 : 0) - ((phase & 2) ? 7 : 0);
@@ -106,13 +106,13 @@ uint32_t dot16(const SrcDatum* srcb, const SrcDatum* srca, uint32_t dst_bits, in
     group[g].man = sum << 13;  // 12-bit products carry their hidden bit at bit 10; move it to 23
     group[g].exp = top;
   }
-  return accumulate(group[0], group[1], dst_bits, fp32_dest);
+  return accumulate(group[0], group[1], dst_bits, fp32_dest, arch);
 }
 
 }  // namespace detail
 
-float fpu_dot16(const float* srcb, const float* srca, float dst, int phase, bool fp32_dest,
-                bool tf32_src) {
+float fpu_dot16(const float* srcb, const float* srca, float dst, int phase, bool fp32_dest, bool tf32_src,
+                Arch arch) {
   detail::SrcDatum b[16], a[16];
   for (int k = 0; k < 16; ++k) {
     // Src holds 19 bits: bf16 keeps 7 mantissa bits, tf32 keeps 10.
@@ -120,21 +120,21 @@ float fpu_dot16(const float* srcb, const float* srca, float dst, int phase, bool
     b[k] = detail::encode_srcb(f32_from_bits(f32_bits(srcb[k]) & mask));
     a[k] = detail::encode_srca(f32_from_bits(f32_bits(srca[k]) & mask));
   }
-  return f32_from_bits(detail::dot16(b, a, f32_bits(dst), phase, fp32_dest));
+  return f32_from_bits(detail::dot16(b, a, f32_bits(dst), phase, fp32_dest, arch));
 }
 
-float fpu_mul_phase(float srca, float srcb, float dst, int phase, bool fp32_dest) {
+float fpu_mul_phase(float srca, float srcb, float dst, int phase, bool fp32_dest, Arch arch) {
   float b[16] = {srcb}, a[16] = {srca};
-  return fpu_dot16(b, a, dst, phase, fp32_dest);
+  return fpu_dot16(b, a, dst, phase, fp32_dest, false, arch);
 }
 
-float fpu_mul(float srca, float srcb, MathFidelity fidelity, bool fp32_dest) {
+float fpu_mul(float srca, float srcb, MathFidelity fidelity, bool fp32_dest, Arch arch) {
   float dst = 0.0f;
-  for (int p = 0; p < fidelity_phase_count(fidelity); ++p) dst = fpu_mul_phase(srca, srcb, dst, p, fp32_dest);
+  for (int p = 0; p < fidelity_phase_count(fidelity); ++p) dst = fpu_mul_phase(srca, srcb, dst, p, fp32_dest, arch);
   return dst;
 }
 
-float fpu_add(float a, float b, bool fp32_dest) {
+float fpu_add(float a, float b, bool fp32_dest, Arch arch) {
   // ELWADD aligns the two 11-bit significands to the larger exponent with
   // half-up rounding, adds, then normalises through the shared adder.
   uint32_t ua = f32_bits(a) & 0xffffe000u, ub = f32_bits(b) & 0xffffe000u;
@@ -154,7 +154,7 @@ float fpu_add(float a, float b, bool fp32_dest) {
   t.exp = ea;
   t.man = static_cast<int64_t>(sa == sb ? ma + mb : ma - mb) << 13;
   // A plain add does not accumulate onto Dst: the adder's Dst input is zero.
-  return f32_from_bits(detail::accumulate(t, detail::Term{}, 0u, fp32_dest));
+  return f32_from_bits(detail::accumulate(t, detail::Term{}, 0u, fp32_dest, arch));
 }
 
 }  // namespace mha::ttsim

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ttsim/arch.h"
+
 namespace mha::ttsim::detail {
 
 // A Src datum (sign, 8-bit exponent, 10-bit mantissa; bf16 uses the top 7)
@@ -60,12 +62,14 @@ struct Term {
 // terms half up in signed value, Dst half away from zero), drops all but 11
 // significant bits of each when Dst is 16-bit, adds, and normalises with
 // round half away from zero to FP32 (or to bf16 when !fp32_dest). Returns FP32
-// bits; exponent <= 0 flushes to +0, >= 255 gives signed Inf.
-uint32_t accumulate(Term t0, Term t1, uint32_t dst_bits, bool fp32_dest);
+// bits; exponent <= 0 flushes to +0, >= 255 gives signed Inf. On Wormhole
+// a sum of exactly -1 unit is misnormalised (its leading-sign counter reads
+// all ones); Blackhole normalises it.
+uint32_t accumulate(Term t0, Term t1, uint32_t dst_bits, bool fp32_dest, Arch arch = Arch::Wormhole);
 
 // One lane of MVMUL: dst_bits + sum over 16 terms for one phase. dst_bits is
 // an FP32 bit pattern (a bf16 value when !fp32_dest); returns the same kind.
 uint32_t dot16(const SrcDatum* srcb, const SrcDatum* srca, uint32_t dst_bits, int phase,
-               bool fp32_dest);
+               bool fp32_dest, Arch arch = Arch::Wormhole);
 
 }  // namespace mha::ttsim::detail

@@ -132,7 +132,7 @@ void matmul_oracle_task(const float* a, const float* b, float* out, int64_t K, i
         for (int64_t kt = kt0 * kTile; kt < kt1 * kTile; kt += kTile)
           for (int p = 0; p < phases; ++p)
             for (int64_t kf = kt; kf < kt + kTile; kf += kFace)
-              acc = detail::dot16(&ea[m * K + kf], &eb[n * K + kf], acc, p, fp32);
+              acc = detail::dot16(&ea[m * K + kf], &eb[n * K + kf], acc, p, fp32, cfg.arch);
         dst[m * N + n] = f32_from_bits(acc);
       }
   };
@@ -145,7 +145,7 @@ void matmul_oracle_task(const float* a, const float* b, float* out, int64_t K, i
 // its own output rows.
 void matmul_vector(const TileTensor& a, const TileTensor& b, TileTensor& out, const ComputeConfig& cfg,
                    const MatmulBlocking& blk, const Exec& ex) {
-  const simd::KernelTable& kern = *ex.kernels();
+  const simd::KernelTable& kern = *ex.kernels(cfg.arch);
   const bool fp32 = cfg.fp32_dest_acc_en;
   const int64_t M = a.prows, K = a.pcols, N = b.pcols, Kt = K / kTile, mblocks = M / kTile;
   const int P = fidelity_phase_count(cfg.math_fidelity);
@@ -183,7 +183,7 @@ void tt_matmul(const TileTensor& a, const TileTensor& b, TileTensor& out, const 
   if (shape.size() < 2) shape.insert(shape.begin(), 1);
   shape.back() = b.cols;
   out = make_tile_tensor(shape, cfg.output);
-  if (ex.kernels()) {
+  if (ex.kernels(cfg.arch)) {
     matmul_vector(a, b, out, cfg, blk, ex);
     return;
   }

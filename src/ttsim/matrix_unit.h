@@ -17,11 +17,13 @@
 #include <cstring>
 #include <string>
 
+#include "ttsim/arch.h"
 #include "ttsim/exec.h"
 #include "ttsim/formats.h"
 #include "ttsim/kblock.h"
 #include "ttsim/packer.h"
 #include "ttsim/tile.h"
+#include "util/fields.h"
 
 namespace mha::ttsim {
 
@@ -56,6 +58,9 @@ struct ComputeConfig {
   // Softmax's reciprocal as tt-metal had it until mid-2025 (1/ln2 seed and
   // Newton steps, sfpu_reciprocal_legacy); the seed 000 hardware run used it.
   bool legacy_sfpu_recip = false;
+  // The generation whose datapaths compute (arch.h); the backend derives
+  // it from the device.
+  Arch arch = Arch::Wormhole;
 
   // The fields (util/fields.h): TT-NN's compute kernel config and the
   // output's packing, which key every program that computes; `flags` go to
@@ -69,6 +74,7 @@ struct ComputeConfig {
     v("output", output, "the output's dtype", flags);
     v("bfp8_pack_precise", bfp8_pack_precise, "the packer's source for a block-float output", flags);
     v("legacy_sfpu_recip", legacy_sfpu_recip, "softmax's pre-2025 reciprocal", flags);
+    v("arch", arch, "whose datapaths compute, from the device", flags | fields::kDerived);
   }
 };
 
@@ -80,13 +86,13 @@ struct ComputeConfig {
 // values, or tf32 when tf32_src). dst and the result are Dst values: FP32
 // when fp32_dest, else bf16 values.
 float fpu_dot16(const float* srcb, const float* srca, float dst, int phase, bool fp32_dest,
-                bool tf32_src = false);
+                bool tf32_src = false, Arch arch = Arch::Wormhole);
 // ELWMUL lane for one phase: dst + srca * srcb (partial product of the phase).
-float fpu_mul_phase(float srca, float srcb, float dst, int phase, bool fp32_dest);
+float fpu_mul_phase(float srca, float srcb, float dst, int phase, bool fp32_dest, Arch arch = Arch::Wormhole);
 // A full elementwise product over the phases of `fidelity`, Dst zeroed first.
-float fpu_mul(float srca, float srcb, MathFidelity fidelity, bool fp32_dest);
+float fpu_mul(float srca, float srcb, MathFidelity fidelity, bool fp32_dest, Arch arch = Arch::Wormhole);
 // ELWADD / ELWSUB lane (Dst not accumulated): a + b or a - b.
-float fpu_add(float a, float b, bool fp32_dest);
+float fpu_add(float a, float b, bool fp32_dest, Arch arch = Arch::Wormhole);
 
 // What Src holds after unpacking a value of format `f`: Float32 inputs are
 // truncated to TF32 when fp32_dest_acc_en, else to BF16 (denormals flushed);

@@ -1,5 +1,6 @@
-// Wormhole SFPMAD. Rules learned from Tenstorrent's ttsim (src/fma.cpp,
-// fma_model_wh, v1.10.0) and written independently; docs/TTSIM.md states
+// Wormhole and Blackhole SFPMAD. Rules learned from Tenstorrent's ttsim
+// (src/fma.cpp, fma_model_wh and fma_model_bh, v1.10.0) and written
+// independently; docs/TTSIM.md states
 // them. Fixed-point frame: a significand m with exponent field e stands for
 // m * 2^(e - 127 - 26), i.e. 1.0 is 2^26 (23 fraction bits + 3 extra bits).
 #include "ttsim/sfpu_mad.h"
@@ -13,6 +14,7 @@ namespace {
 constexpr uint32_t kSign = 0x80000000u;
 constexpr uint32_t kInf = 0x7f800000u;
 constexpr uint32_t kHidden = 0x800000u;
+constexpr uint32_t kCanonicalNaN = 0x7fc00000u;
 
 struct Operand {
   uint32_t sign;
@@ -41,17 +43,27 @@ uint32_t align(uint32_t v, int32_t s) {
   return kept | ((kept << s) != v ? 1u : 0u);
 }
 
-}  // namespace
+// The product of the two 24-bit significands (48 bits, 1.0 * 1.0 = 2^46)
+// brought to the 2^26 frame by dropping 20 bits into a sticky bit; its
+// exponent field is ea + eb - 127. Both generations form it so.
+struct Product {
+  uint32_t sign, m;
+  int32_t e;
+};
 
-// Shapes: three scalars. The product of the two 24-bit significands (48
-// bits, 1.0 * 1.0 = 2^46) is brought to the 2^26 frame by dropping 20 bits
-// into a sticky bit; its exponent field is ea + eb - 127.
-uint32_t sfpu_mad_bits(uint32_t a, uint32_t b, uint32_t c) {
-  const Operand x = unpack(a), y = unpack(b), z = unpack(c);
-  const uint32_t psign = x.sign ^ y.sign;
+Product multiply(const Operand& x, const Operand& y) {
   const uint64_t full = static_cast<uint64_t>(x.sig) * y.sig;
-  uint32_t pm = static_cast<uint32_t>(full >> 20) | ((full & 0xfffffu) != 0 ? 1u : 0u);
-  int32_t pe = x.exp + y.exp - 127;
+  return {x.sign ^ y.sign, static_cast<uint32_t>(full >> 20) | ((full & 0xfffffu) != 0 ? 1u : 0u),
+          x.exp + y.exp - 127};
+}
+
+// Shapes: three scalars.
+uint32_t mad_bits_wormhole(uint32_t a, uint32_t b, uint32_t c) {
+  const Operand x = unpack(a), y = unpack(b), z = unpack(c);
+  const Product p = multiply(x, y);
+  const uint32_t psign = p.sign;
+  uint32_t pm = p.m;
+  int32_t pe = p.e;
   uint32_t zm = z.sig << 3;
   const int32_t ze = z.exp;
 
@@ -109,10 +121,63 @@ uint32_t sfpu_mad_bits(uint32_t a, uint32_t b, uint32_t c) {
   return (nan != 0 ? nan : rsign) | r;
 }
 
-float sfpu_mad(float a, float b, float c) { return f32_from_bits(sfpu_mad_bits(f32_bits(a), f32_bits(b), f32_bits(c))); }
+// Blackhole: Inf/NaN decided up front, zeros signed, full sticky bits and
+// rounding below the normal range (sfpu_mad.h).
+uint32_t mad_bits_blackhole(uint32_t a, uint32_t b, uint32_t c) {
+  const Operand x = unpack(a), y = unpack(b), z = unpack(c);
+  const Product p = multiply(x, y);
+  uint32_t pm = p.m;
+  if (x.special() || y.special() || z.special() || p.e >= 255) {
+    const bool inf_times_zero = (x.special() && y.sig == 0) || (y.special() && x.sig == 0);
+    // Only an Inf operand (not a finite product that overflows) meets an
+    // opposite Inf c as NaN.
+    const bool inf_minus_inf = z.inf() && (x.special() || y.special()) && z.sign != p.sign;
+    if (x.nan() || y.nan() || z.nan() || inf_times_zero || inf_minus_inf) return kCanonicalNaN;
+    return z.inf() ? c : (p.sign | kInf);
+  }
+  uint32_t zm = z.sig << 3;
+  // An unused product leaves c, or a zero signed as both c and the product.
+  if (pm == 0 || p.e < 0) return zm != 0 ? c : (z.sign & p.sign);
 
-float sfpu_mul(float a, float b) { return sfpu_mad(a, b, 0.0f); }
+  int32_t re = p.e > z.exp ? p.e : z.exp;
+  pm = align(pm, re - p.e);
+  zm = align(zm, re - z.exp);
+  const uint32_t rsign = pm >= zm ? p.sign : z.sign;
+  uint32_t rm = p.sign == z.sign ? pm + zm : (pm >= zm ? pm - zm : zm - pm);
+  if (rm == 0) return z.sign & p.sign;  // the signs differ here: +0
 
-float sfpu_add(float a, float b) { return sfpu_mad(1.0f, a, b); }
+  // Leading one to bit 26; a result below the normal range stays at
+  // exponent field 0 one place further right (its hidden bit is then a
+  // fraction bit). A right shift keeps every lost bit as sticky: the shift
+  // is at most 2 (rm < 2^29), so ttsim's mask (n | 1) is all of them.
+  int32_t n = (31 - __builtin_clz(rm)) - 26;
+  re += n;
+  if (re >= 255) return rsign | kInf;
+  if (re <= 0) {
+    n += 1;
+    re = 0;
+  }
+  if (n <= 0) rm <<= -n;
+  else rm = (rm >> n) | ((rm & ((1u << n) - 1u)) != 0 ? 1u : 0u);
+
+  uint32_t r = (static_cast<uint32_t>(re) << 23) + ((rm >> 3) & 0x7fffffu);
+  if ((rm & 7u) + (r & 1u) > 4u) ++r;
+  if ((r >> 23) == 0) r = 0;  // flushed, keeping the sign
+  return rsign | r;
+}
+
+}  // namespace
+
+uint32_t sfpu_mad_bits(uint32_t a, uint32_t b, uint32_t c, Arch arch) {
+  return arch == Arch::Blackhole ? mad_bits_blackhole(a, b, c) : mad_bits_wormhole(a, b, c);
+}
+
+float sfpu_mad(float a, float b, float c, Arch arch) {
+  return f32_from_bits(sfpu_mad_bits(f32_bits(a), f32_bits(b), f32_bits(c), arch));
+}
+
+float sfpu_mul(float a, float b, Arch arch) { return sfpu_mad(a, b, 0.0f, arch); }
+
+float sfpu_add(float a, float b, Arch arch) { return sfpu_mad(1.0f, a, b, arch); }
 
 }  // namespace mha::ttsim

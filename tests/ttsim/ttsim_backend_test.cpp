@@ -16,6 +16,7 @@
 #include "init/torch_generator.h"
 #include "io/tensor_file.h"
 #include "support/test_support.h"
+#include "tensor/half.h"
 #include "ttsim/sfpu.h"
 #include "util/error.h"
 #include "variants/variant.h"
@@ -441,4 +442,23 @@ TEST(TtSimBackend, MatmulKBlockingFollowsPackerL1Acc) {
   TempDir dir;
   expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "packer_l1_acc": 1})")),
                "backend.packer_l1_acc: expected true or false");
+}
+
+// "device": "blackhole" runs the whole pipeline on Blackhole's arithmetic
+// (ttsim/arch.h): describe() names the arch, and the lane models and the
+// vector kernels agree bit for bit through every op. (Which ops' bits move
+// is tested op by op in blackhole_cli_test.cpp.)
+TEST(TtSimBackend, BlackholeDeviceSelectsItsArithmetic) {
+  auto wh = make_backend("tt-sim", ordered_json::object(), "backend");
+  auto bh = make_backend("tt-sim", ordered_json{{"device", "blackhole"}}, "backend");
+  auto bh_scalar = make_backend("tt-sim", ordered_json{{"device", "blackhole"}, {"kernels", "scalar"}}, "backend");
+  for (const char* variant : {"ttnn_mha", "ttnn_mha_fused"}) {
+    Built b = seed002(variant, 64, 4, 1, 64);
+    const std::vector<float> x = bh->run(b.spec, b.in, {}).output.to_f32(),
+                             s = bh_scalar->run(b.spec, b.in, {}).output.to_f32();
+    ASSERT_EQ(x.size(), s.size());
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(f32_bits(x[i]), f32_bits(s[i])) << variant << " " << i;
+  }
+  EXPECT_EQ(bh->describe()["arch"], "blackhole");
+  EXPECT_EQ(wh->describe()["arch"], "wormhole");
 }

@@ -102,6 +102,7 @@ class TtSimBackend : public Backend {
   }
   nlohmann::json describe() const override {
     nlohmann::json j = {{"device", opt_.device.name},
+                        {"arch", arch_name(opt_.device.arch)},
                         {"grid", {opt_.device.grid_y, opt_.device.grid_x}},
                         {"l1_bytes_per_core", opt_.device.l1_bytes},
                         {"dram_bytes", opt_.device.dram_bytes},

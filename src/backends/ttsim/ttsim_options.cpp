@@ -20,7 +20,7 @@ DeviceInfo device_info(const std::string& name, const std::string& where) {
   const int64_t KiB = 1024, GiB = 1024 * 1024 * 1024;
   if (name == "wormhole_b0") return {name, 8, 8, 1464 * KiB, 12 * GiB, 12};
   if (name == "grayskull") return {name, 9, 12, 1024 * KiB, 8 * GiB, 8};
-  if (name == "blackhole") return {name, 10, 13, 1536 * KiB, 32 * GiB, 8};
+  if (name == "blackhole") return {name, 10, 13, 1536 * KiB, 32 * GiB, 8, Arch::Blackhole};
   throw InputError(where + ": expected \"wormhole_b0\", \"grayskull\" or \"blackhole\", found \"" + name + "\"");
 }
 

@@ -31,6 +31,9 @@ struct DeviceInfo {
   int64_t l1_bytes = 0;        // allocatable L1 per core
   int64_t dram_bytes = 0;
   int dram_banks = 12;
+  // Whose arithmetic the ops emulate (ttsim/arch.h). Grayskull has no model
+  // of its own and computes as Wormhole.
+  Arch arch = Arch::Wormhole;
 };
 
 // wormhole_b0, grayskull, blackhole; throws InputError naming `where`.

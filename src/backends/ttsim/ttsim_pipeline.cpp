@@ -77,7 +77,7 @@ TileTensor matmul(const Pass& p, const std::string& op, const TileTensor& a, con
 
 // The recipe's add / multiply attributes with output `out`.
 EltwiseAttributes eltwise(const Recipe& r, DataFormat out) {
-  return eltwise_attributes(out, r.fp32_dest, r.bfp8_pack_precise, r.eltwise);
+  return eltwise_attributes(out, r.fp32_dest, r.bfp8_pack_precise, r.linear.arch, r.eltwise);
 }
 
 // ttnn.linear (book, fused: the bias inside, one program) or `@` then `+`

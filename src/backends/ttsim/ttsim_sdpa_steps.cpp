@@ -17,7 +17,7 @@ namespace {
 // The bias add the model writes as `x + bias` (ttnn.add, broadcast over rows).
 TileTensor add_bias(TtDevice& dev, const TileTensor& y, const std::optional<TileTensor>& b, const ComputeConfig& c) {
   if (!b) return y;
-  return run_add(dev, "ttnn.add", y, *b, eltwise_attributes(y.format, c.fp32_dest_acc_en, c.bfp8_pack_precise));
+  return run_add(dev, "ttnn.add", y, *b, eltwise_attributes(y.format, c.fp32_dest_acc_en, c.bfp8_pack_precise, c.arch));
 }
 
 // ttnn.linear with the recipe's grid; XQKV_PREFILL_PROGCFG

@@ -89,6 +89,7 @@ OpResult run_tt_op(const OpRequest& req) {
   nlohmann::json& info = res.info;
   info["op"] = d.name;
   info["device"] = o.device.name;
+  info["arch"] = arch_name(o.device.arch);
   info["inputs"] = nlohmann::json::array();
   for (int i = 0; i < n; ++i) {
     const OpInput& in = req.inputs[static_cast<size_t>(i)];

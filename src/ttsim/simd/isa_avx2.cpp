@@ -9,7 +9,16 @@ namespace mha::ttsim::simd {
 namespace avx2 {
 using V = ::mha::vec::I32x8;
 using VF = ::mha::vec::F32x8;
+// The kernels once per generation (arch.h); Products below serves both.
+namespace wormhole {
+constexpr Arch kArch = Arch::Wormhole;
 #include "ttsim/simd/fpu_kernels.inc"
+}  // namespace wormhole
+namespace blackhole {
+constexpr Arch kArch = Arch::Blackhole;
+#include "ttsim/simd/fpu_kernels.inc"
+}  // namespace blackhole
+using wormhole::T;
 
 // A group's products on 16 int16 lanes (see group<>). AVX2 has no variable
 // 16-bit shift, so the alignment is a multiply. With y the signed product
@@ -56,8 +65,12 @@ struct Products {
 
 }  // namespace avx2
 
-extern const KernelTable kAvx2Table;
-const KernelTable kAvx2Table = {Isa::Avx2, avx2::V::W, avx2::mvmul<avx2::Products>, avx2::elwmul, avx2::elwadd,
-                                avx2::exp_fast_approx, avx2::mad_finite, avx2::l1_acc_bf16};
+extern const KernelTable kAvx2Table, kAvx2TableBlackhole;
+#define MHA_TABLE(ns)                                                                                     \
+  {Isa::Avx2, avx2::V::W, avx2::ns::mvmul<avx2::Products>, avx2::ns::elwmul, avx2::ns::elwadd, \
+   avx2::ns::exp_fast_approx, avx2::ns::mad_finite, avx2::ns::l1_acc_bf16}
+const KernelTable kAvx2Table = MHA_TABLE(wormhole);
+const KernelTable kAvx2TableBlackhole = MHA_TABLE(blackhole);
+#undef MHA_TABLE
 
 }  // namespace mha::ttsim::simd

@@ -18,7 +18,16 @@ namespace mha::ttsim::simd {
 namespace avx512 {
 using V = ::mha::vec::I32x16;
 using VF = ::mha::vec::F32x16;
+// The kernels once per generation (arch.h); Products below serves both.
+namespace wormhole {
+constexpr Arch kArch = Arch::Wormhole;
 #include "ttsim/simd/fpu_kernels.inc"
+}  // namespace wormhole
+namespace blackhole {
+constexpr Arch kArch = Arch::Blackhole;
+#include "ttsim/simd/fpu_kernels.inc"
+}  // namespace blackhole
+using wormhole::T;
 
 // A group's products on 32 int16 lanes (see group<>), aligned with
 // AVX-512BW's variable 16-bit shifts: with the in1 piece stored doubled,
@@ -55,8 +64,12 @@ struct Products {
 
 }  // namespace avx512
 
-extern const KernelTable kAvx512Table;
-const KernelTable kAvx512Table = {Isa::Avx512, avx512::V::W, avx512::mvmul<avx512::Products>, avx512::elwmul,
-                                  avx512::elwadd, avx512::exp_fast_approx, avx512::mad_finite, avx512::l1_acc_bf16};
+extern const KernelTable kAvx512Table, kAvx512TableBlackhole;
+#define MHA_TABLE(ns)                                                                                     \
+  {Isa::Avx512, avx512::V::W, avx512::ns::mvmul<avx512::Products>, avx512::ns::elwmul, avx512::ns::elwadd, \
+   avx512::ns::exp_fast_approx, avx512::ns::mad_finite, avx512::ns::l1_acc_bf16}
+const KernelTable kAvx512Table = MHA_TABLE(wormhole);
+const KernelTable kAvx512TableBlackhole = MHA_TABLE(blackhole);
+#undef MHA_TABLE
 
 }  // namespace mha::ttsim::simd

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ttsim/arch.h"
 #include "vec/isa.h"
 
 namespace mha::ttsim::simd {
@@ -78,7 +79,7 @@ struct KernelTable {
   // exp_tile in approx mode with fast_and_approx (Schraudolph), then the
   // store to Dst (bf16 truncation unless fp32).
   void (*exp_fast_approx)(const float* x, int64_t n, bool fp32, float* out);
-  // SFPMAD (sfpu_mad_bits) on FP32 bit patterns, out[i] = a[i] * b[i] + c[i],
+  // SFPMAD (sfpu_mad_bits for the table's arch) on FP32 bit patterns, out[i] = a[i] * b[i] + c[i],
   // n a multiple of 32, for operands that are finite with a product exponent
   // field below 255 (the kernels above handle Inf/NaN around it); tests
   // compare it with the model.
@@ -88,10 +89,11 @@ struct KernelTable {
   void (*l1_acc_bf16)(float* l1, const float* x, int64_t n);
 };
 
-// The table for `isa`, or nullptr when this CPU cannot run it (or isa is
-// Scalar, which has no table: callers run the lane models). At the width of
-// a level with no table of its own (Avx512Vnni) the widest one below it.
-const KernelTable* kernels_for(Isa isa);
+// The table for `isa` whose lanes compute as `arch` does, or nullptr when
+// this CPU cannot run it (or isa is Scalar, which has no table: callers run
+// the lane models). At the width of a level with no table of its own
+// (Avx512Vnni) the widest one below it.
+const KernelTable* kernels_for(Isa isa, Arch arch = Arch::Wormhole);
 // The widest instruction set this CPU runs tables for.
 Isa best_isa();
 // Every vector instruction set this CPU runs (what tests compare with Scalar).

@@ -27,9 +27,10 @@ TileTensor run_multiply(TtDevice& dev, const std::string& op, const TileTensor& 
 TileTensor run_multiply_scalar(TtDevice& dev, const std::string& op, const TileTensor& a, float scalar,
                                const EltwiseAttributes& attrs);
 
-// The attributes of an add / multiply with output `out`, Dst mode, packing
-// and fidelity (the rest TT-NN's defaults).
-EltwiseAttributes eltwise_attributes(DataFormat out, bool fp32_dest, bool bfp8_pack_precise,
+// The attributes of an add / multiply with output `out`, Dst mode, packing,
+// the generation whose matrix unit computes (the device's) and fidelity
+// (the rest TT-NN's defaults).
+EltwiseAttributes eltwise_attributes(DataFormat out, bool fp32_dest, bool bfp8_pack_precise, Arch arch,
                                      MathFidelity fidelity = MathFidelity::HiFi4);
 
 }  // namespace mha::ttsim

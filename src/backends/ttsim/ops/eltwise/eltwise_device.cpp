@@ -5,12 +5,14 @@
 
 namespace mha::ttsim {
 
-EltwiseAttributes eltwise_attributes(DataFormat out, bool fp32_dest, bool bfp8_pack_precise, MathFidelity fidelity) {
+EltwiseAttributes eltwise_attributes(DataFormat out, bool fp32_dest, bool bfp8_pack_precise, Arch arch,
+                                     MathFidelity fidelity) {
   EltwiseAttributes a;
   a.compute.output = out;
   a.compute.fp32_dest_acc_en = fp32_dest;
   a.compute.bfp8_pack_precise = bfp8_pack_precise;
   a.compute.math_fidelity = fidelity;
+  a.compute.arch = arch;
   return a;
 }
 
@@ -35,7 +37,7 @@ TileTensor run_add(TtDevice& dev, const std::string& op, const TileTensor& a, co
   check_broadcast(op, a, b);
   launch_program(dev, op, program_key(at), {&a, &b}, a.shape, c.output, binary_cb(a, b, c.output));
   TileTensor out = make_tile_tensor(a.shape, c.output);
-  tt_add(a, b, out, c.fp32_dest_acc_en, c.bfp8_pack_precise, dev.exec());
+  tt_add(a, b, out, c.fp32_dest_acc_en, c.bfp8_pack_precise, dev.exec(), c.arch);
   return out;
 }
 
@@ -45,7 +47,7 @@ TileTensor run_multiply(TtDevice& dev, const std::string& op, const TileTensor& 
   const ComputeConfig& c = at.compute;
   launch_program(dev, op, program_key(at), {&a, &b}, a.shape, c.output, binary_cb(a, b, c.output));
   TileTensor out = make_tile_tensor(a.shape, c.output);
-  tt_mul(a, b, out, c.math_fidelity, c.fp32_dest_acc_en, c.bfp8_pack_precise, dev.exec());
+  tt_mul(a, b, out, c.math_fidelity, c.fp32_dest_acc_en, c.bfp8_pack_precise, dev.exec(), c.arch);
   return out;
 }
 
@@ -57,7 +59,7 @@ TileTensor run_multiply_scalar(TtDevice& dev, const std::string& op, const TileT
   launch_program(dev, op, "scalar," + program_key(at), {&a}, a.shape, c.output,
                  2 * (2 * tile_bytes(a.format) + tile_bytes(c.output)));
   TileTensor out = make_tile_tensor(a.shape, c.output);
-  tt_mul_scalar(a, scalar, out, c.math_fidelity, c.fp32_dest_acc_en, c.bfp8_pack_precise, dev.exec());
+  tt_mul_scalar(a, scalar, out, c.math_fidelity, c.fp32_dest_acc_en, c.bfp8_pack_precise, dev.exec(), c.arch);
   return out;
 }
 

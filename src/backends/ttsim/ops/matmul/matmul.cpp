@@ -50,6 +50,7 @@ TileTensor run_matmul_op(OpCall& c) {
   const bool lofi = (block_float(c.in[0].format) && block_float(c.in[1].format)) || o.core_grid.has_value();
   cfg.math_fidelity = o.math_fidelity.value_or(lofi ? MathFidelity::LoFi : MathFidelity::HiFi2);
   cfg.fp32_dest_acc_en = o.fp32_dest_acc_en.value_or(false);
+  cfg.arch = o.device.arch;
   cfg.math_approx_mode = o.math_approx_mode.value_or(true);
   cfg.numerics = o.numerics;
   cfg.output = c.out_format;
@@ -63,7 +64,7 @@ TileTensor run_matmul_op(OpCall& c) {
   if (at.bias) {
     Muted m(c.dev);  // the bias is part of the linear's program
     out = run_add(c.dev, c.program, out, c.in[2],
-                  eltwise_attributes(c.out_format, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise));
+                  eltwise_attributes(c.out_format, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise, cfg.arch));
   }
   c.info["compute_kernel_config"] = {{"fp32_dest_acc_en", cfg.fp32_dest_acc_en},
                                      {"math_fidelity", fidelity_name(cfg.math_fidelity)},

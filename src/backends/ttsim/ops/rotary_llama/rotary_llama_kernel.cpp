@@ -73,10 +73,10 @@ TileTensor tt_rotary_llama(const TileTensor& x, const TileTensor& cos, const Til
   TileTensor rot = make_tile_tensor(x.shape, x.format);
   rot.data = rotated.data;  // the same row-major values, back in x's shape
   TileTensor sin_im = make_tile_tensor(x.shape, s.format), cos_im = make_tile_tensor(x.shape, c.format);
-  tt_mul(rot, s, sin_im, cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise, ex);
-  tt_mul(x, c, cos_im, cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise, ex);
+  tt_mul(rot, s, sin_im, cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise, ex, cfg.arch);
+  tt_mul(x, c, cos_im, cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise, ex, cfg.arch);
   TileTensor out = make_tile_tensor(x.shape, cfg.output);
-  tt_add(cos_im, sin_im, out, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise, ex);
+  tt_add(cos_im, sin_im, out, cfg.fp32_dest_acc_en, cfg.bfp8_pack_precise, ex, cfg.arch);
   return out;
 }
 

@@ -20,8 +20,8 @@ float sdpa_truncate_bf16(float x) {
   return t;
 }
 
-TileMath::TileMath(MathFidelity f, bool fp32_dest, bool math_approx, const simd::KernelTable* k)
-    : fidelity(f), phases(fidelity_phase_count(f)), fp32(fp32_dest), approx(math_approx), kern(k) {}
+TileMath::TileMath(MathFidelity f, bool fp32_dest, bool math_approx, const simd::KernelTable* k, Arch a)
+    : fidelity(f), phases(fidelity_phase_count(f)), fp32(fp32_dest), approx(math_approx), kern(k), arch(a) {}
 
 void sdpa_pack_bf16(float* x, int64_t n, const TileMath& m) {
   // A 16-bit Dst holds bf16 values already, but the packer still turns NaN
@@ -34,7 +34,7 @@ void sdpa_mul_bcast(float* x, int64_t n, float s, const TileMath& m) {
   if (m.kern) {
     m.kern->elwmul(x, &s, 0, n, m.phases, m.fp32, x);
   } else {
-    for (int64_t i = 0; i < n; ++i) x[i] = fpu_mul(x[i], s, m.fidelity, m.fp32);
+    for (int64_t i = 0; i < n; ++i) x[i] = fpu_mul(x[i], s, m.fidelity, m.fp32, m.arch);
   }
   sdpa_pack_bf16(x, n, m);
 }
@@ -43,7 +43,7 @@ void sdpa_add(float* a, const float* b, int64_t n, const TileMath& m) {
   if (m.kern) {
     m.kern->elwadd(a, b, 1, n, m.fp32, a);
   } else {
-    for (int64_t i = 0; i < n; ++i) a[i] = fpu_add(a[i], b[i], m.fp32);
+    for (int64_t i = 0; i < n; ++i) a[i] = fpu_add(a[i], b[i], m.fp32, m.arch);
   }
   sdpa_pack_bf16(a, n, m);
 }
@@ -60,18 +60,18 @@ void sdpa_sub_exp(float* x, int64_t n, float mx, bool approx_exp, const TileMath
   if (tm.kern) {
     tm.kern->elwadd(x, &neg, 0, n, tm.fp32, x);
   } else {
-    for (int64_t i = 0; i < n; ++i) x[i] = fpu_add(x[i], neg, tm.fp32);
+    for (int64_t i = 0; i < n; ++i) x[i] = fpu_add(x[i], neg, tm.fp32, tm.arch);
   }
   if (tm.kern && exp_algorithm(approx_exp, tm.fp32) == ExpAlgorithm::FastApprox) {
     tm.kern->exp_fast_approx(x, n, tm.fp32, x);
   } else {
-    for (int64_t i = 0; i < n; ++i) x[i] = sfpu_exp(x[i], approx_exp, tm.fp32);
+    for (int64_t i = 0; i < n; ++i) x[i] = sfpu_exp(x[i], approx_exp, tm.fp32, tm.arch);
   }
   sdpa_pack_bf16(x, n, tm);
 }
 
 float sdpa_sub_exp1(float a, float b, bool approx_exp, const TileMath& m) {
-  float x = sfpu_exp(fpu_add(a, -b, m.fp32), approx_exp, m.fp32);
+  float x = sfpu_exp(fpu_add(a, -b, m.fp32, m.arch), approx_exp, m.fp32, m.arch);
   sdpa_pack_bf16(&x, 1, m);
   return x;
 }
@@ -83,20 +83,20 @@ float sdpa_mul1(float a, float b, const TileMath& m) {
     m.kern->elwmul(av, &b, 0, m.kern->lanes, m.phases, m.fp32, out);
     x = out[0];
   } else {
-    x = fpu_mul(a, b, m.fidelity, m.fp32);
+    x = fpu_mul(a, b, m.fidelity, m.fp32, m.arch);
   }
   sdpa_pack_bf16(&x, 1, m);
   return x;
 }
 
 float sdpa_add1(float a, float b, const TileMath& m) {
-  float x = fpu_add(a, b, m.fp32);
+  float x = fpu_add(a, b, m.fp32, m.arch);
   sdpa_pack_bf16(&x, 1, m);
   return x;
 }
 
 float sdpa_recip1(float x, const TileMath& m) {
-  float r = sfpu_reciprocal_legacy(x, m.approx, m.fp32);
+  float r = sfpu_reciprocal_legacy(x, m.approx, m.fp32, m.arch);
   sdpa_pack_bf16(&r, 1, m);
   return r;
 }
@@ -127,7 +127,7 @@ void sdpa_row_sums(const float* x, int64_t ld, int64_t rows, int64_t n, const Ti
         for (int p = 0; p < m.phases; ++p)
           for (int64_t kf = kt; kf < kt + kTile; kf += kFace) {
             for (int i = 0; i < 16; ++i) ea[i] = detail::encode_srca(x[r * ld + kf + i]);
-            acc = detail::dot16(ones, ea, acc, p, m.fp32);
+            acc = detail::dot16(ones, ea, acc, p, m.fp32, m.arch);
           }
       std::memcpy(&sums[r], &acc, 4);
     }
@@ -154,7 +154,7 @@ void sdpa_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, const flo
               srcb[i] = a[r * lda + kf + i];
               srca[i] = b[(kf + i) * ks + c * ns];
             }
-            dst = fpu_dot16(srcb, srca, dst, p, m.fp32);
+            dst = fpu_dot16(srcb, srca, dst, p, m.fp32, false, m.arch);
           }
       out[r * ldo + c] = dst;
     }

@@ -30,9 +30,10 @@ struct TileMath {
   int phases = 2;  // fidelity_phase_count(fidelity)
   bool fp32 = false;                         // fp32_dest_acc_en
   bool approx = true;                        // math_approx_mode: recip_tile's APPROX
-  const simd::KernelTable* kern = nullptr;   // nullptr: the lane models
+  const simd::KernelTable* kern = nullptr;   // nullptr: the lane models (else kernels of `arch`)
+  Arch arch = Arch::Wormhole;
   TileMath() = default;
-  TileMath(MathFidelity f, bool fp32_dest, bool math_approx, const simd::KernelTable* k);
+  TileMath(MathFidelity f, bool fp32_dest, bool math_approx, const simd::KernelTable* k, Arch a = Arch::Wormhole);
 };
 
 // Dst values -> the bfloat16 CB, in place.

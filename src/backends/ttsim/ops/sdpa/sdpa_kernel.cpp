@@ -207,7 +207,7 @@ void run_q_chunk(const SdpaRun& r, int64_t bh, int64_t qc, Work& w) {
 
 void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask, TileTensor& out,
              const SdpaConfig& cfg, const Exec& ex) {
-  const simd::KernelTable* kern = ex.kernels();
+  const simd::KernelTable* kern = ex.kernels(cfg.compute.arch);
   if (!kern) {
     tt_sdpa_oracle(q, k, v, mask, out, cfg);
     return;
@@ -216,7 +216,8 @@ void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, cons
   const std::string p = sdpa_problem(q.shape, k.shape, v.shape, ms, cfg);
   if (!p.empty()) throw InputError("sdpa: " + p);
   const int64_t B = q.shape[0], NQH = q.shape[1], NQC = q.rows / cfg.q_chunk_size;
-  const TileMath tm(cfg.compute.math_fidelity, cfg.compute.fp32_dest_acc_en, cfg.compute.math_approx_mode, kern);
+  const TileMath tm(cfg.compute.math_fidelity, cfg.compute.fp32_dest_acc_en, cfg.compute.math_approx_mode, kern,
+                    cfg.compute.arch);
   out = make_tile_tensor(q.shape, cfg.compute.output);
   std::vector<detail::In1Buffer> kt, vd;
   decode_kv(k, v, tm, ex, kt, vd);

@@ -19,7 +19,8 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
   if (!p.empty()) throw InputError("sdpa: " + p);
   const int64_t B = q.shape[0], NQH = q.shape[1], NKH = k.shape[1], D = q.pcols;
   const int64_t Sq = q.rows, Sk = k.rows, QC = cfg.q_chunk_size, KC = cfg.k_chunk_size;
-  const TileMath tm(cfg.compute.math_fidelity, cfg.compute.fp32_dest_acc_en, cfg.compute.math_approx_mode, nullptr);
+  const TileMath tm(cfg.compute.math_fidelity, cfg.compute.fp32_dest_acc_en, cfg.compute.math_approx_mode, nullptr,
+                    cfg.compute.arch);
   const float scale = sdpa_scale_bf16(cfg, q.cols);
   out = make_tile_tensor(q.shape, cfg.compute.output);
   SdpaScratch s;

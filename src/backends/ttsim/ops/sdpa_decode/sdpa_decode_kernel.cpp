@@ -49,15 +49,16 @@ float pack_bf16(float dst, const Ctx& c) {
 // (below -42 gives 0), else exp_21f (16-bit Dst) or the fp32 exp. The LReg
 // value, before any store.
 float stat_exp_lane(float d, const Ctx& c) {
-  const float x = sfpu_mul(d, c.scale_bf16);
-  if (c.cfg.exp_approx_mode) return sfpu_exp_lane(x, ExpAlgorithm::Approx);
-  return sfpu_exp_lane(x, c.fp32 ? ExpAlgorithm::AccurateFp32 : ExpAlgorithm::Accurate21f);
+  const Arch a = c.tm.arch;
+  const float x = sfpu_mul(d, c.scale_bf16, a);
+  if (c.cfg.exp_approx_mode) return sfpu_exp_lane(x, ExpAlgorithm::Approx, a);
+  return sfpu_exp_lane(x, c.fp32 ? ExpAlgorithm::AccurateFp32 : ExpAlgorithm::Accurate21f, a);
 }
 
 // sub_exp_block: ELWSUB of the two bf16 operands into Dst, the statistics
 // exp on the SFPU, stored to Dst and packed to bf16.
 float sub_exp_stat(float a, float b, const Ctx& c) {
-  return pack_bf16(sfpu_store(stat_exp_lane(fpu_add(a, -b, c.fp32), c), c.fp32), c);
+  return pack_bf16(sfpu_store(stat_exp_lane(fpu_add(a, -b, c.fp32, c.tm.arch), c), c.fp32), c);
 }
 
 // The scores' exp in sub_exp_block_bcast_cols_inplace: ELWSUB of the row max
@@ -65,7 +66,7 @@ float sub_exp_stat(float a, float b, const Ctx& c) {
 // folded into the fast approx constants, stored and packed to bf16.
 // (sdpa_common.h's sdpa_sub_exp is the prefill kernel's unscaled exp.)
 float sub_exp_scores(float s, float m, const Ctx& c) {
-  return pack_bf16(sfpu_store(sfpu_exp_fast_approx_scaled(fpu_add(s, -m, c.fp32), c.scale), c.fp32), c);
+  return pack_bf16(sfpu_store(sfpu_exp_fast_approx_scaled(fpu_add(s, -m, c.fp32, c.tm.arch), c.scale, c.tm.arch), c.fp32), c);
 }
 
 // tree_reduction.hpp's binary tree over N ranks (rank 0 the root): the child
@@ -189,11 +190,11 @@ void merge_child(Partial& acc, const Partial& child, const Ctx& c) {
   std::vector<float> child_o(static_cast<size_t>(c.dh));
   for (int64_t r = 0; r < c.G; ++r) {
     const float m = std::max(acc.m[r], child.m[r]);
-    const float e_prev = stat_exp_lane(sfpu_add(acc.m[r], -m), c);
-    const float e_child = stat_exp_lane(sfpu_add(child.m[r], -m), c);
-    const float l_child = sfpu_store(sfpu_mul(e_child, child.l[r]), fp32);
-    const float l_prev = sfpu_store(sfpu_mul(e_prev, acc.l[r]), fp32);
-    acc.l[r] = pack_bf16(sfpu_store(sfpu_add(l_child, l_prev), fp32), c);
+    const float e_prev = stat_exp_lane(sfpu_add(acc.m[r], -m, c.tm.arch), c);
+    const float e_child = stat_exp_lane(sfpu_add(child.m[r], -m, c.tm.arch), c);
+    const float l_child = sfpu_store(sfpu_mul(e_child, child.l[r], c.tm.arch), fp32);
+    const float l_prev = sfpu_store(sfpu_mul(e_prev, acc.l[r], c.tm.arch), fp32);
+    acc.l[r] = pack_bf16(sfpu_store(sfpu_add(l_child, l_prev, c.tm.arch), fp32), c);
     acc.m[r] = m;
     const float emd = pack_bf16(sfpu_store(e_prev, fp32), c), emd2 = pack_bf16(sfpu_store(e_child, fp32), c);
     float* o = &acc.o[r * c.dh];
@@ -372,7 +373,8 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
   const float scale_bf16 = sdpa_truncate_bf16(scale);
   const std::vector<Job> jobs = plan_jobs(cur_pos, S, nkv, page_table != nullptr, cfg);
   std::vector<std::vector<Partial>> parts(jobs.size(), std::vector<Partial>(static_cast<size_t>(N)));
-  const TileMath tm(cfg.compute.math_fidelity, cfg.compute.fp32_dest_acc_en, cfg.compute.math_approx_mode, ex.kernels());
+  const TileMath tm(cfg.compute.math_fidelity, cfg.compute.fp32_dest_acc_en, cfg.compute.math_approx_mode,
+                    ex.kernels(cfg.compute.arch), cfg.compute.arch);
   std::vector<Scratch> scratch(static_cast<size_t>(ex.threads()));
   ex.parallel_for(static_cast<int64_t>(jobs.size()) * N, [&](int64_t t, int th) {
     const Job& jb = jobs[static_cast<size_t>(t / N)];

@@ -13,6 +13,7 @@ TileTensor run_softmax_op(OpCall& c) {
   cfg.math_fidelity = c.opt.math_fidelity.value_or(cfg.math_fidelity);
   cfg.math_approx_mode = c.opt.math_approx_mode.value_or(cfg.math_approx_mode);
   cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(cfg.fp32_dest_acc_en);
+  cfg.arch = c.opt.device.arch;
   cfg.numerics = c.opt.numerics;
   cfg.output = c.out_format;
   cfg.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);

@@ -30,7 +30,7 @@ void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg,
   const ExpAlgorithm algo = exp_algorithm(cfg.math_approx_mode, fp32);
   out = make_tile_tensor(in.shape, cfg.output);
   const int64_t W = in.pcols, Kt = W / kTile, blocks = in.batch * (in.prows / kTile);
-  const simd::KernelTable* kern = ex.kernels();
+  const simd::KernelTable* kern = ex.kernels(cfg.arch);
   // The reduce's scaler: 1.0 in SrcB for every K (Bfloat16 here and below
   // means "no unpack conversion": the values are already what Src holds).
   std::vector<simd::ARec> ones_rec;
@@ -62,7 +62,7 @@ void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg,
       if (kern && algo == ExpAlgorithm::FastApprox) {
         kern->exp_fast_approx(e, W, fp32, e);
       } else {
-        for (int64_t c = 0; c < W; ++c) e[c] = sfpu_exp(e[c], cfg.math_approx_mode, fp32);
+        for (int64_t c = 0; c < W; ++c) e[c] = sfpu_exp(e[c], cfg.math_approx_mode, fp32, cfg.arch);
       }
       pack_from_dst(e, e, W, im, fp32, cfg.bfp8_pack_precise);
     }
@@ -80,20 +80,20 @@ void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg,
         uint32_t acc = 0;
         for (int64_t kt = 0; kt < W; kt += kTile)
           for (int p = 0; p < phases; ++p)
-            for (int64_t kf = kt; kf < kt + kTile; kf += kFace) acc = detail::dot16(ones16, &s.ea[kf], acc, p, fp32);
+            for (int64_t kf = kt; kf < kt + kTile; kf += kFace) acc = detail::dot16(ones16, &s.ea[kf], acc, p, fp32, cfg.arch);
         sums[r] = acc;
       }
     }
     for (int64_t r = 0; r < kTile; ++r) {
       const float sum = f32_from_bits(sums[r]);
-      float recip = cfg.legacy_sfpu_recip ? sfpu_reciprocal_legacy(sum, cfg.math_approx_mode, fp32)
-                                          : sfpu_reciprocal(sum, cfg.math_approx_mode, fp32);
+      float recip = cfg.legacy_sfpu_recip ? sfpu_reciprocal_legacy(sum, cfg.math_approx_mode, fp32, cfg.arch)
+                                          : sfpu_reciprocal(sum, cfg.math_approx_mode, fp32, cfg.arch);
       pack_from_dst(&recip, &recip, 1, im, fp32, cfg.bfp8_pack_precise);
       const float* e = &s.e[r * W];
       if (kern) {
         kern->elwmul(e, &recip, 0, W, phases, fp32, s.o.data());
       } else {
-        for (int64_t c = 0; c < W; ++c) s.o[c] = fpu_mul(e[c], recip, cfg.math_fidelity, fp32);
+        for (int64_t c = 0; c < W; ++c) s.o[c] = fpu_mul(e[c], recip, cfg.math_fidelity, fp32, cfg.arch);
       }
       pack_from_dst(s.o.data(), out.matrix(b) + (r0 + r) * W, W, cfg.output, fp32, cfg.bfp8_pack_precise);
     }

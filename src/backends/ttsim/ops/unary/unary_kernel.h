@@ -20,7 +20,8 @@ const char* unary_op_name(UnaryOp op);
 //   a [..., rows, cols] -> out [..., rows, cols], out preallocated in its format.
 // bfp8_pack_precise picks the packer's source for a block-float out
 // (packer.h).
+// `arch`: whose SFPU computes (arch.h).
 void tt_unary(const TileTensor& a, UnaryOp op, TileTensor& out, bool math_approx_mode, bool fp32_dest,
-              bool bfp8_pack_precise, const Exec& ex = Exec{});
+              bool bfp8_pack_precise, const Exec& ex = Exec{}, Arch arch = Arch::Wormhole);
 
 }  // namespace mha::ttsim

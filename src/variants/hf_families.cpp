@@ -11,6 +11,20 @@
 
 namespace mha {
 
+const ordered_json* given(const ordered_json& p, const char* key) {
+  const ordered_json* v = find(p, key);
+  return v && !v->is_null() ? v : nullptr;
+}
+
+double positive_number(const ordered_json& p, const char* key, double dflt) {
+  const ordered_json* v = given(p, key);
+  const double x = v ? as_number(*v, std::string("params.") + key) : dflt;
+  if (!(x > 0.0) || !std::isfinite(static_cast<float>(x)))
+    throw InputError(std::string("params.") + key + ": expected a positive float32 number, found " +
+                     (v ? json_brief(*v) : std::to_string(x)));
+  return x;
+}
+
 namespace {
 
 using F = HfFamily;
@@ -77,12 +91,6 @@ void check_family_keys(const ordered_json& p, F f) {
   }
 }
 
-// A key present and not null: Hugging Face's configs write null for "off".
-const ordered_json* given(const ordered_json& p, const char* key) {
-  const ordered_json* v = find(p, key);
-  return v && !v->is_null() ? v : nullptr;
-}
-
 F parse_family(const ordered_json& p) {
   const ordered_json* t = find(p, "model_type");
   if (!t) return F::Llama;
@@ -110,15 +118,6 @@ Defaults defaults(F f) {
     default: break;
   }
   return d;
-}
-
-double positive_number(const ordered_json& p, const char* key, double dflt) {
-  const ordered_json* v = given(p, key);
-  const double x = v ? as_number(*v, std::string("params.") + key) : dflt;
-  if (!(x > 0.0) || !std::isfinite(static_cast<float>(x)))
-    throw InputError(std::string("params.") + key + ": expected a positive float32 number, found " +
-                     (v ? json_brief(*v) : std::to_string(x)));
-  return x;
 }
 
 void parse_shape(const ordered_json& p, F f, HfLayerAttention& a) {

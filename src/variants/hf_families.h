@@ -55,6 +55,12 @@ HfLayerAttention parse_hf_attention(const ordered_json& p);
 // folder passes on as params (hf/hf_model.h).
 const std::vector<std::string>& hf_attention_keys();
 
+// The families' param readers (hf_families.cpp, hf_rope.cpp): a key present
+// and not null (Hugging Face's configs write null for "off"), and a positive
+// float32 number (absent: dflt), InputError "params.KEY: ..." otherwise.
+const ordered_json* given(const ordered_json& p, const char* key);
+double positive_number(const ordered_json& p, const char* key, double dflt);
+
 // One line: "sliding 4096, rope 10000 (default), qk-norm (1+w), softcap 50, sinks".
 std::string describe_hf_attention(const HfLayerAttention& a);
 

@@ -13,11 +13,6 @@ namespace mha {
 
 namespace {
 
-const ordered_json* given(const ordered_json& p, const char* key) {
-  const ordered_json* v = find(p, key);
-  return v && !v->is_null() ? v : nullptr;
-}
-
 double number_at_least(const ordered_json& o, const char* key, double min, std::optional<double> dflt) {
   const std::string path = std::string("params.rope_scaling.") + key;
   const ordered_json* v = given(o, key);
@@ -95,14 +90,7 @@ void parse_scaling(const ordered_json& s, int64_t max_positions, RotaryEmbedding
 
 RotaryEmbedding parse_hf_rope(const ordered_json& p, HfFamily f, const HfLayerAttention& a) {
   RotaryEmbedding r;
-  auto positive = [&](const char* key, double dflt) {
-    const ordered_json* v = given(p, key);
-    const double x = v ? as_number(*v, std::string("params.") + key) : dflt;
-    if (!(x > 0.0) || !std::isfinite(static_cast<float>(x)))
-      throw InputError(std::string("params.") + key + ": expected a positive float32 number, found " +
-                       (v ? json_brief(*v) : std::to_string(x)));
-    return x;
-  };
+  auto positive = [&](const char* key, double dflt) { return positive_number(p, key, dflt); };
   const double theta_default = f == HfFamily::Gemma3 ? 1e6 : f == HfFamily::GptOss ? 150000.0 : 10000.0;
   // Gemma 3's sliding layers: their own base, and no scaling (its local
   // rotary embedding is built with rope_type "default").

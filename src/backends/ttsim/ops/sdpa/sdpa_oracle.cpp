@@ -19,10 +19,10 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
   if (!p.empty()) throw InputError("sdpa: " + p);
   const int64_t B = q.shape[0], NQH = q.shape[1], NKH = k.shape[1], D = q.pcols;
   const int64_t Sq = q.rows, Sk = k.rows, QC = cfg.q_chunk_size, KC = cfg.k_chunk_size;
-  const TileMath tm(cfg.compute.math_fidelity, cfg.compute.fp32_dest_acc_en, cfg.compute.math_approx_mode, nullptr,
-                    cfg.compute.arch);
+  const ComputeConfig& cc = cfg.compute;
+  const TileMath tm(cc.math_fidelity, cc.fp32_dest_acc_en, cc.math_approx_mode, nullptr, cc.arch);
   const float scale = sdpa_scale_bf16(cfg, q.cols);
-  out = make_tile_tensor(q.shape, cfg.compute.output);
+  out = make_tile_tensor(q.shape, cc.output);
   SdpaScratch s;
   std::vector<float> S(static_cast<size_t>(QC * KC)), O(static_cast<size_t>(QC * D)), acc(O.size()), mrow(KC);
   std::vector<float> m_prev(QC), m_cur(QC), l_prev(QC), l_cur(QC);
@@ -87,8 +87,7 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
         // OUT = OUT_ACC * (1 / sum), then copied to the output's format.
         for (int64_t r = 0; r < QC; ++r) {
           sdpa_mul_bcast(&acc[r * D], D, sdpa_recip1(l_prev[r], tm), tm);
-          pack_from_dst(&acc[r * D], out.matrix(bh) + (q_low + r) * D, D, cfg.compute.output, cfg.compute.fp32_dest_acc_en,
-                        cfg.compute.bfp8_pack_precise);
+          pack_from_dst(&acc[r * D], out.matrix(bh) + (q_low + r) * D, D, cc.output, cc.fp32_dest_acc_en, cc.bfp8_pack_precise);
         }
       }
     }

@@ -129,7 +129,7 @@ std::string ProbeStamp::text() const { return (from_cache ? "cached, taken " : "
 
 std::string probe_store_key(int threads) {
   // The ISA the FMA loop picks (fma_peak.cpp); a VM may hide AVX-512 from a CPU model that has it.
-  return "cpu=" + cpu_model() + ";isa=" + vec::isa_name(vec::best_isa()) + ";threads=" + std::to_string(threads) + ";build=" + build_commit();
+  return machine_key(vec::isa_name(vec::best_isa()), threads);
 }
 
 namespace {

@@ -2,6 +2,7 @@
 
 #include <ctime>
 #include <fstream>
+#include <string>
 
 #ifndef MHA_GIT_COMMIT
 #define MHA_GIT_COMMIT "unknown"  // CMakeLists.txt defines it for this file only
@@ -10,6 +11,10 @@
 namespace mha {
 
 const char* build_commit() { return MHA_GIT_COMMIT; }
+
+std::string machine_key(const std::string& isa, int threads) {
+  return "cpu=" + cpu_model() + ";isa=" + isa + ";threads=" + std::to_string(threads) + ";build=" + build_commit();
+}
 
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");

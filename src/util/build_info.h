@@ -15,5 +15,9 @@ const char* build_commit();
 std::string cpu_model();
 // Now, UTC, ISO 8601 to the second: "2026-11-22T23:45:01Z".
 std::string utc_timestamp();
+// What a stored measurement of this machine holds for (util/user_cache.h's
+// keys): "cpu=MODEL;isa=ISA;threads=N;build=COMMIT". A measurement taken on
+// another CPU model, instruction set, thread count or build is not reused.
+std::string machine_key(const std::string& isa, int threads);
 
 }  // namespace mha

@@ -146,12 +146,6 @@ const std::vector<std::pair<const char*, DecodeTuningMode>>& field_choices(Decod
   return c;
 }
 
-std::optional<DecodeTuningMode> parse_decode_tuning_mode(const std::string& name) {
-  for (const auto& [n, m] : field_choices(static_cast<DecodeTuningMode*>(nullptr)))
-    if (name == n) return m;
-  return std::nullopt;
-}
-
 const char* decode_tuning_mode_name(DecodeTuningMode m) {
   for (const auto& [n, v] : field_choices(static_cast<DecodeTuningMode*>(nullptr)))
     if (v == m) return n;
@@ -175,9 +169,8 @@ std::string DecodeCalibration::text() const {
 }
 
 std::string decode_calibration_key(DecodeKernel k, const DecodeShape& s, int threads) {
-  return cpu_model() + "|" + decode_kernel_isa(k) + "|t" + std::to_string(threads) + "|" +
-         build_commit() + "|" + cache_dtype_name(s.dt) + "|G" + std::to_string(s.G) + " dh" +
-         std::to_string(s.dh) + " dv" + std::to_string(s.dv);
+  return machine_key(decode_kernel_isa(k), threads) + ";cache=" + cache_dtype_name(s.dt) + ";G" +
+         std::to_string(s.G) + " dh" + std::to_string(s.dh) + " dv" + std::to_string(s.dv);
 }
 
 nlohmann::json decode_tuning_json(const DecodeTuning& t) {

@@ -37,7 +37,6 @@ namespace mha::cpu {
 enum class DecodeTuningMode { Auto, Defaults, Fresh };
 // The cpu backend option's names for the modes (util/fields.h).
 const std::vector<std::pair<const char*, DecodeTuningMode>>& field_choices(DecodeTuningMode*);
-std::optional<DecodeTuningMode> parse_decode_tuning_mode(const std::string& name);
 const char* decode_tuning_mode_name(DecodeTuningMode m);
 
 // The shape a session decodes (what its calibration times).

@@ -293,13 +293,7 @@ const std::vector<DecodeCase>& decode_cases() {
   return c;
 }
 
-Tensor token_rows(const Tensor& x, int64_t r0, int64_t n) {
-  const int64_t B = x.dim(0), L = x.dim(1), E = x.dim(2);
-  std::vector<float> v(B * n * E);
-  for (int64_t b = 0; b < B; ++b)
-    std::memcpy(v.data() + b * n * E, x.data<float>() + (b * L + r0) * E, sizeof(float) * n * E);
-  return Tensor::from_f32({B, n, E}, v);
-}
+using test::token_rows;
 
 // Appends' outputs [B, n_i, E] joined along the tokens.
 Tensor join_tokens(const std::vector<Tensor>& parts) {

@@ -57,13 +57,7 @@ AttentionSpec make_spec(const DCase& c, std::mt19937& g) {
   return s;
 }
 
-Tensor rows(const Tensor& x, int64_t r0, int64_t n) {
-  const int64_t B = x.dim(0), L = x.dim(1), E = x.dim(2);
-  std::vector<float> v(B * n * E);
-  for (int64_t b = 0; b < B; ++b)
-    std::memcpy(v.data() + b * n * E, x.data<float>() + (b * L + r0) * E, sizeof(float) * n * E);
-  return Tensor::from_f32({B, n, E}, std::move(v));
-}
+using test::token_rows;
 
 // Prefill + appends, concatenated as float64 [B, P+T, out].
 Tensor decode(Backend& be, const AttentionSpec& s, const DCase& c, const Tensor& x, CacheDtype dt) {
@@ -77,7 +71,7 @@ Tensor decode(Backend& be, const AttentionSpec& s, const DCase& c, const Tensor&
   std::vector<double> all(c.B * L * O);
   int64_t r0 = 0;
   for (int64_t n : sizes) {
-    const Tensor y = sess->append(rows(x, r0, n));
+    const Tensor y = sess->append(token_rows(x, r0, n));
     EXPECT_EQ(y.shape(), (Shape{c.B, n, O}));
     const std::vector<double> v = y.to_f64();
     for (int64_t b = 0; b < c.B; ++b)
@@ -346,7 +340,7 @@ TEST(Decode, SyntheticContextAgreesAcrossBackends) {
       sess->fill_synthetic(600, 42);
       EXPECT_EQ(sess->length(), 600);
       EXPECT_THROW(sess->fill_synthetic(6, 1), InputError);
-      Tensor a = sess->append(rows(x, 0, 2)), b = sess->append(rows(x, 2, 1));
+      Tensor a = sess->append(token_rows(x, 0, 2)), b = sess->append(token_rows(x, 2, 1));
       EXPECT_EQ(sess->length(), 603);
       outs.push_back(a), outs.push_back(b);
     }

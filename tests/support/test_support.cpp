@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -120,6 +121,14 @@ Projection rand_proj(std::mt19937& g, int64_t out, int64_t in, bool bias) {
   Projection p{rand_tensor(g, {out, in}, -bound, bound), std::nullopt};
   if (bias) p.bias = rand_tensor(g, {out}, -bound, bound);
   return p;
+}
+
+Tensor token_rows(const Tensor& x, int64_t r0, int64_t n) {
+  const int64_t B = x.dim(0), L = x.dim(1), E = x.dim(2);
+  std::vector<float> v(static_cast<size_t>(B * n * E));
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(v.data() + b * n * E, x.data<float>() + (b * L + r0) * E, sizeof(float) * n * E);
+  return Tensor::from_f32({B, n, E}, std::move(v));
 }
 
 }  // namespace mha::test

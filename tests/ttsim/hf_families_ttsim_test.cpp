@@ -5,6 +5,9 @@
 // --compare-stages works; decode runs too. Softcap is still refused.
 #include <gtest/gtest.h>
 
+#include <iostream>
+#include <vector>
+
 #include "compare/compare.h"
 #include "io/tensor_file.h"
 #include "support/test_support.h"
@@ -24,14 +27,15 @@ Tensor run_layer(const TempDir& d, const std::string& folder, int layer, const s
   return io::read_tensor(out);
 }
 
-void check_folder(const std::string& folder, int layers) {
+// min_pcc per layer: see GptOssSinksAndWindowsTrackCpu for the one below 0.99.
+void check_folder(const std::string& folder, const std::vector<double>& min_pcc) {
   TempDir d;
-  for (int layer = 0; layer < layers; ++layer) {
+  for (int layer = 0; layer < static_cast<int>(min_pcc.size()); ++layer) {
     SCOPED_TRACE(folder + " layer " + std::to_string(layer));
     const Tensor want = run_layer(d, folder, layer, "cpu"), got = run_layer(d, folder, layer, "tt-sim");
     const double pcc = compare::compare(want, got, compare::Options{}).pcc;
     std::cout << folder << " layer " << layer << ": PCC " << pcc << "\n";
-    EXPECT_GE(pcc, 0.99);
+    EXPECT_GE(pcc, min_pcc[static_cast<size_t>(layer)]);
     const CommandResult st = run_mha("run --hf " + shell_quote(source_dir() + "/data/" + folder) + " --layer " +
                                      std::to_string(layer) + " --seq 40 -n 0 --backend tt-sim --compare-stages");
     EXPECT_EQ(st.exit_code, 0) << st.err;
@@ -41,12 +45,28 @@ void check_folder(const std::string& folder, int layers) {
 
 }  // namespace
 
-TEST(TtSimHfFamilies, Qwen3QkNormTracksCpu) { check_folder("hf_qwen3_tiny", 3); }
+TEST(TtSimHfFamilies, Qwen3QkNormTracksCpu) { check_folder("hf_qwen3_tiny", {0.99, 0.99, 0.99}); }
 
-TEST(TtSimHfFamilies, GptOssSinksAndWindowsTrackCpu) { check_folder("hf_gpt_oss_tiny", 2); }
+// TT-NN's gpt-oss prefill passes the raw sinks to SDPA, whose kernel scales
+// them as scores (tt-metal's test_sdpa_prefill.py reference: S * sm_scale);
+// decode passes sinks / scaling. So prefill's sink logit is sink * scale
+// where transformers has sink: on the sliding layer (4 keys per query, the
+// sink weighs most) the output's PCC is 0.985 at 40 tokens, and 0.99977
+// with the sinks divided by the scale (measured; docs/TTSIM.md). The full
+// layer meets 0.99.
+TEST(TtSimHfFamilies, GptOssSinksAndWindowsTrackCpu) { check_folder("hf_gpt_oss_tiny", {0.98, 0.99}); }
 
-TEST(TtSimHfFamilies, BundledDecodeConfigRuns) {
-  const CommandResult r =
-      run_mha("run --config " + shell_quote(source_dir() + "/configs/hf_gpt_oss_tiny.json") + " -n 0 --backend tt-sim");
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+// Decode: the prefill into the device cache, then SDPA decode with the
+// sinks / scale and the window, on both layer types.
+TEST(TtSimHfFamilies, GptOssDecodes) {
+  TempDir d;
+  for (int layer : {0, 1}) {
+    write_text(d.file("c.json"), R"({"model": {"hf": ")" + source_dir() + R"(/data/hf_gpt_oss_tiny", "layer": )" +
+                                     std::to_string(layer) + R"(}, "inputs": {"seed": 0, "x": {"randn": [1, 40, 64]}},
+       "decode": {"prompt": 24, "tokens": 16}, "runs": {"iterations": 0},
+       "backend": {"name": "tt-sim", "kv_cache_dtype": "bfloat16"}})");
+    const CommandResult r = run_mha("run --config " + shell_quote(d.file("c.json")));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("16 steps"), std::string::npos) << r.out;
+  }
 }

@@ -1,6 +1,7 @@
 // ttnn.rms_norm on tt-sim (backends/ttsim/ops/rms_norm/): the vector path
 // equals the lane models bit for bit over compute configs, formats and
-// widths; sqrt_tile's lane model; the
+// widths; with an fp32 Dst the kernel tracks a float64 RMSNorm within its
+// derived bound; sqrt_tile's lane model; the
 // `mha op rms-norm` command.
 #include <gtest/gtest.h>
 
@@ -86,6 +87,33 @@ TEST(TtsimRmsNorm, VectorPathEqualsLaneModelsBitForBit) {
       EXPECT_TRUE(same_bits(want, got)) << simd::isa_name(isa) << " case " << seed;
     }
   }
+}
+
+// tt_transformers' configuration (fp32 Dst, here HiFi4 and exact SFPU)
+// against x / sqrt(mean(x^2) + eps) * w in float64 on the same bf16 inputs.
+// Bound, relative per element: the bf16 output's rounding (2^-8), y cut to
+// SrcA's 9 mantissa bits for the weight multiply (2^-9), and TF32 cuts of
+// r, y and x^2 as the Float32 CBs are unpacked (2^-10, 2^-10, 2^-11 via
+// the root): 2.125 * 2^-8; the SFPU root and reciprocal add ~2^-16.
+TEST(TtsimRmsNorm, Fp32DstTracksFloat64RmsNorm) {
+  const int64_t W = 128;
+  const TileTensor x = random_tiles({1, 2, 37, W}, DataFormat::Bfloat16, 11, 2.0f);
+  const std::vector<float> g = random_gamma(W, 12);
+  TileTensor out;
+  tt_rms_norm(x, g, 1e-6f, out, config(MathFidelity::HiFi4, false, true, DataFormat::Bfloat16));
+  double worst = 0.0;
+  for (int64_t m = 0; m < x.batch; ++m)
+    for (int64_t r = 0; r < x.rows; ++r) {
+      double ss = 0.0;
+      for (int64_t c = 0; c < W; ++c) ss += double(x.at(m, r, c)) * x.at(m, r, c);
+      const double inv = 1.0 / std::sqrt(ss / W + 1e-6);
+      for (int64_t c = 0; c < W; ++c) {
+        const double want = x.at(m, r, c) * inv * g[c];
+        if (std::fabs(want) > 1e-3) worst = std::max(worst, std::fabs(want - out.at(m, r, c)) / std::fabs(want));
+      }
+    }
+  EXPECT_LT(worst, 2.25 * 0x1p-8);
+  EXPECT_GT(worst, 0.0);  // the bf16 output cannot hold every value exactly
 }
 
 TEST(TtsimRmsNorm, SqrtLaneFollowsTheReciprocalRootAlgorithm) {

@@ -17,6 +17,22 @@ namespace {
 // The bfloat16 the host puts in a scalar tile: the float's top 16 bits.
 float truncate_bf16(float v) { return f32_from_bits(f32_bits(v) & 0xffff0000u); }
 
+// ELWMUL of one pair of Src values (a in SrcA, b in SrcB) over `phases`
+// into a zeroed Dst. A Float32 CB reaches Src as TF32 with an fp32 Dst
+// (docs/TTSIM.md, "float32 inputs to the FPU"), so its operands keep 10
+// mantissa bits here; fpu_mul and the vector elwmul read Src as bfloat16,
+// which is exact only for bfloat16 / block-float operands (tt_rms_norm
+// uses them there).
+float elw_mul(float a, float b, int phases, bool fp32, Arch arch) {
+  detail::SrcDatum A[16], B[16];
+  for (int i = 1; i < 16; ++i) A[i] = B[i] = detail::encode_srca(0.0f);
+  A[0] = detail::encode_srca(a);
+  B[0] = detail::encode_srcb(b);
+  uint32_t d = 0;
+  for (int p = 0; p < phases; ++p) d = detail::dot16(B, A, d, p, fp32, arch);
+  return f32_from_bits(d);
+}
+
 struct RmsRun {
   const ComputeConfig& cfg;
   DataFormat im;  // the intermediate CBs' format
@@ -24,6 +40,9 @@ struct RmsRun {
   float scaler, eps;  // bf16 values
   const simd::KernelTable* kern;
   std::vector<simd::ARec> scaler_rec;  // the scaler row as in0 records (vector path)
+  // The vector elwmul (bfloat16 Src) for x * x (x not a TF32 Float32) and
+  // for the two multiplies of im values (im bfloat16); else the lane above.
+  bool vec_square, vec_scale;
 };
 
 struct Scratch {
@@ -42,10 +61,10 @@ void sum_squares(const RmsRun& k, const TileTensor& x, int64_t b, int64_t r0, Sc
     float* xs = &s.xs[r * W];
     float* x2 = &s.x2[r * W];
     for (int64_t i = 0; i < W; ++i) xs[i] = unpack_to_src(x.matrix(b)[(r0 + r) * W + i], x.format, fp32);
-    if (k.kern) {
+    if (k.vec_square) {
       k.kern->elwmul(xs, xs, 1, W, k.phases, fp32, x2);
     } else {
-      for (int64_t i = 0; i < W; ++i) x2[i] = fpu_mul(xs[i], xs[i], c.math_fidelity, fp32, c.arch);
+      for (int64_t i = 0; i < W; ++i) x2[i] = elw_mul(xs[i], xs[i], k.phases, fp32, c.arch);
     }
     pack_from_dst(x2, x2, W, k.im, fp32, c.bfp8_pack_precise);
     for (int64_t i = 0; i < W; ++i) x2[i] = unpack_to_src(x2[i], k.im, fp32);
@@ -89,10 +108,10 @@ void scale_row(const RmsRun& k, const float* xs, float r, const std::vector<floa
   const ComputeConfig& c = k.cfg;
   const bool fp32 = c.fp32_dest_acc_en;
   float* y = s.y.data();
-  if (k.kern) {
+  if (k.vec_scale) {
     k.kern->elwmul(xs, &r, 0, W, k.phases, fp32, y);
   } else {
-    for (int64_t i = 0; i < W; ++i) y[i] = fpu_mul(xs[i], r, c.math_fidelity, fp32, c.arch);
+    for (int64_t i = 0; i < W; ++i) y[i] = elw_mul(xs[i], r, k.phases, fp32, c.arch);
   }
   if (gamma.empty()) {
     pack_from_dst(y, out, W, c.output, fp32, c.bfp8_pack_precise);
@@ -100,10 +119,10 @@ void scale_row(const RmsRun& k, const float* xs, float r, const std::vector<floa
   }
   pack_from_dst(y, y, W, k.im, fp32, c.bfp8_pack_precise);
   for (int64_t i = 0; i < W; ++i) y[i] = unpack_to_src(y[i], k.im, fp32);
-  if (k.kern) {
+  if (k.vec_scale) {
     k.kern->elwmul(y, gamma.data(), 1, W, k.phases, fp32, y);
   } else {
-    for (int64_t i = 0; i < W; ++i) y[i] = fpu_mul(y[i], gamma[i], c.math_fidelity, fp32, c.arch);
+    for (int64_t i = 0; i < W; ++i) y[i] = elw_mul(y[i], gamma[i], k.phases, fp32, c.arch);
   }
   pack_from_dst(y, out, W, c.output, fp32, c.bfp8_pack_precise);
 }
@@ -115,7 +134,9 @@ void tt_rms_norm(const TileTensor& x, const std::vector<float>& gamma, float eps
   const int64_t W = x.pcols, blocks = x.batch * (x.prows / kTile);
   const bool fp32 = cfg.fp32_dest_acc_en;
   RmsRun k{cfg, fp32 ? DataFormat::Float32 : DataFormat::Bfloat16, fidelity_phase_count(cfg.math_fidelity),
-           truncate_bf16(1.0f / static_cast<float>(W)), truncate_bf16(epsilon), ex.kernels(cfg.arch), {}};
+           truncate_bf16(1.0f / static_cast<float>(W)), truncate_bf16(epsilon), ex.kernels(cfg.arch), {}, false, false};
+  k.vec_square = k.kern && !(fp32 && x.format == DataFormat::Float32);
+  k.vec_scale = k.kern && !fp32;
   if (k.kern) {
     const std::vector<float> scalers(static_cast<size_t>(W), k.scaler);
     k.scaler_rec.resize(static_cast<size_t>(W * k.phases));

@@ -44,7 +44,10 @@ TileTensor run_rms_norm_op(OpCall& c) {
     if (block_float(c.in[1].format))
       throw InputError("rms-norm: WEIGHT is a ROW_MAJOR tensor, which has no block-float dtype (expected bfloat16 "
                        "or float32, found " + std::string(format_name(c.in[1].format)) + ")");
-    gamma.assign(c.in[1].matrix(0), c.in[1].matrix(0) + c.in[1].pcols);
+    // What the unpacker puts in SrcB: a float32 weight cut to TF32 (fp32
+    // Dst) or bfloat16.
+    for (int64_t i = 0; i < c.in[1].pcols; ++i)
+      gamma.push_back(unpack_to_src(c.in[1].matrix(0)[i], c.in[1].format, cfg.fp32_dest_acc_en));
   }
   TileTensor out = run_rms_norm(c.dev, c.in[0], gamma.empty() ? nullptr : &gamma, at);
   c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.math_fidelity)},

@@ -24,10 +24,12 @@ namespace mha::ttsim {
 //   out = pack_out(ELWMUL(y, gamma))                    mul_tiles_bcast_rows
 // y is packed to im when `gamma` is given, else it is the output. eps and
 // 1/Wp reach the kernel truncated to bfloat16 (the reader's scalar tiles).
-// `gamma`: x.pcols bfloat16 values (zero past x.cols), or empty. out gets
-// cfg.output. Rows run in 32-row blocks on ex's pool; ex.isa Scalar runs
-// the lane models (the oracle), any other the vector kernels for the
-// multiplies and the reduce (bit-identical; tests compare them).
+// Multiplies read Float32-buffer operands as TF32 (the unpacker's cut with
+// an fp32 Dst). `gamma`: x.pcols values as Src holds them (zero past
+// x.cols), or empty. out gets cfg.output. Rows run in 32-row blocks on
+// ex's pool; ex.isa Scalar runs the lane models (the oracle), any other the
+// vector kernels for the reduce and for the multiplies of bfloat16
+// operands (bit-identical; tests compare them).
 void tt_rms_norm(const TileTensor& x, const std::vector<float>& gamma, float epsilon, TileTensor& out,
                  const ComputeConfig& cfg, const Exec& ex = Exec{});
 

@@ -75,6 +75,10 @@ TEST(TtsimRmsNorm, VectorPathEqualsLaneModelsBitForBit) {
       {{1, 1, 33, 96}, DataFormat::Bfp8_b, config(MathFidelity::LoFi, false, false, DataFormat::Bfp8_b), false, 1},
       {{3, 32, 256}, DataFormat::Float32, config(MathFidelity::HiFi3, true, true, DataFormat::Float32), true, 1e-3f},
       {{1, 5, 40}, DataFormat::Bfloat16, config(MathFidelity::HiFi2, false, true, DataFormat::Bfloat16), true, 40},
+      // Squares that flush to zero and that overflow, through the TF32 lanes.
+      {{1, 1, 32, 64}, DataFormat::Float32, config(MathFidelity::HiFi4, false, true, DataFormat::Float32), true, 1e-21f},
+      {{1, 1, 32, 64}, DataFormat::Float32, config(MathFidelity::HiFi4, false, true, DataFormat::Float32), true, 1e20f},
+      {{1, 1, 32, 64}, DataFormat::Bfloat16, config(MathFidelity::HiFi2, true, false, DataFormat::Bfloat16), true, 1e20f},
   };
   uint32_t seed = 1;
   for (const Case& c : cases) {

@@ -33,6 +33,26 @@ float elw_mul(float a, float b, int phases, bool fp32, Arch arch) {
   return f32_from_bits(d);
 }
 
+// The same multiply with its one non-zero lane worked out (the fast path):
+// the phase's piece product is the group's only term (no alignment), the
+// other group is empty, so accumulate sees that term and Dst alone.
+float elw_mul_term(float a, float b, int phases, bool fp32, Arch arch) {
+  const detail::SrcDatum A = detail::encode_srca(a), B = detail::encode_srcb(b);
+  uint32_t d = 0;
+  for (int p = 0; p < phases; ++p) {
+    detail::Term t;
+    const int32_t e = A.exp + B.exp - 127 - ((p & 1) ? 5 : 0) - ((p & 2) ? 7 : 0);
+    if (!A.zero && !B.zero && e > 0) {
+      const uint32_t man = static_cast<uint32_t>(A.piece[p & 1]) * B.piece[(p >> 1) & 1];
+      t.sign = man != 0 ? (A.sign ^ B.sign) : 0u;
+      t.man = int64_t(man) << 13;
+      t.exp = e;
+    }
+    d = detail::accumulate(t, detail::Term{}, d, fp32, arch);
+  }
+  return f32_from_bits(d);
+}
+
 struct RmsRun {
   const ComputeConfig& cfg;
   DataFormat im;  // the intermediate CBs' format
@@ -41,9 +61,23 @@ struct RmsRun {
   const simd::KernelTable* kern;
   std::vector<simd::ARec> scaler_rec;  // the scaler row as in0 records (vector path)
   // The vector elwmul (bfloat16 Src) for x * x (x not a TF32 Float32) and
-  // for the two multiplies of im values (im bfloat16); else the lane above.
+  // for the two multiplies of im values (im bfloat16).
   bool vec_square, vec_scale;
 };
+
+// out[i] = ELWMUL(a[i], b[i * bstep]), n values: the vector elwmul where
+// its bfloat16 Src is exact (`vec`), else elw_mul_term on the fast path and
+// elw_mul, the 16-lane model, on the oracle's.
+void mul_row(const RmsRun& k, const float* a, const float* b, int64_t bstep, int64_t n, bool vec, float* out) {
+  const bool fp32 = k.cfg.fp32_dest_acc_en;
+  if (vec) {
+    k.kern->elwmul(a, b, bstep, n, k.phases, fp32, out);
+  } else if (k.kern) {
+    for (int64_t i = 0; i < n; ++i) out[i] = elw_mul_term(a[i], b[i * bstep], k.phases, fp32, k.cfg.arch);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = elw_mul(a[i], b[i * bstep], k.phases, fp32, k.cfg.arch);
+  }
+}
 
 struct Scratch {
   std::vector<float> xs, x2, y;
@@ -61,11 +95,7 @@ void sum_squares(const RmsRun& k, const TileTensor& x, int64_t b, int64_t r0, Sc
     float* xs = &s.xs[r * W];
     float* x2 = &s.x2[r * W];
     for (int64_t i = 0; i < W; ++i) xs[i] = unpack_to_src(x.matrix(b)[(r0 + r) * W + i], x.format, fp32);
-    if (k.vec_square) {
-      k.kern->elwmul(xs, xs, 1, W, k.phases, fp32, x2);
-    } else {
-      for (int64_t i = 0; i < W; ++i) x2[i] = elw_mul(xs[i], xs[i], k.phases, fp32, c.arch);
-    }
+    mul_row(k, xs, xs, 1, W, k.vec_square, x2);
     pack_from_dst(x2, x2, W, k.im, fp32, c.bfp8_pack_precise);
     for (int64_t i = 0; i < W; ++i) x2[i] = unpack_to_src(x2[i], k.im, fp32);
   }
@@ -108,22 +138,14 @@ void scale_row(const RmsRun& k, const float* xs, float r, const std::vector<floa
   const ComputeConfig& c = k.cfg;
   const bool fp32 = c.fp32_dest_acc_en;
   float* y = s.y.data();
-  if (k.vec_scale) {
-    k.kern->elwmul(xs, &r, 0, W, k.phases, fp32, y);
-  } else {
-    for (int64_t i = 0; i < W; ++i) y[i] = elw_mul(xs[i], r, k.phases, fp32, c.arch);
-  }
+  mul_row(k, xs, &r, 0, W, k.vec_scale, y);
   if (gamma.empty()) {
     pack_from_dst(y, out, W, c.output, fp32, c.bfp8_pack_precise);
     return;
   }
   pack_from_dst(y, y, W, k.im, fp32, c.bfp8_pack_precise);
   for (int64_t i = 0; i < W; ++i) y[i] = unpack_to_src(y[i], k.im, fp32);
-  if (k.vec_scale) {
-    k.kern->elwmul(y, gamma.data(), 1, W, k.phases, fp32, y);
-  } else {
-    for (int64_t i = 0; i < W; ++i) y[i] = elw_mul(y[i], gamma[i], k.phases, fp32, c.arch);
-  }
+  mul_row(k, y, gamma.data(), 1, W, k.vec_scale, y);
   pack_from_dst(y, out, W, c.output, fp32, c.bfp8_pack_precise);
 }
 

@@ -21,15 +21,22 @@ ComputeConfig kernel_config(MathFidelity f, bool approx, const TtOptions& o) {
   return c;
 }
 
+// Row r of a per-head [heads * head_dim] layout in Meta's interleaved order
+// (convert_hf_to_meta's permutation): within each head, column i < half ->
+// 2i, column half + i -> 2i + 1; itself without `meta`.
+int64_t meta_index(int64_t r, int64_t head_dim, bool meta) {
+  if (!meta) return r;
+  const int64_t h = r / head_dim, i = r % head_dim, half = head_dim / 2;
+  return h * head_dim + (i < half ? 2 * i : 2 * (i - half) + 1);
+}
+
 // (out, in) weight rows -> (in, out) columns [c0, c0 + out) of `cat` (width
-// `width`); with `meta`, each head's columns go to Meta's interleaved order:
-// column i < half -> 2i, column half + i -> 2i + 1.
+// `width`), each head's columns in Meta order with `meta`.
 void place_transposed(const Tensor& w, std::vector<float>& cat, int64_t width, int64_t c0, int64_t head_dim, bool meta) {
-  const int64_t out = w.dim(0), in = w.dim(1), half = head_dim / 2;
+  const int64_t out = w.dim(0), in = w.dim(1);
   const float* p = w.data<float>();
   for (int64_t r = 0; r < out; ++r) {
-    const int64_t h = r / head_dim, i = r % head_dim;
-    const int64_t col = meta ? h * head_dim + (i < half ? 2 * i : 2 * (i - half) + 1) : r;
+    const int64_t col = meta_index(r, head_dim, meta);
     for (int64_t c = 0; c < in; ++c) cat[c * width + c0 + col] = p[r * in + c];
   }
 }
@@ -37,22 +44,17 @@ void place_bias(const std::optional<Tensor>& b, std::vector<float>& row, int64_t
                 bool meta) {
   if (!b) return;
   const float* p = b->data<float>();
-  const int64_t half = head_dim / 2;
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t h = r / head_dim, i = r % head_dim;
-    row[c0 + (meta ? h * head_dim + (i < half ? 2 * i : 2 * (i - half) + 1) : r)] = p[r];
-  }
+  for (int64_t r = 0; r < n; ++r) row[c0 + meta_index(r, head_dim, meta)] = p[r];
 }
 
 // The spec's QK-norm weights and sinks as TT-NN's model code holds them
 // (SdpaWeights).
 void convert_norms_and_sinks(const AttentionSpec& spec, SdpaWeights& w) {
   if (spec.qk_norm) {
-    const int64_t dh = spec.head_dim, half = dh / 2;
+    const int64_t dh = spec.head_dim;
     for (auto [src, dst] : {std::pair{&spec.qk_norm->q_weight, &w.q_norm}, {&spec.qk_norm->k_weight, &w.k_norm}}) {
       std::vector<float> g(static_cast<size_t>(dh));
-      for (int64_t i = 0; i < dh; ++i)
-        g[spec.rope ? (i < half ? 2 * i : 2 * (i - half) + 1) : i] = src->data<float>()[i];
+      for (int64_t i = 0; i < dh; ++i) g[meta_index(i, dh, spec.rope.has_value())] = src->data<float>()[i];
       *dst = rms_norm_weight_bf16(g.data(), dh, spec.qk_norm->offset_one);
     }
   }

@@ -55,7 +55,14 @@ TEST(TtSimHfFamilies, Qwen3QkNormTracksCpu) { check_folder("hf_qwen3_tiny", {0.9
 // sink weighs most) the output's PCC is 0.985 at 40 tokens, and 0.99977
 // with the sinks divided by the scale (measured; docs/TTSIM.md). The full
 // layer meets 0.99.
-TEST(TtSimHfFamilies, GptOssSinksAndWindowsTrackCpu) { check_folder("hf_gpt_oss_tiny", {0.98, 0.99}); }
+TEST(TtSimHfFamilies, GptOssSinksAndWindowsTrackCpu) {
+  check_folder("hf_gpt_oss_tiny", {0.98, 0.99});
+  // The run's report says how the sinks were passed.
+  const CommandResult r = run_mha("run --hf " + shell_quote(source_dir() + "/data/hf_gpt_oss_tiny") +
+                                  " -n 0 --backend tt-sim --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sink * scale where transformers has sink"), std::string::npos) << r.out;
+}
 
 // Rows [r0, L) of y [1, L, E].
 Tensor rows_from(const Tensor& y, int64_t r0) {

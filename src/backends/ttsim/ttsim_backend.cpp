@@ -165,6 +165,10 @@ class TtSimBackend : public Backend {
       it = sdpa_plans_.emplace(spec.uid, std::move(p)).first;
     }
     last_ = sdpa_recipe_json(it->second.recipe);
+    if (spec.sinks)
+      (*last_)["attention_sink"] =
+          "as TT-NN's gpt-oss attention passes it: prefill the raw sinks, which SDPA scales as scores (a logit of "
+          "sink * scale where transformers has sink), decode sinks / scale";
     return it->second;
   }
 

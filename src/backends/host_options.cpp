@@ -1,6 +1,6 @@
 #include "backends/host_options.h"
 
-#include <nlohmann/json.hpp>
+#include "util/text.h"
 
 namespace mha {
 
@@ -17,7 +17,7 @@ vec::Isa HostOptions::isa(const std::string& where, bool scalar_ok) const {
     return vec::Isa::Scalar;
   else
     throw InputError(key + ": expected \"auto\", " + (scalar_ok ? "\"scalar\", " : "") +
-                     "\"avx512\" or \"avx2\", found " + nlohmann::json(kernels).dump());
+                     "\"avx512\" or \"avx2\", found \"" + printable(kernels) + "\"");
   // The build's baseline is AVX2 + FMA (docs/BUILD.md), so only the wider
   // width can be missing; the features named are isa_levels.def's.
   if (!vec::cpu_supports(want))

@@ -215,15 +215,25 @@ TEST(TtsimSdpaStreaming, ScoreExpIsTheClampedExpUnderRelu) {
   EXPECT_EQ(sdpa_streaming_score_exp(0.0f, 0.125f, Arch::Wormhole), 0.9765625f);
 }
 
-// The rescale exp follows exp_approx_mode (unlike the score exp).
-TEST(TtsimSdpaStreaming, AlphaExpFollowsExpApproxMode) {
-  EXPECT_EQ(sdpa_streaming_alpha_exp(-400.0f, 0.125f, true, Arch::Wormhole), 0.0f);  // below -42 after scaling
+// The rescale exp's two algorithms, and the flag reaching them inverted:
+// exp_approx_mode=false gives the approximation (0 below -42 after scaling).
+TEST(TtsimSdpaStreaming, RescaleExpTakesTheFlagInverted) {
+  EXPECT_EQ(sdpa_streaming_alpha_exp(-400.0f, 0.125f, true, Arch::Wormhole), 0.0f);
   EXPECT_EQ(sdpa_streaming_alpha_exp(0.0f, 0.125f, false, Arch::Wormhole), 1.0f);
   int differ = 0;
   for (float d = -0.01f; d > -300.0f; d *= 1.1f)
     differ += sdpa_streaming_alpha_exp(d, 0.125f, true, Arch::Wormhole) !=
               sdpa_streaming_alpha_exp(d, 0.125f, false, Arch::Wormhole);
   EXPECT_GT(differ, 10);
+  // The notes a report prints.
+  SdpaConfig on = cfg(32, 32, false), off = on;
+  off.exp_approx_mode = false;
+  const auto notes_on = sdpa_streaming_flag_notes(on), notes_off = sdpa_streaming_flag_notes(off);
+  ASSERT_EQ(notes_on.size(), 1u);
+  EXPECT_NE(notes_on[0].find("accurate rescale exp"), std::string::npos);
+  ASSERT_EQ(notes_off.size(), 2u);
+  EXPECT_NE(notes_off[0].find("#56710"), std::string::npos);
+  EXPECT_NE(notes_off[1].find("approximate rescale exp"), std::string::npos);
 }
 
 // Against attention in float64 with the bound tt-metal's prefill tests

@@ -8,6 +8,7 @@
 // packer's L1 accumulation, the row sums are one matmul against a column of
 // ones at the end, and the packer's ReLU clips the score exps.
 #include <string>
+#include <vector>
 
 #include "backends/ttsim/ops/sdpa/sdpa_kernel.h"
 
@@ -47,9 +48,16 @@ void tt_sdpa_streaming_oracle(const TileTensor& q, const TileTensor& k, const Ti
 // the fp32 scale folded into the Schraudolph constants, stored to the 16-bit
 // Dst, then packed through the packer's ReLU (negative outputs -> 0).
 float sdpa_streaming_score_exp(float d, float scale, Arch arch);
-// The rescale factor exp((m_old - m_new) * scale_bf16), exp_tile_first_column:
-// approx (exp_approx_mode) is the piecewise approximation (0 below -42),
-// otherwise exp_21f; stored to the 16-bit Dst.
-float sdpa_streaming_alpha_exp(float d, float scale_bf16, bool exp_approx_mode, Arch arch);
+// The rescale factor exp((m_old - m_new) * scale_bf16) as
+// calculate_exponential_first_column computes it: `approximate` picks the
+// piecewise approximation (0 below -42), else exp_21f; stored to the 16-bit
+// Dst. Which one a config gets is inverted (see below).
+float sdpa_streaming_alpha_exp(float d, float scale_bf16, bool approximate, Arch arch);
+
+// What the kernel does with exp_approx_mode, one line each for reports:
+// the score exp ignores it (always approximate; tt-metal #56710), and the
+// first-column exps receive it inverted (exp_approx_mode=true gives the
+// accurate exp; tt-metal PR #56925, open at this revision).
+std::vector<std::string> sdpa_streaming_flag_notes(const SdpaConfig& cfg);
 
 }  // namespace mha::ttsim

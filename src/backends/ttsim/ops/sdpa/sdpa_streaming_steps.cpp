@@ -139,8 +139,10 @@ void pv_chunk(const StreamingRun& r, int64_t kvh, int64_t k_low, StreamingWork& 
 void rescale(const StreamingRun& r, StreamingWork& w) {
   for (int64_t i = 0; i < r.QC; ++i) {
     const size_t u = static_cast<size_t>(i);
+    // exp_tile_first_column<EXP_APPROX_MODE> hands the flag to an LLK body
+    // that takes the accurate exp when it is true: inverted (PR #56925).
     float a = sdpa_streaming_alpha_exp(fpu_add(w.m_prev[u], -w.m_cur[u], r.tm.fp32, r.tm.arch), r.scale_bf16,
-                                       r.cfg.exp_approx_mode, r.tm.arch);
+                                       !r.cfg.exp_approx_mode, r.tm.arch);
     sdpa_pack_bf16(&a, 1, r.tm);
     mul_bcast_dst(&w.sum_prev[u * kTile], kTile, a, r.tm, w.tmp.data());
     sdpa_pack_bf16(w.tmp.data(), kTile, r.tm);
@@ -188,10 +190,20 @@ float sdpa_streaming_score_exp(float d, float scale, Arch arch) {
   return y;
 }
 
-float sdpa_streaming_alpha_exp(float d, float scale_bf16, bool exp_approx_mode, Arch arch) {
+float sdpa_streaming_alpha_exp(float d, float scale_bf16, bool approximate, Arch arch) {
   const float x = sfpu_mul(d, scale_bf16, arch);  // val * s2vFloat16b(scale)
-  if (exp_approx_mode) return sfpu_store(x < -42.0f ? 0.0f : sfpu_exp_lane(x, ExpAlgorithm::Approx, arch), false);
+  if (approximate) return sfpu_store(x < -42.0f ? 0.0f : sfpu_exp_lane(x, ExpAlgorithm::Approx, arch), false);
   return sfpu_store(sfpu_exp_lane(x, ExpAlgorithm::Accurate21f, arch), false);
+}
+
+std::vector<std::string> sdpa_streaming_flag_notes(const SdpaConfig& cfg) {
+  std::vector<std::string> notes;
+  if (!cfg.exp_approx_mode)
+    notes.push_back("exp_approx_mode=false does not reach the score exp at tt_metal latest (tt-metal #56710)");
+  notes.push_back(std::string("exp_approx_mode=") + (cfg.exp_approx_mode ? "true" : "false") +
+                  " gives the " + (cfg.exp_approx_mode ? "accurate" : "approximate") +
+                  " rescale exp at tt_metal latest: the flag is inverted there (tt-metal PR #56925)");
+  return notes;
 }
 
 StreamingInputs streaming_pad(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,

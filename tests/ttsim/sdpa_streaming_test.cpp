@@ -254,6 +254,15 @@ TEST(TtsimSdpaStreaming, CloseToFloat64Attention) {
     }
 }
 
+// test_sdpa_tt_large_seq's chunks, bfloat16, dh 128, causal (tiles of 2048
+// bytes): Q 8x4 x2, K and V 4x4 x2 each, the 2-tile palette, qk_im 8x4,
+// out_im 2x8x4, 5x8 statistics, 3 single tiles, the output 2x2x4.
+TEST(TtsimSdpaStreaming, CircularBuffersAsTheFactorySizesThem) {
+  const TileTensor t = make_tile_tensor({1, 1, 512, 128}, DataFormat::Bfloat16);
+  const int64_t tiles = 64 + 64 + 2 + 32 + 64 + 40 + 3 + 16;
+  EXPECT_EQ(sdpa_streaming_cb_bytes(t, t, t, nullptr, cfg(256, 128)), tiles * 2048);
+}
+
 TEST(TtsimSdpaStreaming, RefusesWhatTheKernelDoesNotTake) {
   const Shape q{1, 2, 64, 64};
   EXPECT_EQ(sdpa_streaming_problem(q, q, q, nullptr, cfg(64, 128)), "");

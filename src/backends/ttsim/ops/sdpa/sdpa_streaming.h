@@ -33,6 +33,16 @@ SdpaStreamingPlan sdpa_streaming_plan(const SdpaConfig& cfg);
 std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
                                    const SdpaConfig& cfg);
 
+// Circular buffers per core as the factory (15a15bf5) sizes them for this
+// kernel: Q (two chunks), K and V double-buffered, the mask palette (or a
+// given mask double-buffered), qk_im, out_im A/B, max A/B, sum A/B,
+// exp_max_diff, the two scalar tiles, the reciprocal scratch tile and the
+// output ping-pong (two subblock rows of out_subblock_h <= 2 tiles; the
+// factory's streaming_cb_out_tiles is not in the store: this is its
+// documented 2-slot shape).
+int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                                const TileTensor* mask, const SdpaConfig& cfg);
+
 // out = SDPA(q, k, v [+ mask]) by the streaming kernel; same contract as
 // tt_sdpa (sdpa_kernel.h). Work is split over (batch x head, q chunk) on
 // ex's pool; ex.isa Scalar runs the lane models.

@@ -5,6 +5,7 @@
 
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
 #include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
+#include "backends/ttsim/ttsim_device.h"
 #include "util/error.h"
 
 namespace mha::ttsim {
@@ -14,13 +15,13 @@ namespace {
 // sdpa_subblock_utils.hpp (37d02a42) determine_largest_subblock_size: the
 // first (h, w) of this list with h * w <= the Dst's 8 tiles that divides
 // the block.
-std::pair<int64_t, int64_t> largest_subblock(int64_t h_tiles, int64_t w_tiles) {
+std::pair<int64_t, int64_t> largest_subblock(int64_t h_tiles, int64_t w_tiles, int64_t max_h = 8) {
   constexpr std::array<std::pair<int64_t, int64_t>, 20> kChoices = {{
       {2, 4}, {4, 2}, {1, 8}, {8, 1}, {1, 7}, {7, 1}, {2, 3}, {3, 2}, {1, 6}, {6, 1},
       {1, 5}, {5, 1}, {2, 2}, {1, 4}, {4, 1}, {1, 3}, {3, 1}, {1, 2}, {2, 1}, {1, 1},
   }};
   for (auto [h, w] : kChoices)
-    if (h * w <= 8 && h_tiles % h == 0 && w_tiles % w == 0) return {h, w};
+    if (h * w <= 8 && h <= max_h && h_tiles % h == 0 && w_tiles % w == 0) return {h, w};
   return {1, 1};
 }
 
@@ -68,6 +69,20 @@ std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& 
     mp[3] = kp[2];
   }
   return sdpa_problem(qp, kp, vp, mask ? &mp : nullptr, c);
+}
+
+int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                                const TileTensor* mask, const SdpaConfig& cfg) {
+  const int64_t sq = cfg.q_chunk_size / kTile, sk = cfg.k_chunk_size / kTile;
+  const int64_t dht = q.pcols / kTile, vdht = v.pcols / kTile, bf16 = tile_bytes(DataFormat::Bfloat16);
+  const bool padded_k = !cfg.is_causal && k.rows % cfg.k_chunk_size != 0;
+  const int64_t palette = 1 + (cfg.is_causal ? 1 : 0);  // -inf tile, causal diagonal
+  int64_t b = sq * dht * tile_bytes(q.format) * 2 + sk * (dht * tile_bytes(k.format) + vdht * tile_bytes(v.format)) * 2;
+  if (mask) b += sq * sk * 2 * tile_bytes(mask->format);
+  else if (cfg.is_causal || padded_k) b += palette * bf16;
+  const int64_t out_h = largest_subblock(sq, vdht, 2).first;
+  b += (sq * sk + 2 * sq * vdht + 5 * sq + 3) * bf16 + 2 * out_h * vdht * tile_bytes(cfg.compute.output);
+  return b;
 }
 
 void tt_sdpa_streaming(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,

@@ -11,7 +11,9 @@
 #include <random>
 #include <vector>
 
+#include "backends/ttsim/ops/sdpa/sdpa.h"
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
+#include "backends/ttsim/ttsim_options.h"
 #include "compare/compare.h"
 #include "ttsim/sfpu.h"
 #include "ttsim/simd/kernels.h"
@@ -261,6 +263,23 @@ TEST(TtsimSdpaStreaming, CircularBuffersAsTheFactorySizesThem) {
   const TileTensor t = make_tile_tensor({1, 1, 512, 128}, DataFormat::Bfloat16);
   const int64_t tiles = 64 + 64 + 2 + 32 + 64 + 40 + 3 + 16;
   EXPECT_EQ(sdpa_streaming_cb_bytes(t, t, t, nullptr, cfg(256, 128)), tiles * 2048);
+}
+
+// The device frame: the kernel's bits, its checks, its buffers against L1.
+TEST(TtsimSdpaStreaming, RunsOnTheDeviceFrame) {
+  TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "backend"));
+  const TileTensor q = tiles({1, 2, 128, 64}, 1, DataFormat::Bfloat16), k = tiles({1, 1, 128, 64}, 2, DataFormat::Bfp8_b);
+  TileTensor want;
+  tt_sdpa_streaming_oracle(q, k, k, nullptr, want, cfg(64, 64));
+  EXPECT_TRUE(same_bits(run_sdpa_streaming(dev, "sdpa", q, k, k, nullptr, cfg(64, 64)), want));
+  SdpaConfig fp32 = cfg(64, 64);
+  fp32.compute.fp32_dest_acc_en = true;
+  EXPECT_THROW(run_sdpa_streaming(dev, "sdpa", q, k, k, nullptr, fp32), InputError);
+  const TileTensor f32 = make_tile_tensor({1, 1, 128, 64}, DataFormat::Float32);
+  EXPECT_THROW(run_sdpa_streaming(dev, "sdpa", q, f32, f32, nullptr, cfg(64, 64)), InputError);
+  // 1024-key chunks of dh 256 need more than a core's L1.
+  const TileTensor big = make_tile_tensor({1, 1, 1024, 256}, DataFormat::Bfloat16);
+  EXPECT_THROW(run_sdpa_streaming(dev, "sdpa", big, big, big, nullptr, cfg(1024, 1024)), DeviceOutOfMemory);
 }
 
 TEST(TtsimSdpaStreaming, RefusesWhatTheKernelDoesNotTake) {

@@ -212,6 +212,10 @@ TEST(TtsimSdpaStreaming, ScoreExpIsTheClampedExpUnderRelu) {
         EXPECT_EQ(sdpa_streaming_score_exp(d, scale, arch), want) << d << " scale " << scale;
       }
   EXPECT_EQ(sdpa_streaming_score_exp(-std::numeric_limits<float>::infinity(), 0.125f, Arch::Wormhole), 0.0f);
+  // Above about 0.72 / scale the signed 16-bit integer saturates: exp(0.72)
+  // (0x3fff8000, stored as 0x3fff0000), where the clamped exp would not.
+  EXPECT_EQ(sdpa_streaming_score_exp(100.0f, 0.125f, Arch::Wormhole), 1.9921875f);
+  EXPECT_EQ(sdpa_streaming_score_exp(100.0f, 0.125f, Arch::Blackhole), 1.9921875f);
   // Schraudolph's exp(0) is 1 - 2^-6 (its bias constant trades the error
   // over the whole range): the row max's own exp, in every row.
   EXPECT_EQ(sdpa_streaming_score_exp(0.0f, 0.125f, Arch::Wormhole), 0.9765625f);

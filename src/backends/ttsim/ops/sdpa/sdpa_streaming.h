@@ -56,7 +56,8 @@ void tt_sdpa_streaming_oracle(const TileTensor& q, const TileTensor& k, const Ti
 // The lane steps the kernel runs on one score, kept apart for tests:
 // the score exp, exp_packthread_tile<approx, fast, no input clamping> with
 // the fp32 scale folded into the Schraudolph constants, stored to the 16-bit
-// Dst, then packed through the packer's ReLU (negative outputs -> 0).
+// Dst, with the packer's ReLU applied (negative outputs -> +0); the caller
+// packs.
 float sdpa_streaming_score_exp(float d, float scale, Arch arch);
 // The rescale factor exp((m_old - m_new) * scale_bf16) as
 // calculate_exponential_first_column computes it: `approximate` picks the

@@ -175,15 +175,17 @@ void normalize(const StreamingRun& r, int64_t bh, int64_t q_low, StreamingWork& 
 }  // namespace
 
 float sdpa_streaming_score_exp(float d, float scale, Arch arch) {
-  // Without input clamping the Schraudolph sum A*scale*d + (B - C) goes
-  // negative below about -88/scale and its integer conversion gives a
-  // negative Dst value there; the packer's ZERO_RELU turns every such
-  // output (and -0) into +0. What is left equals the clamped exp's
-  // non-negative branch.
+  // tt-llk PR #1190's Schraudolph without input clamping: A*scale*d + (B-C)
+  // on the SFPU, rounded to a signed 16-bit integer (saturating at 32767,
+  // so inputs above about 0.72/scale give exp(0.72)), shifted into the
+  // exponent with SETSGN giving the integer's sign. Below about -88/scale
+  // the result is negative and the packer's ZERO_RELU makes it +0 (as it
+  // does -0). The scores here are at most the row max, so in practice
+  // this is the clamped exp's non-negative branch.
   const float a_scaled = 256.0f * 1.4426950408889634f * scale;
   const float t = sfpu_mad(a_scaled, d, 32500.818359375f, arch);
-  if (!(t > 0.0f)) return 0.0f;  // ReLU (a NaN sum converts to 0 as well)
-  uint32_t i = t >= 65535.0f ? 65535u : static_cast<uint32_t>(std::floor(static_cast<double>(t) + 0.5));
+  if (!(t > 0.0f)) return 0.0f;  // negative (or a NaN sum): ReLU
+  const uint32_t i = t >= 32767.0f ? 32767u : static_cast<uint32_t>(std::floor(static_cast<double>(t) + 0.5));
   const uint32_t bits = (i << 15) & 0xffff0000u;  // SFPSTORE to the 16-bit Dst
   float y;
   std::memcpy(&y, &bits, 4);

@@ -1,7 +1,8 @@
 #pragma once
 // SDPA prefill as tt-metal's streaming compute kernel computes it
 // (compute_streaming.hpp, sdpa_standard_v2): what TT-NN runs when
-// fp32_dest_acc_en is off (docs/TTSIM.md, "SDPA prefill, streaming kernel").
+// fp32_dest_acc_en is off (docs/TTSIM.md, "SDPA prefill at tt_metal latest:
+// the streaming kernel").
 // Every circular buffer the factory makes for this path is Float16_b; the
 // steps differ from the 2024 kernel (sdpa_kernel.h) in every place that sets
 // bits: the scale rides in the score exp, masks and sums are added by the

@@ -1,6 +1,7 @@
 // The streaming kernel's steps (compute_streaming.hpp at d2ed8d9b,
 // sdpa_inner_loop_step and normalize_row_streaming), one q chunk at a time.
-// docs/TTSIM.md, "SDPA prefill, streaming kernel", lists them in order.
+// docs/TTSIM.md, "SDPA prefill at tt_metal latest: the streaming kernel",
+// lists them in order.
 #include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
 
 #include <algorithm>

@@ -134,8 +134,9 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossProgramConfigs) {
   // test_sdpa_tt_large_seq's 256/128.
   for (auto [qc, kc] : {std::pair<int, int>{64, 128}, {128, 64}, {32, 256}, {32, 512}, {32, 32}, {256, 128}})
     for (bool causal : {true, false}) {
+      if (kc == 512 && !causal) continue;  // one k chunk either way: the split once is enough
       const int64_t s = kc == 512 ? 512 : 256;
-      cases.push_back({"chunks", {1, 1, s, 64}, {1, 1, s, 64}, cfg(qc, kc, causal)});
+      cases.push_back({"chunks", {1, 1, s, 32}, {1, 1, s, 32}, cfg(qc, kc, causal)});
     }
   cases.push_back({"gqa", {2, 4, 128, 64}, {2, 2, 128, 64}, cfg(64, 128)});
   cases.push_back({"dh40 dh128", {1, 1, 128, 40}, {1, 1, 128, 40}, cfg(64, 64)});
@@ -151,7 +152,7 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
   for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi4})
     for (bool exp_approx : {false, true})
       for (bool approx : {false, true}) {
-        Case c{"fidelity x exp x recip", {1, 1, 256, 64}, {1, 1, 256, 64}, cfg(64, 128)};
+        Case c{"fidelity x exp x recip", {1, 1, 128, 64}, {1, 1, 128, 64}, cfg(64, 64)};
         c.cfg.compute.math_fidelity = f;
         c.cfg.exp_approx_mode = exp_approx;
         c.cfg.compute.math_approx_mode = approx;
@@ -159,7 +160,7 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
       }
   for (DataFormat in : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b})
     for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Float32}) {
-      Case c{"formats", {1, 2, 128, 64}, {1, 2, 128, 64}, cfg(64, 64)};
+      Case c{"formats", {1, 1, 128, 64}, {1, 1, 128, 64}, cfg(64, 64)};
       c.fq = c.fkv = in;
       c.cfg.compute.output = out;
       cases.push_back(c);

@@ -90,6 +90,14 @@ TEST(HfOracle, Gemma3Text) { check_family("gemma3_text", 4); }
 TEST(HfOracle, Gemma3Multimodal) { check_family("gemma3_mm", 6); }
 TEST(HfOracle, GptOss) { check_family("gpt_oss", 2); }
 TEST(HfOracle, Phi3) { check_family("phi3", 2); }
+// DeepSeek-V3's MLA: layers 0 and 1 and the multi-token-prediction layer 2;
+// Kimi K2's layout with q_proj, biases and mscale != mscale_all_dim.
+TEST(HfOracle, DeepseekV3Mla) { check_family("deepseek_v3", 3); }
+TEST(HfOracle, KimiK2Mla) { check_family("kimi_k2", 2); }
+TEST(HfOracle, DecodeMla) {
+  check_decode("deepseek_v3", 1);
+  check_decode("kimi_k2", 0);
+}
 
 }  // namespace
 }  // namespace mha::test

@@ -24,6 +24,9 @@ using namespace ttsim;
 // table, which the SDPA pipeline uploads as is.
 std::optional<std::string> feature_gap(const AttentionSpec& spec) {
   const std::string run_elsewhere = "; run on cpu or reference";
+  if (spec.mla)
+    return "multi-head latent attention (MLA) is not emulated on tt-sim (TT-NN's flash_mla ops are not modelled yet)" +
+           run_elsewhere;
   if (spec.qk_norm) return "QK RMSNorm (qk_norm) is not emulated on tt-sim" + run_elsewhere;
   if (spec.softcap > 0.0)
     return "logit softcapping is not emulated on tt-sim (TT-NN's SDPA has no softcap)" + run_elsewhere;

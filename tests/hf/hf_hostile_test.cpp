@@ -53,7 +53,7 @@ TEST(HfHostile, OtherMlaIsRefusedInOneLine) {
 // DeepSeek-V3's widths against its tensors, and its own contradictions.
 TEST(HfHostile, MlaFieldsContradictingTheTensors) {
   Edited kl("deepseek_v3", [](json& c) { c["kv_lora_rank"] = 64; });
-  expect_one_line_error(run_hf(kl.model()), "kv_a_proj_with_mqa.weight: expected shape");
+  expect_one_line_error(run_hf(kl.model()), "tensor 'kv_a_proj_with_mqa.weight': expected shape (96, 64), found (64, 64)");
   Edited v("deepseek_v3", [](json& c) { c["v_head_dim"] = 16; });
   expect_one_line_error(run_hf(v.model()), "expected shape");
   Edited q("deepseek_v3", [](json& c) { c["q_lora_rank"] = nullptr; });  // q_proj, which the folder lacks

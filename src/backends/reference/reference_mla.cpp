@@ -53,7 +53,8 @@ class MlaDecode : public DecodeSession {
     for (int64_t b = 0; b < opt_.batch; ++b)
       for (int64_t j = len_; j < len_ + n; ++j) {
         double* row = lat_.data() + (b * T + j) * lw;
-        for (int64_t d = 0; d < lw; ++d) row[d] = synthetic_value(seed, static_cast<uint64_t>((b * T + j) * lw + d));
+        // The cpu session's stream for its one key head's rows (the keys' even elements).
+        for (int64_t d = 0; d < lw; ++d) row[d] = synthetic_value(seed, 2 * static_cast<uint64_t>((b * T + j) * lw + d));
         round_row(row);
       }
     len_ += n;

@@ -18,6 +18,10 @@
 //       plain_attention, scores and softmax per row over the widened cache
 //       rows; one row's sinks join the chunks' merge
 //   output = context . Wo^T + bo (GEMV / sgemm as above)
+// Multi-head latent attention (spec.mla) keeps one latent row [c | kr] per
+// position instead (append_mla): the chunk kernel reads it as one key head
+// of kv_lora_rank + dr columns whose values are its first kv_lora_rank, for
+// queries absorbed into the latent space (cpu_mla.h).
 #include "backends/cpu/cpu_decode.h"
 
 #include <cblas.h>
@@ -207,7 +211,7 @@ class CpuDecode : public DecodeSession {
   }
 
   // MLA's absorbed form (cpu_mla.h): q and the latent rows, the latent rows
-  // into the cache (and rounded back through its format), each query head
+  // into the cache (which the attention then reads, as it holds them), each query head
   // absorbed into the latent space, the chunk kernel over the cache as one
   // key head of kl + dr columns whose values are its first kl, then each
   // head's latent context expanded by W_vb_h and the output projection.

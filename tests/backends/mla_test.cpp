@@ -22,6 +22,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kv_format.h"
 #include "backends/reference/reference_backend.h"
+#include "backends/ttsim/ttsim_backend.h"
 #include "support/test_support.h"
 #include "util/error.h"
 #include "variants/variant.h"
@@ -59,7 +60,9 @@ Tensor decode(Backend& be, const AttentionSpec& s, const MlaCase& c, const Tenso
   auto sess = be.start_decode(s, o);
   std::vector<Tensor> parts{sess->append(test::token_rows(x, 0, c.P))};
   for (int64_t i = 0; i < c.T; ++i) parts.push_back(sess->append(test::token_rows(x, c.P + i, 1)));
-  if (be.name() == "cpu") EXPECT_EQ(sess->cache_bytes(), c.B * (c.P + c.T) * kv_row_bytes(dt, c.kv_lora + c.rope));
+  if (be.name() == "cpu") {
+    EXPECT_EQ(sess->cache_bytes(), c.B * (c.P + c.T) * kv_row_bytes(dt, c.kv_lora + c.rope));
+  }
   const int64_t L = c.P + c.T, O = s.out_dim();
   std::vector<double> all(c.B * L * O);
   int64_t r0 = 0;
@@ -163,6 +166,28 @@ TEST(Mla, ContradictingSpecIsRefused) {
   AttentionSpec t = make_mla({}, 1, w);
   t.mla->kv_norm = Tensor(DType::F32, {8});
   EXPECT_THROW(make_cpu_backend({}, "backend")->run(t, in, {}), InputError);
+}
+
+// What has no MLA refuses it with the reason: tt-sim (run and decode) and
+// partial attention (ring runs) on both host backends.
+TEST(Mla, RefusedWhereNotImplemented) {
+  TensorMap w;
+  const AttentionSpec s = make_mla({}, 2, w);
+  AttentionInputs in;
+  in.query = in.key = in.value = Tensor(DType::F32, {1, 3, 64});
+  auto tt = make_ttsim_backend({}, "backend");
+  ASSERT_TRUE(tt->supports(s, in).has_value());
+  EXPECT_NE(tt->supports(s, in)->find("multi-head latent attention (MLA) is not emulated on tt-sim"), std::string::npos);
+  EXPECT_TRUE(tt->supports_decode(s).has_value());
+  std::vector<std::unique_ptr<Backend>> hosts;
+  hosts.push_back(make_cpu_backend({}, "backend"));
+  hosts.push_back(make_reference_backend());
+  for (const auto& owned : hosts) {
+    const auto why = owned->supports(Capability::PartialAttention, s);
+    ASSERT_TRUE(why.has_value()) << owned->name();
+    EXPECT_NE(why->find("no multi-head latent attention"), std::string::npos) << *why;
+    EXPECT_FALSE(owned->supports_decode(s).has_value()) << owned->name();
+  }
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // this list instead of naming fields, so a field added to AttentionSpec and
 // to visit_spec() below travels, shards and narrows with the others; the
 // spec_fields test fails when a member of AttentionSpec, Projection,
-// RotaryEmbedding or QkNorm is missing here or in the wire format.
+// RotaryEmbedding, QkNorm or Mla is missing here or in the wire format.
 //
 //   visit_spec(spec, f)        f(name, field&, HeadLayout) for every field but
 //                              uid (a process-local identity), in declaration
@@ -12,7 +12,7 @@
 //   visit_projection(p, f)     f(name, field&, ProjectionAxis) for weight,
 //                              bias, weight_in_out
 //   for_each_tensor(field, f)  f(Tensor&) for each tensor a field holds
-//                              (a QkNorm's weights included)
+//                              (a QkNorm's and an Mla's included)
 #include <optional>
 #include <type_traits>
 
@@ -66,8 +66,11 @@ void visit_spec(Spec& s, F&& f) {
   f("sinks", s.sinks, H::QueryHead);
   f("dropout", s.dropout, H::Shared);
   f("qkv_fused", s.qkv_fused, H::QueryKeyValue);
+  // Whole: no backend shards MLA's heads (head-parallel runs refuse it),
+  // but it travels and narrows with the rest.
+  f("mla", s.mla, H::Shared);
 }
-constexpr int kVisitedSpecFields = 23;  // every member but uid
+constexpr int kVisitedSpecFields = 24;  // every member but uid
 
 template <class P, class F>
 void visit_projection(P& p, F&& f) {
@@ -95,6 +98,14 @@ void visit_qk_norm(N& n, F&& f) {
 }
 constexpr int kVisitedQkNormFields = 4;
 
+template <class M, class F>
+void visit_mla(M& m, F&& f) {
+  static_assert(std::is_same<std::remove_const_t<M>, Mla>::value, "visit_mla visits an Mla");
+  f(m.q_lora_rank), f(m.kv_lora_rank), f(m.nope_dim), f(m.rope_dim), f(m.q_b), f(m.q_norm), f(m.kv_norm);
+  f(m.kv_b), f(m.eps);
+}
+constexpr int kVisitedMlaFields = 9;
+
 template <class T>
 struct is_optional : std::false_type {};
 template <class T>
@@ -111,6 +122,8 @@ void for_each_tensor(Field& x, F&& f) {
     visit_projection(x, [&](const char*, auto& t, ProjectionAxis) { for_each_tensor(t, f); });
   } else if constexpr (std::is_same<T, QkNorm>::value) {
     visit_qk_norm(x, [&](auto& field) { for_each_tensor(field, f); });
+  } else if constexpr (std::is_same<T, Mla>::value) {
+    visit_mla(x, [&](auto& field) { for_each_tensor(field, f); });
   } else if constexpr (is_optional<T>::value) {
     if (x) for_each_tensor(*x, f);
   }

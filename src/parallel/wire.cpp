@@ -80,6 +80,8 @@ void put(Writer& w, const T& x) {
     visit_rope(x, [&](const auto& field) { put(w, field); });
   } else if constexpr (std::is_same<T, QkNorm>::value) {
     visit_qk_norm(x, [&](const auto& field) { put(w, field); });
+  } else if constexpr (std::is_same<T, Mla>::value) {
+    visit_mla(x, [&](const auto& field) { put(w, field); });
   } else if constexpr (is_optional<T>::value) {
     w.i64(x ? 1 : 0);
     if (x) put(w, *x);
@@ -106,6 +108,8 @@ void get(Reader& r, T& x) {
     visit_rope(x, [&](auto& field) { get(r, field); });
   } else if constexpr (std::is_same<T, QkNorm>::value) {
     visit_qk_norm(x, [&](auto& field) { get(r, field); });
+  } else if constexpr (std::is_same<T, Mla>::value) {
+    visit_mla(x, [&](auto& field) { get(r, field); });
   } else if constexpr (is_optional<T>::value) {
     if (r.i64()) {
       x.emplace();

@@ -68,6 +68,12 @@ TEST(SpecFields, VisitorListsEveryMember) {
       << "RotaryEmbedding has a member visit_rope() does not list";
   EXPECT_EQ(member_count<QkNorm>(), static_cast<std::size_t>(kVisitedQkNormFields))
       << "QkNorm has a member visit_qk_norm() does not list";
+  int mla_fields = 0;
+  const Mla mla;
+  visit_mla(mla, [&](const auto&) { ++mla_fields; });
+  EXPECT_EQ(mla_fields, kVisitedMlaFields);
+  EXPECT_EQ(member_count<Mla>(), static_cast<std::size_t>(kVisitedMlaFields))
+      << "Mla has a member visit_mla() does not list";
 }
 
 // A field's value as text (tensors by dtype, shape and bytes), through the
@@ -107,6 +113,7 @@ std::string text(const Tensor& t) {
 }
 template <class T>
 std::string text(const std::optional<T>& x);
+std::string text(const Mla& m);
 std::string text(const Projection& p) {
   std::string s;
   visit_projection(p, [&](const char* name, const auto& f, ProjectionAxis) { s += std::string(name) + "=" + text(f) + " "; });
@@ -115,6 +122,11 @@ std::string text(const Projection& p) {
 template <class T>
 std::string text(const std::optional<T>& x) {
   return x ? text(*x) : "none";
+}
+std::string text(const Mla& m) {
+  std::string s;
+  visit_mla(m, [&](const auto& f) { s += text(f) + " "; });
+  return s;
 }
 
 std::vector<std::pair<std::string, std::string>> fields(const AttentionSpec& s) {
@@ -144,6 +156,9 @@ struct Fill {
   }
   void operator()(QkNorm& x) {
     visit_qk_norm(x, [&](auto& f) { (*this)(f); });
+  }
+  void operator()(Mla& x) {
+    visit_mla(x, [&](auto& f) { (*this)(f); });
   }
   void operator()(Tensor& x) { x = tensor(); }
   void operator()(Projection& p) {

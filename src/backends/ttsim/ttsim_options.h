@@ -61,6 +61,9 @@ struct TtOptions {
   std::optional<MemoryKind> memory;
   std::optional<Grid> core_grid;
   Numerics numerics = Numerics::Exact;
+  // Whose program factories and kernels (ttsim/revision.h): "2024" or
+  // "latest"; every op's compute config carries it (apply_device).
+  TtMetal tt_metal = kDefaultTtMetal;
   // "attention": the spec's default (AttentionKernel) unless given; "sdpa"
   // where the spec cannot run as SDPA is refused, and "ops" for a spec with
   // a rotary embedding (the op-by-op pipelines have no rotary op).
@@ -84,6 +87,12 @@ TtOptions parse_tt_options(const nlohmann::ordered_json& options, const std::str
 std::string tt_options_help();
 
 const char* memory_name(MemoryKind m);
+
+// What the options fix in every op's compute config: the device's Arch and
+// the tt_metal profile (one place, so no op forgets one).
+void apply_device(ComputeConfig& c, const TtOptions& o);
+// {"profile": "2024", "commit": "..."}: what --json and the reports name.
+nlohmann::json tt_metal_json(TtMetal t);
 
 }  // namespace mha::ttsim
 
@@ -152,6 +161,8 @@ void TtOptions::fields(V& v) {
         throw InputError(where + ": expected " + expected + ", found " + j.dump());
       g = parsed;
     });
+  v("tt_metal", tt_metal,
+    "whose kernels: \"2024\" (default; SDPA at 0255f50, softmax's 1/ln2-seeded reciprocal) or \"latest\"");
   v("numerics", numerics, "the numeric model: exact (default)", kNone,
     [](const fields::json& j, Numerics& n, const std::string& where) {
       if (!j.is_string()) throw InputError(where + ": expected \"exact\", found " + j.dump());

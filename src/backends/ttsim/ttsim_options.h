@@ -161,8 +161,14 @@ void TtOptions::fields(V& v) {
         throw InputError(where + ": expected " + expected + ", found " + j.dump());
       g = parsed;
     });
+  // `--option tt_metal=2024` reaches here as the number 2024: taken as "2024".
   v("tt_metal", tt_metal,
-    "whose kernels: \"2024\" (default; SDPA at 0255f50, softmax's 1/ln2-seeded reciprocal) or \"latest\"");
+    "whose kernels: \"2024\" (default; SDPA at 0255f50, softmax's 1/ln2-seeded reciprocal) or \"latest\"", kNone,
+    [](const fields::json& j, TtMetal& t, const std::string& where) {
+      const fields::json name = j.is_number_integer() && j.get<int64_t>() == 2024 ? fields::json("2024") : j;
+      if (!fields::Codec<TtMetal>::parse(name, t))
+        throw InputError(where + ": expected " + fields::Codec<TtMetal>::expected() + ", found " + j.dump());
+    });
   v("numerics", numerics, "the numeric model: exact (default)", kNone,
     [](const fields::json& j, Numerics& n, const std::string& where) {
       if (!j.is_string()) throw InputError(where + ": expected \"exact\", found " + j.dump());

@@ -52,6 +52,7 @@ struct Job {
 struct Scratch {
   std::vector<float> S;
   std::vector<float> m[2], sum[2], out[2];
+  std::vector<float> row;  // one output row's products
   SdpaScratch mm;
 };
 
@@ -138,12 +139,14 @@ void sub_exp(const Job& j, const float* m, const TileMath& tm, Scratch& s, float
   for (int64_t r = 0; r < j.QC; ++r) {
     float* row = &s.S[r * KC];
     float* st = &sum[r * kTile];
-    for (int64_t c = 0; c < KC; ++c) {
-      float e = sfpu_exp_fast_approx_scaled(fpu_add(tf32(row[c]), -m[r], true, tm.arch), j.scale, tm.arch);
-      if (std::signbit(e)) e = 0.0f;  // packer ReLU
-      row[c] = pack_f32(e);
-      st[c % kTile] = c < kTile ? row[c] : l1_acc_fp32(st[c % kTile], row[c]);
-    }
+    for (int64_t c = 0; c < KC; ++c) row[c] = tf32(row[c]);
+    const float neg = -m[r];
+    if (tm.kern) tm.kern->elwadd(row, &neg, 0, KC, true, row);
+    else for (int64_t c = 0; c < KC; ++c) row[c] = fpu_add(row[c], neg, true, tm.arch);
+    sfpu_exp_fast_approx_scaled(row, KC, j.scale, tm.kern, tm.arch, row);
+    for (int64_t c = 0; c < KC; ++c) row[c] = pack_f32(std::signbit(row[c]) ? 0.0f : row[c]);  // packer ReLU
+    std::copy(row, row + kTile, st);
+    for (int64_t t = kTile; t < KC; t += kTile) l1_acc_fp32(st, row + t, kTile);
   }
 }
 
@@ -152,7 +155,7 @@ void sub_exp(const Job& j, const float* m, const TileMath& tm, Scratch& s, float
 // sum_prev *= alpha, sum += sum_prev (Float32, tile-wide); out += out_prev *
 // alpha by L1 accumulation in bf16.
 void rescale(const Job& j, const float* m_prev, const float* m, const float* sum_prev, const float* out_prev,
-             const TileMath& tm, float* sum, float* out) {
+             const TileMath& tm, Scratch& s, float* sum, float* out) {
   for (int64_t r = 0; r < j.QC; ++r) {
     const float d = fpu_add(m_prev[r], -m[r], true, tm.arch);
     const float alpha = pack_bf16(sfpu_exp_lane(sfpu_mul(d, j.scale_bf16, tm.arch), ExpAlgorithm::AccurateFp32, tm.arch));
@@ -160,10 +163,13 @@ void rescale(const Job& j, const float* m_prev, const float* m, const float* sum
       const float sp = pack_f32(fpu_mul(tf32(sum_prev[r * kTile + c]), alpha, tm.fidelity, true, tm.arch));
       sum[r * kTile + c] = pack_f32(fpu_add(tf32(sum[r * kTile + c]), tf32(sp), true, tm.arch));
     }
-    for (int64_t c = 0; c < j.VD; ++c) {
-      const float x = pack_bf16(fpu_mul(out_prev[r * j.VD + c], alpha, tm.fidelity, true, tm.arch));
-      out[r * j.VD + c] = l1_acc_bf16(out[r * j.VD + c], x);
-    }
+    s.row.resize(static_cast<size_t>(j.VD));
+    float* x = s.row.data();
+    if (tm.kern) tm.kern->elwmul(out_prev + r * j.VD, &alpha, 0, j.VD, tm.phases, true, x);
+    else for (int64_t c = 0; c < j.VD; ++c) x[c] = fpu_mul(out_prev[r * j.VD + c], alpha, tm.fidelity, true, tm.arch);
+    pack_from_dst(x, x, j.VD, DataFormat::Bfloat16, true, false);
+    if (tm.kern) tm.kern->l1_acc_bf16(out + r * j.VD, x, j.VD);
+    else for (int64_t c = 0; c < j.VD; ++c) out[r * j.VD + c] = l1_acc_bf16(out[r * j.VD + c], x[c]);
   }
 }
 
@@ -184,7 +190,9 @@ void normalize(const Job& j, int64_t bh, int64_t q_low, const float* sum, const 
         l = fpu_dot16(srcb, ones, l, p, true, true, tm.arch);
       }
     const float inv = pack_f32(sfpu_reciprocal_legacy(tf32(pack_f32(l)), cc.math_approx_mode, true, tm.arch));
-    for (int64_t c = 0; c < j.VD; ++c) row[static_cast<size_t>(c)] = fpu_mul(acc[r * j.VD + c], tf32(inv), tm.fidelity, true, tm.arch);
+    const float b = tf32(inv);
+    if (tm.kern) tm.kern->elwmul(acc + r * j.VD, &b, 0, j.VD, tm.phases, true, row.data());
+    else for (int64_t c = 0; c < j.VD; ++c) row[static_cast<size_t>(c)] = fpu_mul(acc[r * j.VD + c], b, tm.fidelity, true, tm.arch);
     float* o = out.matrix(bh) + (q_low + r) * out.pcols;
     pack_from_dst(row.data(), o, j.VD, cc.output, true, cc.bfp8_pack_precise);
   }
@@ -215,7 +223,7 @@ void q_chunk(const Job& j, int64_t bh, int64_t qc, const TileMath& tm, Scratch& 
     std_matmul(s.S.data(), j.KC, j.QC, j.KC, true, j.v.matrix(kvh) + k_low * j.VD, j.VD, 1, j.VD, tm, s.mm, o, j.VD);
     for (int64_t i = 0; i < j.QC * j.VD; ++i) o[i] = pack_bf16(o[i]);
     if (kc > 0)
-      rescale(j, s.m[prev].data(), s.m[cur].data(), s.sum[prev].data(), s.out[prev].data(), tm, s.sum[cur].data(), o);
+      rescale(j, s.m[prev].data(), s.m[cur].data(), s.sum[prev].data(), s.out[prev].data(), tm, s, s.sum[cur].data(), o);
     prev = cur;
   }
   normalize(j, bh, q_low, s.sum[prev].data(), s.out[prev].data(), tm, out);

@@ -146,7 +146,8 @@ void sfpu_exp_fast_approx_scaled(const float* x, int64_t n, float scale, const s
                                  float* out) {
   const float a_scaled = 256.0f * 1.4426950408889634f * scale, threshold = -88.5f / scale;
   bool lanes_ok = kern != nullptr && n % 32 == 0 && std::isfinite(a_scaled);
-  std::vector<uint32_t> y(static_cast<size_t>(n));
+  thread_local std::vector<uint32_t> y, a, c, r;  // reused: one call per score row
+  y.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n && lanes_ok; ++i) {
     const float v = std::max(x[i], threshold);
     // mad_finite's domain: finite operands, a product well inside FP32.
@@ -157,8 +158,9 @@ void sfpu_exp_fast_approx_scaled(const float* x, int64_t n, float scale, const s
     for (int64_t i = 0; i < n; ++i) out[i] = sfpu_exp_fast_approx_scaled(x[i], scale, arch);
     return;
   }
-  const std::vector<uint32_t> a(static_cast<size_t>(n), f32_bits(a_scaled)), c(a.size(), f32_bits(32500.818359375f));
-  std::vector<uint32_t> r(a.size());
+  a.assign(static_cast<size_t>(n), f32_bits(a_scaled));
+  c.assign(a.size(), f32_bits(32500.818359375f));
+  r.resize(a.size());
   kern->mad_finite(a.data(), y.data(), c.data(), n, r.data());
   for (int64_t i = 0; i < n; ++i) out[i] = f32_from_bits(sfpu_to_uint16(f32_from_bits(r[static_cast<size_t>(i)])) << 15);
 }

@@ -100,7 +100,7 @@ void scores(const Job& j, int64_t nb, int64_t bh, int64_t kvh, int64_t q_low, in
   const int64_t QC = j.QC, KC = j.KC;
   std_matmul(j.q.matrix(bh) + q_low * j.D, j.D, QC, j.D, false, j.k.matrix(kvh) + k_low * j.D, 1, j.D, KC, tm, s.mm,
              s.S.data(), KC);
-  for (float& x : s.S) x = pack_f32(x);
+  pack_dst(s.S.data(), s.S.data(), QC * KC, DataFormat::Float32, true, PackSrc::Float32);
   if (j.mask) {
     const int64_t mh = j.mask->shape[1] == 1 ? nb : bh;
     for (int64_t r = 0; r < QC; ++r) {
@@ -144,7 +144,8 @@ void sub_exp(const Job& j, const float* m, const TileMath& tm, Scratch& s, float
     if (tm.kern) tm.kern->elwadd(row, &neg, 0, KC, true, row);
     else for (int64_t c = 0; c < KC; ++c) row[c] = fpu_add(row[c], neg, true, tm.arch);
     sfpu_exp_fast_approx_scaled(row, KC, j.scale, tm.kern, tm.arch, row);
-    for (int64_t c = 0; c < KC; ++c) row[c] = pack_f32(std::signbit(row[c]) ? 0.0f : row[c]);  // packer ReLU
+    for (int64_t c = 0; c < KC; ++c) row[c] = std::signbit(row[c]) ? 0.0f : row[c];  // packer ReLU
+    pack_dst(row, row, KC, DataFormat::Float32, true, PackSrc::Float32);
     std::copy(row, row + kTile, st);
     for (int64_t t = kTile; t < KC; t += kTile) l1_acc_fp32(st, row + t, kTile);
   }

@@ -160,10 +160,15 @@ void rescale(const Job& j, const float* m_prev, const float* m, const float* sum
   for (int64_t r = 0; r < j.QC; ++r) {
     const float d = fpu_add(m_prev[r], -m[r], true, tm.arch);
     const float alpha = pack_bf16(sfpu_exp_lane(sfpu_mul(d, j.scale_bf16, tm.arch), ExpAlgorithm::AccurateFp32, tm.arch));
-    for (int64_t c = 0; c < kTile; ++c) {
-      const float sp = pack_f32(fpu_mul(tf32(sum_prev[r * kTile + c]), alpha, tm.fidelity, true, tm.arch));
-      sum[r * kTile + c] = pack_f32(fpu_add(tf32(sum[r * kTile + c]), tf32(sp), true, tm.arch));
-    }
+    float sp[kTile], cur[kTile];
+    for (int64_t c = 0; c < kTile; ++c) sp[c] = tf32(sum_prev[r * kTile + c]), cur[c] = tf32(sum[r * kTile + c]);
+    if (tm.kern) tm.kern->elwmul(sp, &alpha, 0, kTile, tm.phases, true, sp);
+    else for (int64_t c = 0; c < kTile; ++c) sp[c] = fpu_mul(sp[c], alpha, tm.fidelity, true, tm.arch);
+    pack_dst(sp, sp, kTile, DataFormat::Float32, true, PackSrc::Float32);
+    for (float& x : sp) x = tf32(x);
+    if (tm.kern) tm.kern->elwadd(cur, sp, 1, kTile, true, cur);
+    else for (int64_t c = 0; c < kTile; ++c) cur[c] = fpu_add(cur[c], sp[c], true, tm.arch);
+    pack_dst(cur, sum + r * kTile, kTile, DataFormat::Float32, true, PackSrc::Float32);
     s.row.resize(static_cast<size_t>(j.VD));
     float* x = s.row.data();
     if (tm.kern) tm.kern->elwmul(out_prev + r * j.VD, &alpha, 0, j.VD, tm.phases, true, x);
@@ -177,19 +182,38 @@ void rescale(const Job& j, const float* m_prev, const float* m, const float* sum
 // matmul_reduce (the sum tile @ a column of ones, Float32), the first-column
 // legacy reciprocal (copy_tile through SrcA), out = out_acc * (1/sum) packed
 // to the output's dtype.
-void normalize(const Job& j, int64_t bh, int64_t q_low, const float* sum, const float* acc, const TileMath& tm,
-               TileTensor& out) {
-  const ComputeConfig& cc = j.cfg.compute;
+// l[r] = (sum tile @ column of ones)[r, 0]: matmul_reduce, one tile of K.
+void reduce_sums(const Job& j, const float* sum, const TileMath& tm, Scratch& s, float* l) {
+  if (tm.kern) {  // the whole tile on the vector kernels; column 0 is the one read
+    static const std::vector<float> ones_col = [] {
+      std::vector<float> b(static_cast<size_t>(kTile * kTile), 0.0f);
+      for (int64_t k = 0; k < kTile; ++k) b[static_cast<size_t>(k * kTile)] = 1.0f;
+      return b;
+    }();
+    s.row.resize(static_cast<size_t>(j.QC * kTile));
+    std_matmul(sum, kTile, j.QC, kTile, true, ones_col.data(), kTile, 1, kTile, tm, s.mm, s.row.data(), kTile);
+    for (int64_t r = 0; r < j.QC; ++r) l[r] = s.row[static_cast<size_t>(r * kTile)];
+    return;
+  }
   float srcb[16], ones[16];
   std::fill(ones, ones + 16, 1.0f);
-  std::vector<float> row(static_cast<size_t>(j.VD));
   for (int64_t r = 0; r < j.QC; ++r) {
-    float l = 0.0f;
+    l[r] = 0.0f;
     for (int p = 0; p < tm.phases; ++p)
       for (int64_t kf = 0; kf < kTile; kf += kFace) {
         for (int i = 0; i < 16; ++i) srcb[i] = tf32(sum[r * kTile + kf + i]);
-        l = fpu_dot16(srcb, ones, l, p, true, true, tm.arch);
+        l[r] = fpu_dot16(srcb, ones, l[r], p, true, true, tm.arch);
       }
+  }
+}
+
+void normalize(const Job& j, int64_t bh, int64_t q_low, const float* sum, const float* acc, const TileMath& tm,
+               Scratch& s, TileTensor& out) {
+  const ComputeConfig& cc = j.cfg.compute;
+  std::vector<float> ls(static_cast<size_t>(j.QC)), row(static_cast<size_t>(j.VD));
+  reduce_sums(j, sum, tm, s, ls.data());
+  for (int64_t r = 0; r < j.QC; ++r) {
+    const float l = ls[static_cast<size_t>(r)];
     const float inv = pack_f32(sfpu_reciprocal_legacy(tf32(pack_f32(l)), cc.math_approx_mode, true, tm.arch));
     const float b = tf32(inv);
     if (tm.kern) tm.kern->elwmul(acc + r * j.VD, &b, 0, j.VD, tm.phases, true, row.data());
@@ -227,7 +251,7 @@ void q_chunk(const Job& j, int64_t bh, int64_t qc, const TileMath& tm, Scratch& 
       rescale(j, s.m[prev].data(), s.m[cur].data(), s.sum[prev].data(), s.out[prev].data(), tm, s, s.sum[cur].data(), o);
     prev = cur;
   }
-  normalize(j, bh, q_low, s.sum[prev].data(), s.out[prev].data(), tm, out);
+  normalize(j, bh, q_low, s.sum[prev].data(), s.out[prev].data(), tm, s, out);
 }
 
 Job make_job(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,

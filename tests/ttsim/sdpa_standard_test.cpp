@@ -144,14 +144,17 @@ TEST(SdpaStandard, FastEqualsOracleAcrossShapesMasksAndFormats) {
 TEST(SdpaStandard, FastEqualsOracleAcrossComputeConfigsAndArchitectures) {
   for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4})
     for (bool approx : {true, false})
-      for (Arch a : {Arch::Wormhole, Arch::Blackhole}) {
-        Case c{std::string(fidelity_name(f)) + (approx ? " approx " : " exact ") + arch_name(a), {1, 2, 128, 64},
-               {1, 2, 128, 64}, latest_fp32(64, 32)};
-        c.cfg.compute.math_fidelity = f;
-        c.cfg.compute.math_approx_mode = approx;
-        c.cfg.compute.arch = a;
-        expect_fast_equals_oracle(c);
-      }
+      for (bool exp_approx : {true, false})
+        for (Arch a : {Arch::Wormhole, Arch::Blackhole}) {
+          Case c{std::string(fidelity_name(f)) + (approx ? " approx " : " exact ") +
+                     (exp_approx ? "exp_approx " : "exp_poly ") + arch_name(a),
+                 {1, 2, 128, 64}, {1, 2, 128, 64}, latest_fp32(64, 32)};
+          c.cfg.compute.math_fidelity = f;
+          c.cfg.compute.math_approx_mode = approx;
+          c.cfg.exp_approx_mode = exp_approx;
+          c.cfg.compute.arch = a;
+          expect_fast_equals_oracle(c);
+        }
 }
 
 // Scores far outside exp's range (the fast exp's unclamped inputs, zeroed
@@ -202,10 +205,12 @@ TEST(SdpaStandard, TracksFloat64Attention) {
   const Shape s{1, 2, 256, 64};
   const TileTensor q = tiles(s, 11, DataFormat::Bfloat16), k = tiles(s, 12, DataFormat::Bfloat16),
                    v = tiles(s, 13, DataFormat::Bfloat16);
+  for (bool exp_approx : {true, false}) {
   TileTensor out;
   SdpaConfig cfg = latest_fp32(64, 32);
   cfg.compute.math_fidelity = MathFidelity::HiFi4;
   cfg.compute.math_approx_mode = false;
+  cfg.exp_approx_mode = exp_approx;  // exp(m_old - m_new): accurate, or the degree-4 polynomial
   tt_sdpa_standard_oracle(q, k, v, nullptr, out, cfg);
   double sxy = 0, sxx = 0, syy = 0, sx = 0, sy = 0, maxerr = 0;
   int64_t n = 0;
@@ -229,8 +234,9 @@ TEST(SdpaStandard, TracksFloat64Attention) {
       }
     }
   const double pcc = (n * sxy - sx * sy) / std::sqrt((n * sxx - sx * sx) * (n * syy - sy * sy));
-  EXPECT_GT(pcc, 0.994);
-  EXPECT_LT(maxerr, 0.05);
+  EXPECT_GT(pcc, 0.994) << exp_approx;
+  EXPECT_LT(maxerr, 0.05) << exp_approx;
+  }
 }
 
 TEST(SdpaStandard, RefusesWhatItDoesNotModel) {
@@ -239,7 +245,7 @@ TEST(SdpaStandard, RefusesWhatItDoesNotModel) {
   SdpaConfig w = latest_fp32();
   w.sliding_window_size = 32;
   SdpaConfig e = latest_fp32();
-  e.exp_approx_mode = false;
+  e.attention_sink = {0.5f};
   for (const SdpaConfig& c : {w, e}) {
     try {
       tt_sdpa_standard_oracle(t, t, t, nullptr, out, c);

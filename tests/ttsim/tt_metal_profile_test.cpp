@@ -183,3 +183,25 @@ TEST(TtMetalProfile, MhaRunReportsTheProfileAndSeedsBindTo2024) {
   EXPECT_NE(res.exit_code, 0) << res.out;  // the atol = rtol = 0 reference check fails
   EXPECT_TRUE(contains(res.out, "tt_metal: latest")) << res.out;
 }
+
+// `mha run` end to end at latest: tt_transformers' SDPA prefill (fp32 Dst,
+// exp_approx_mode off) runs compute_common.hpp's sdpa_standard, and the run
+// says which flags that kernel ignores or inverts.
+TEST(TtMetalProfile, MhaRunLlamaAttentionAtLatest) {
+  TempDir dir;
+  json c = json::parse(read_text(repo("configs/llama_attention_ttsim.json")));
+  c["backend"]["tt_metal"] = "latest";
+  write_text(dir.file("c.json"), c.dump());
+  const CommandResult res = run_mha("run --config " + shell_quote(dir.file("c.json")) + " --json " +
+                                    shell_quote(dir.file("r.json")));
+  ASSERT_EQ(res.exit_code, 0) << res.err;
+  EXPECT_TRUE(contains(res.out, "tt_metal: latest (tenstorrent/tt-metal 15a15bf5")) << res.out;
+  EXPECT_TRUE(contains(res.out, "note: exp_approx_mode=false does not reach the score exp at tt_metal latest "
+                                "(tt-metal #56710)\n"))
+      << res.out;
+  const json j = json::parse(read_text(dir.file("r.json")));
+  EXPECT_EQ(j["backend_info"]["notes"].size(), 2u);
+  bool keyed = false;
+  for (const auto& [op, v] : j["backend_info"]["program_cache"].items()) keyed = keyed || contains(op, "scaled_dot");
+  EXPECT_TRUE(keyed) << j["backend_info"]["program_cache"];
+}

@@ -47,9 +47,10 @@ void note_ignored_flags(TtDevice& dev, const SdpaConfig& cfg) {
   if (!cfg.exp_approx_mode)
     dev.note(std::string("exp_approx_mode=false does not reach the score exp at tt_metal ") + tt_metal_name(t) +
              (t == TtMetal::Latest ? " (tt-metal #56710)" : " (the kernel's exp_tile<true>)"));
-  if (t == TtMetal::Latest && cfg.exp_approx_mode)
-    dev.note("exp_approx_mode=true gives exp(m_old - m_new) the accurate exp at tt_metal latest (inverted at the "
-             "first-column sites, tt-metal PR #56925)");
+  if (t == TtMetal::Latest)
+    dev.note(std::string("exp_approx_mode=") + (cfg.exp_approx_mode ? "true" : "false") +
+             " gives exp(m_old - m_new) the " + (cfg.exp_approx_mode ? "accurate" : "polynomial") +
+             " exp at tt_metal latest (inverted at the first-column sites, tt-metal PR #56925)");
 }
 
 }  // namespace

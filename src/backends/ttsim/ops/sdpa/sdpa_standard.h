@@ -16,7 +16,8 @@
 //     tile-wide, reduced once at the end by a matmul against a column of ones;
 //   - O·α is L1-accumulated onto the new chunk's output;
 //   - exp(m_old - m_new) takes the accurate exp when exp_approx_mode is on
-//     (the flag is inverted at that site: tt-metal PR #56925);
+//     and a degree-4 polynomial when it is off (the flag is inverted at that
+//     site: tt-metal PR #56925);
 //   - 1/sum is the legacy-compatible reciprocal on the first column, on
 //     the device's own multiply-add (Wormhole or Blackhole).
 // The oracle runs the lane models; tt_sdpa_standard runs the matrix unit's
@@ -31,8 +32,8 @@
 namespace mha::ttsim {
 
 // What this kernel's emulation does not cover yet ("" when it does): a
-// sliding window, an attention sink, exp_approx_mode=false (the polynomial
-// exp), a float32 input. The device operation refuses it in one line.
+// sliding window, an attention sink, a float32 input. The device operation
+// refuses it in one line.
 std::string sdpa_standard_gap(const TileTensor& q, const SdpaConfig& cfg);
 
 // Circular buffers per core in the factory's formats (qk_im and sums

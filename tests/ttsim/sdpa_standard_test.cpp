@@ -288,4 +288,17 @@ TEST(SdpaStandard, OpCliBitForBitWithTheOracle) {
   const Tensor got = io::read_tensor(dir.file("o.npy")), w = to_tensor(want);
   ASSERT_EQ(got.numel(), w.numel());
   EXPECT_EQ(std::memcmp(got.data<float>(), w.data<float>(), static_cast<size_t>(got.numel()) * 4), 0);
+  // Every instruction set through the `kernels` option, 1 and 3 threads: the same bits.
+  std::vector<std::string> isas = {"scalar"};
+  for (simd::Isa i : vector_isas()) isas.push_back(simd::isa_name(i));
+  for (const std::string& isa : isas)
+    for (int threads : {1, 3}) {
+      const test::CommandResult ri = test::run_mha(
+          "op sdpa" + in + " -o " + test::shell_quote(dir.file("i.npy")) +
+          " --fp32-dest-acc-en --option tt_metal=latest --option q_chunk_size=64 --option kernels=" + isa +
+          " --option threads=" + std::to_string(threads));
+      ASSERT_EQ(ri.exit_code, 0) << isa << ri.err;
+      const Tensor gi = io::read_tensor(dir.file("i.npy"));
+      EXPECT_EQ(std::memcmp(gi.data<float>(), w.data<float>(), static_cast<size_t>(w.numel()) * 4), 0) << isa;
+    }
 }

@@ -54,6 +54,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--exp-approx-mode", default="true", choices=["true", "false"],
                     help="the program config's exp_approx_mode (the test: true)")
+    ap.add_argument("--tt-metal", default="2024", choices=["2024", "latest"],
+                    help="whose kernel tt-sim emulates (the backend option tt_metal)")
     a = ap.parse_args()
     torch.manual_seed(1234)
     Q = fa_rand(1, 8, a.seq, 128)[:, :a.heads].contiguous()
@@ -64,13 +66,13 @@ def main():
         got, sec = mha.timed(["sdpa", mha.save(Q, "q"), mha.save(K, "k"), mha.save(V, "v"), "--dtype", a.dtype,
                               "--option", "q_chunk_size=256", "--option", "k_chunk_size=128",
                               "--option", f"exp_approx_mode={a.exp_approx_mode}", "--math-fidelity", "HiFi4",
-                              "--math-approx-mode=false", "--fp32-dest-acc-en"])
+                              "--math-approx-mode=false", "--fp32-dest-acc-en", "--option", f"tt_metal={a.tt_metal}"])
     gt = reference(Q, K, V)
     pcc = comp_pcc(gt, got)
     rmse = float(((gt - got.double()) ** 2).mean().sqrt())
     ok = pcc >= 0.994
     print(f"| test_sdpa_tt_large_seq, s = {a.seq} | 1, {a.heads} of 8, 1, {a.seq}, 128 | 256 / 128 | {a.dtype} | "
-          f"HiFi4, exact, fp32 Dst{'' if a.exp_approx_mode == 'true' else ', exp_approx_mode off'} | {pcc:.6f} | {rmse:.5f} (< 0.0094: {'met' if rmse < 0.0094 else '**missed**'}) | "
+          f"HiFi4, exact, fp32 Dst{'' if a.exp_approx_mode == 'true' else ', exp_approx_mode off'}, tt_metal {a.tt_metal} | {pcc:.6f} | {rmse:.5f} (< 0.0094: {'met' if rmse < 0.0094 else '**missed**'}) | "
           f"{sec:.1f} s | {'pass' if ok else 'FAIL'} |", flush=True)
     return 0 if ok else 1
 

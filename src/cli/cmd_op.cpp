@@ -205,7 +205,11 @@ void op_command(const OpFlags& f, CLI::App* sub) {
     line += " " + shape_str(in["shape"].get<Shape>()) + " " + in["dtype"].get<std::string>();
   line += " -> " + shape_str(res.output.shape()) + " " + res.info["output"]["dtype"].get<std::string>();
   if (res.info.contains("compute_kernel_config")) line += ", " + res.info["compute_kernel_config"].dump();
-  std::cout << line << "\nwrote " << f.output << "\n";
+  if (res.info.contains("tt_metal")) line += ", tt_metal " + res.info["tt_metal"]["profile"].get<std::string>();
+  std::cout << line << "\n";
+  if (res.info.contains("notes"))
+    for (const auto& n : res.info["notes"]) std::cout << "note: " << n.get<std::string>() << "\n";
+  std::cout << "wrote " << f.output << "\n";
 }
 
 }  // namespace

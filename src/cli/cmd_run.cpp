@@ -122,6 +122,13 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
                                               " (variant " + config.variant + ")"
                                         : "variant " + config.variant;
   s += config.name + ": " + what + " on backend " + rep.backend_name + "\n";
+  // A backend that emulates another's kernels names whose, and its notes.
+  const nlohmann::json& info = rep.backend_info;
+  if (info.contains("tt_metal"))
+    s += "tt_metal: " + info["tt_metal"]["profile"].get<std::string>() + " (tenstorrent/tt-metal " +
+         info["tt_metal"]["commit"].get<std::string>() + ")\n";
+  if (info.contains("notes"))
+    for (const auto& n : info["notes"]) s += "note: " + n.get<std::string>() + "\n";
   if (rep.output_rows) {  // a ring run's output too large to hold: the rows the summary shows
     const OutputRows& rows = *rep.output_rows;
     s += "output:\n" + format_torch_rows(rows.rows, rows.index, rows.shape) + "\n";

@@ -22,6 +22,7 @@
 #include "ttsim/formats.h"
 #include "ttsim/kblock.h"
 #include "ttsim/packer.h"
+#include "ttsim/revision.h"
 #include "ttsim/tile.h"
 #include "util/fields.h"
 
@@ -55,12 +56,12 @@ struct ComputeConfig {
   Numerics numerics = Numerics::Exact;
   DataFormat output = DataFormat::Bfloat16;
   bool bfp8_pack_precise = false;
-  // Softmax's reciprocal as tt-metal had it until mid-2025 (1/ln2 seed and
-  // Newton steps, sfpu_reciprocal_legacy); the seed 000 hardware run used it.
-  bool legacy_sfpu_recip = false;
   // The generation whose datapaths compute (arch.h); the backend derives
   // it from the device.
   Arch arch = Arch::Wormhole;
+  // Whose kernels the op emulates (revision.h): softmax's reciprocal, which
+  // SDPA program; the backend's `tt_metal` option sets it.
+  TtMetal tt_metal = kDefaultTtMetal;
 
   // The fields (util/fields.h): TT-NN's compute kernel config and the
   // output's packing, which key every program that computes; `flags` go to
@@ -73,8 +74,8 @@ struct ComputeConfig {
     v("numerics", numerics, "the numeric model", flags);
     v("output", output, "the output's dtype", flags);
     v("bfp8_pack_precise", bfp8_pack_precise, "the packer's source for a block-float output", flags);
-    v("legacy_sfpu_recip", legacy_sfpu_recip, "softmax's pre-2025 reciprocal", flags);
     v("arch", arch, "whose datapaths compute, from the device", flags | fields::kDerived);
+    v("tt_metal", tt_metal, "whose kernels, from the tt_metal option", flags | fields::kDerived);
   }
 };
 

@@ -142,6 +142,29 @@ float sfpu_exp_fast_approx_scaled(float x, float scale, Arch arch) {
   return f32_from_bits(sfpu_to_uint16(sfpu_mad(a_scaled, y, 32500.818359375f, arch)) << 15);
 }
 
+void sfpu_exp_fast_approx_scaled(const float* x, int64_t n, float scale, const simd::KernelTable* kern, Arch arch,
+                                 float* out) {
+  const float a_scaled = 256.0f * 1.4426950408889634f * scale, threshold = -88.5f / scale;
+  bool lanes_ok = kern != nullptr && n % 32 == 0 && std::isfinite(a_scaled);
+  thread_local std::vector<uint32_t> y, a, c, r;  // reused: one call per score row
+  y.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n && lanes_ok; ++i) {
+    const float v = std::max(x[i], threshold);
+    // mad_finite's domain: finite operands, a product well inside FP32.
+    lanes_ok = std::isfinite(v) && std::fabs(static_cast<double>(a_scaled) * v) < 1e37;
+    y[static_cast<size_t>(i)] = f32_bits(v);
+  }
+  if (!lanes_ok) {
+    for (int64_t i = 0; i < n; ++i) out[i] = sfpu_exp_fast_approx_scaled(x[i], scale, arch);
+    return;
+  }
+  a.assign(static_cast<size_t>(n), f32_bits(a_scaled));
+  c.assign(a.size(), f32_bits(32500.818359375f));
+  r.resize(a.size());
+  kern->mad_finite(a.data(), y.data(), c.data(), n, r.data());
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_from_bits(sfpu_to_uint16(f32_from_bits(r[static_cast<size_t>(i)])) << 15);
+}
+
 float sfpu_exp(float x, bool math_approx_mode, bool fp32_dest, Arch arch) {
   return sfpu_store(sfpu_exp_lane(x, exp_algorithm(math_approx_mode, fp32_dest), arch), fp32_dest);
 }

@@ -8,6 +8,7 @@
 // Algorithms follow tt-llk's ckernel_sfpu_exp.h / ckernel_sfpu_recip.h; see
 // docs/TTSIM.md for which TT-NN setting selects which.
 #include "ttsim/matrix_unit.h"
+#include "ttsim/simd/kernels.h"
 #include "ttsim/tile.h"
 
 namespace mha::ttsim {
@@ -35,6 +36,11 @@ float sfpu_exp(float x, bool math_approx_mode, bool fp32_dest, Arch arch = Arch:
 // y = max(x, -88.5f / scale), then A*scale * y + (B-C) on the SFPU, rounded
 // to uint16 and shifted into the exponent: exp(x * scale) before the store.
 float sfpu_exp_fast_approx_scaled(float x, float scale, Arch arch = Arch::Wormhole);
+// The same over n values (n a multiple of 32 for `kern`); with `kern` the
+// multiply-adds run on its lanes (mad_finite) where every operand allows
+// it, bit-identical to the lane model (x and out may alias).
+void sfpu_exp_fast_approx_scaled(const float* x, int64_t n, float scale, const simd::KernelTable* kern, Arch arch,
+                                 float* out);
 
 // Reciprocal lane. Wormhole: quadratic estimate on [1,2) and
 // `newton_iters` Newton steps (at least one). Blackhole: SFPARECIP's

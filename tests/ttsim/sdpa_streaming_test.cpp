@@ -274,17 +274,18 @@ TEST(TtsimSdpaStreaming, CircularBuffersAsTheFactorySizesThem) {
 TEST(TtsimSdpaStreaming, RunsOnTheDeviceFrame) {
   TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "backend"));
   const TileTensor q = tiles({1, 2, 128, 64}, 1, DataFormat::Bfloat16), k = tiles({1, 1, 128, 64}, 2, DataFormat::Bfp8_b);
+  SdpaConfig latest = cfg(64, 64);
+  latest.compute.tt_metal = TtMetal::Latest;  // run_sdpa's program: streaming at latest with a 16-bit Dst
   TileTensor want;
-  tt_sdpa_streaming_oracle(q, k, k, nullptr, want, cfg(64, 64));
-  EXPECT_TRUE(same_bits(run_sdpa_streaming(dev, "sdpa", q, k, k, nullptr, cfg(64, 64)), want));
-  SdpaConfig fp32 = cfg(64, 64);
-  fp32.compute.fp32_dest_acc_en = true;
-  EXPECT_THROW(run_sdpa_streaming(dev, "sdpa", q, k, k, nullptr, fp32), InputError);
+  tt_sdpa_streaming_oracle(q, k, k, nullptr, want, latest);
+  EXPECT_TRUE(same_bits(run_sdpa(dev, "sdpa", q, k, k, nullptr, latest), want));
   const TileTensor f32 = make_tile_tensor({1, 1, 128, 64}, DataFormat::Float32);
-  EXPECT_THROW(run_sdpa_streaming(dev, "sdpa", q, f32, f32, nullptr, cfg(64, 64)), InputError);
+  EXPECT_THROW(run_sdpa(dev, "sdpa", q, f32, f32, nullptr, latest), InputError);
   // 1024-key chunks of dh 256 need more than a core's L1.
   const TileTensor big = make_tile_tensor({1, 1, 1024, 256}, DataFormat::Bfloat16);
-  EXPECT_THROW(run_sdpa_streaming(dev, "sdpa", big, big, big, nullptr, cfg(1024, 1024)), DeviceOutOfMemory);
+  SdpaConfig huge = cfg(1024, 1024);
+  huge.compute.tt_metal = TtMetal::Latest;
+  EXPECT_THROW(run_sdpa(dev, "sdpa", big, big, big, nullptr, huge), DeviceOutOfMemory);
 }
 
 TEST(TtsimSdpaStreaming, RefusesWhatTheKernelDoesNotTake) {

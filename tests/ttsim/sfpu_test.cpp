@@ -106,3 +106,29 @@ TEST(TtsimSfpu, SoftmaxTracksReferenceAndMasksHugeNegatives) {
       for (int i = 0; i < 8; ++i) EXPECT_NEAR(out.at(0, 0, i), ref[i] / s, tol) << i << approx << fp32;
     }
 }
+
+// The scaled fast exp over a row: on every vector instruction set and both
+// architectures the same bits as the lane model, element by element,
+// including inputs the vector multiply-add cannot take (Inf, NaN, huge).
+TEST(TtsimSfpu, ScaledFastApproxExpRowEqualsTheLaneModel) {
+  std::vector<float> x(256);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(static_cast<float>(i % 37) - 18.0f, static_cast<int>(i % 9) - 3);
+  std::vector<float> edges = x;
+  edges[3] = -std::numeric_limits<float>::infinity();
+  edges[70] = std::numeric_limits<float>::quiet_NaN();
+  edges[100] = 3e38f;
+  for (const std::vector<float>* in : {&x, &edges})
+    for (Arch a : {Arch::Wormhole, Arch::Blackhole})
+      for (simd::Isa isa : {simd::Isa::Avx2, simd::Isa::Avx512}) {
+        const simd::KernelTable* k = simd::kernels_for(isa, a);
+        if (!k) continue;
+        for (float scale : {0.08838835f, 1.0f, 3.5f}) {
+          std::vector<float> got(in->size());
+          sfpu_exp_fast_approx_scaled(in->data(), static_cast<int64_t>(in->size()), scale, k, a, got.data());
+          for (size_t i = 0; i < got.size(); ++i) {
+            const float want = sfpu_exp_fast_approx_scaled((*in)[i], scale, a);
+            EXPECT_EQ(f32_bits(got[i]), f32_bits(want)) << i << " scale " << scale << " " << simd::isa_name(isa);
+          }
+        }
+      }
+}

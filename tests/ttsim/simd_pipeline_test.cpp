@@ -44,20 +44,20 @@ TEST(TtsimSimdOps, SoftmaxEveryConfiguration) {
   for (simd::Isa isa : simd::vector_isas())
     for (bool approx : {true, false})
       for (bool fp32 : {false, true})
-        for (bool legacy : {false, true})
+        for (TtMetal profile : {TtMetal::Latest, TtMetal::R2024})
           for (DataFormat in_f : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Float32}) {
             // 70 columns: the padded ones are masked before exp.
             TileTensor x = random_tiles(rng, {2, 3, 40, 70}, in_f, approx ? 4.0f : 20.0f);
             ComputeConfig cfg = softmax_default_config();
             cfg.math_approx_mode = approx;
             cfg.fp32_dest_acc_en = fp32;
-            cfg.legacy_sfpu_recip = legacy;
+            cfg.tt_metal = profile;  // the reciprocal: quadratic at latest, 1/ln2-seeded at 2024
             cfg.output = fp32 ? DataFormat::Float32 : DataFormat::Bfloat16;
             TileTensor want, got;
             tt_softmax(x, want, cfg, Exec{simd::Isa::Scalar, nullptr});
             tt_softmax(x, got, cfg, Exec{isa, &pool});
             ASSERT_TRUE(same_bits(want.data, got.data)) << simd::isa_name(isa) << " approx=" << approx << " fp32=" << fp32
-                                                        << " legacy=" << legacy << " in " << format_name(in_f);
+                                                        << " tt_metal=" << tt_metal_name(profile) << " in " << format_name(in_f);
           }
 }
 

@@ -116,6 +116,7 @@ class TtSimBackend : public Backend {
   nlohmann::json describe() const override {
     nlohmann::json j = {{"device", opt_.device.name},
                         {"arch", arch_name(opt_.device.arch)},
+                        {"tt_metal", tt_metal_json(opt_.tt_metal)},
                         {"grid", {opt_.device.grid_y, opt_.device.grid_x}},
                         {"l1_bytes_per_core", opt_.device.l1_bytes},
                         {"dram_bytes", opt_.device.dram_bytes},
@@ -124,6 +125,7 @@ class TtSimBackend : public Backend {
                         {"threads", threads()}};
     if (last_) j.update(*last_);
     j["program_cache"] = dev_.per_op_json();
+    if (!dev_.notes().empty()) j["notes"] = dev_.notes();
     return j;
   }
 

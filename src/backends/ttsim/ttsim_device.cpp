@@ -1,5 +1,6 @@
 #include "backends/ttsim/ttsim_device.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "util/error.h"
@@ -117,6 +118,10 @@ void TtDevice::check_memory_cb(const std::string& op, const std::vector<const Ti
                           std::to_string(out_bank) + " B (tt-sim: op " + op + " needs " + std::to_string(per_bank) +
                           " B per " + kind + " bank, " + std::to_string(total) + " B in all, of " +
                           std::to_string(capacity) + " B per bank on " + opt_.device.name + ")");
+}
+
+void TtDevice::note(const std::string& line) {
+  if (std::find(notes_.begin(), notes_.end(), line) == notes_.end()) notes_.push_back(line);
 }
 
 }  // namespace mha::ttsim

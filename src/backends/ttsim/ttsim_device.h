@@ -59,6 +59,13 @@ class TtDevice {
   // call (all runs), with the emulated multiply-add phases of matmuls.
   nlohmann::json per_op_json() const;
 
+  // One-line notes an op leaves for the user: a flag the emulated kernel
+  // ignores or inverts at this tt_metal profile, a wrong result tt-metal's
+  // issues record and the emulation reproduces. Each note once, in order;
+  // `mha op`, `mha run` and --json print them.
+  void note(const std::string& line);
+  const std::vector<std::string>& notes() const { return notes_; }
+
   // Times one op call on the host (muted inner steps count for the op name
   // they are called with); mac_phases: lane multiply-adds x fidelity phases.
   class OpTimer {
@@ -93,6 +100,7 @@ class TtDevice {
   };
   std::map<std::string, OpTime> times_;
   CacheStats total_;
+  std::vector<std::string> notes_;
   int64_t resident_per_bank_ = 0, resident_total_ = 0;
 };
 

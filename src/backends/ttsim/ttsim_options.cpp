@@ -31,6 +31,13 @@ const std::vector<std::pair<const char*, MemoryKind>>& field_choices(MemoryKind*
 
 const char* memory_name(MemoryKind m) { return m == MemoryKind::L1 ? "L1" : "DRAM"; }
 
+void apply_device(ComputeConfig& c, const TtOptions& o) {
+  c.arch = o.device.arch;
+  c.tt_metal = o.tt_metal;
+}
+
+nlohmann::json tt_metal_json(TtMetal t) { return {{"profile", tt_metal_name(t)}, {"commit", tt_metal_commit(t)}}; }
+
 TtOptions parse_tt_options(const nlohmann::ordered_json& options, const std::string& json_path) {
   TtOptions o;
   // Fields parse in declaration order: the device before core_grid, which

@@ -61,6 +61,9 @@ struct TtOptions {
   std::optional<MemoryKind> memory;
   std::optional<Grid> core_grid;
   Numerics numerics = Numerics::Exact;
+  // Whose program factories and kernels (ttsim/revision.h): "2024" or
+  // "latest"; every op's compute config carries it (apply_device).
+  TtMetal tt_metal = kDefaultTtMetal;
   // "attention": the spec's default (AttentionKernel) unless given; "sdpa"
   // where the spec cannot run as SDPA is refused, and "ops" for a spec with
   // a rotary embedding (the op-by-op pipelines have no rotary op).
@@ -84,6 +87,12 @@ TtOptions parse_tt_options(const nlohmann::ordered_json& options, const std::str
 std::string tt_options_help();
 
 const char* memory_name(MemoryKind m);
+
+// What the options fix in every op's compute config: the device's Arch and
+// the tt_metal profile (one place, so no op forgets one).
+void apply_device(ComputeConfig& c, const TtOptions& o);
+// {"profile": "2024", "commit": "..."}: what --json and the reports name.
+nlohmann::json tt_metal_json(TtMetal t);
 
 }  // namespace mha::ttsim
 
@@ -151,6 +160,14 @@ void TtOptions::fields(V& v) {
       if (!fields::Codec<Grid>::parse(j, parsed) || parsed.y > device.grid_y || parsed.x > device.grid_x)
         throw InputError(where + ": expected " + expected + ", found " + j.dump());
       g = parsed;
+    });
+  // `--option tt_metal=2024` reaches here as the number 2024: taken as "2024".
+  v("tt_metal", tt_metal,
+    "whose kernels: \"2024\" (default; SDPA at 0255f50, softmax's 1/ln2-seeded reciprocal) or \"latest\"", kNone,
+    [](const fields::json& j, TtMetal& t, const std::string& where) {
+      const fields::json name = j.is_number_integer() && j.get<int64_t>() == 2024 ? fields::json("2024") : j;
+      if (!fields::Codec<TtMetal>::parse(name, t))
+        throw InputError(where + ": expected " + fields::Codec<TtMetal>::expected() + ", found " + j.dump());
     });
   v("numerics", numerics, "the numeric model: exact (default)", kNone,
     [](const fields::json& j, Numerics& n, const std::string& where) {

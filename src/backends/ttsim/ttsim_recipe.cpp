@@ -68,7 +68,7 @@ Recipe make_recipe(OpSequence ops, const TtOptions& o) {
   mm.bfp8_pack_precise = r.bfp8_pack_precise;
   mm.math_approx_mode = o.math_approx_mode.value_or(true);
   mm.numerics = o.numerics;
-  mm.arch = o.device.arch;
+  apply_device(mm, o);
   // `@` without core_grid: HiFi2 unless both operands are block float; a
   // core_grid (seed 000, the fused seed) selects LoFi.
   const bool plain_ops = ops == OpSequence::TtnnMha;
@@ -81,9 +81,8 @@ Recipe make_recipe(OpSequence ops, const TtOptions& o) {
   r.softmax.fp32_dest_acc_en = r.fp32_dest;
   r.softmax.bfp8_pack_precise = r.bfp8_pack_precise;
   r.softmax.numerics = o.numerics;
-  r.softmax.arch = o.device.arch;
+  apply_device(r.softmax, o);
   r.softmax.output = r.scores_out;
-  r.softmax.legacy_sfpu_recip = true;  // what seed 000's hardware run computed
   const int dy = o.device.grid_y, dx = o.device.grid_x;
   Grid g{dy, dx};
   if (ops == OpSequence::Book) g = {std::min(8, dy), std::min(8, dx)};

@@ -17,7 +17,7 @@ ComputeConfig kernel_config(MathFidelity f, bool approx, const TtOptions& o) {
   c.fp32_dest_acc_en = o.fp32_dest_acc_en.value_or(true);
   c.bfp8_pack_precise = o.bfp8_pack_precise.value_or(false);
   c.numerics = o.numerics;
-  c.arch = o.device.arch;
+  apply_device(c, o);
   return c;
 }
 

@@ -90,6 +90,7 @@ OpResult run_tt_op(const OpRequest& req) {
   info["op"] = d.name;
   info["device"] = o.device.name;
   info["arch"] = arch_name(o.device.arch);
+  info["tt_metal"] = tt_metal_json(o.tt_metal);
   info["inputs"] = nlohmann::json::array();
   for (int i = 0; i < n; ++i) {
     const OpInput& in = req.inputs[static_cast<size_t>(i)];
@@ -108,6 +109,7 @@ OpResult run_tt_op(const OpRequest& req) {
   info["memory_config"] = memory_name(dev.memory());
   info["program_cache"] = dev.per_op_json();
   info["programs"] = dev.program_keys();
+  if (!dev.notes().empty()) info["notes"] = dev.notes();
   return res;
 }
 

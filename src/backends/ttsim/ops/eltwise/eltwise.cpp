@@ -23,16 +23,18 @@ bool eltwise_fp32(const OpCall& c) {
 }
 
 TileTensor run_add_op(OpCall& c) {
-  const EltwiseAttributes at =
+  EltwiseAttributes at =
       eltwise_attributes(c.out_format, eltwise_fp32(c), c.opt.bfp8_pack_precise.value_or(false), c.opt.device.arch);
+  apply_device(at.compute, c.opt);
   c.info["compute_kernel_config"] = {{"fp32_dest_acc_en", at.compute.fp32_dest_acc_en}};
   c.info["attributes"] = fields::json_of(at);
   return run_add(c.dev, c.program, c.in[0], c.in[1], at);
 }
 
 TileTensor run_multiply_op(OpCall& c) {
-  const EltwiseAttributes at = eltwise_attributes(c.out_format, eltwise_fp32(c), c.opt.bfp8_pack_precise.value_or(false),
-                                                  c.opt.device.arch, c.opt.math_fidelity.value_or(MathFidelity::HiFi4));
+  EltwiseAttributes at = eltwise_attributes(c.out_format, eltwise_fp32(c), c.opt.bfp8_pack_precise.value_or(false),
+                                            c.opt.device.arch, c.opt.math_fidelity.value_or(MathFidelity::HiFi4));
+  apply_device(at.compute, c.opt);
   c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(at.compute.math_fidelity)},
                                      {"fp32_dest_acc_en", at.compute.fp32_dest_acc_en}};
   c.info["attributes"] = fields::json_of(at);

@@ -50,7 +50,7 @@ TileTensor run_matmul_op(OpCall& c) {
   const bool lofi = (block_float(c.in[0].format) && block_float(c.in[1].format)) || o.core_grid.has_value();
   cfg.math_fidelity = o.math_fidelity.value_or(lofi ? MathFidelity::LoFi : MathFidelity::HiFi2);
   cfg.fp32_dest_acc_en = o.fp32_dest_acc_en.value_or(false);
-  cfg.arch = o.device.arch;
+  apply_device(cfg, o);
   cfg.math_approx_mode = o.math_approx_mode.value_or(true);
   cfg.numerics = o.numerics;
   cfg.output = c.out_format;

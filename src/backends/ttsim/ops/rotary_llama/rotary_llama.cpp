@@ -25,7 +25,7 @@ TileTensor run_rotary_op(OpCall& c) {
   cfg.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi4);
   cfg.math_approx_mode = c.opt.math_approx_mode.value_or(true);
   cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
-  cfg.arch = c.opt.device.arch;
+  apply_device(cfg, c.opt);
   cfg.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
   cfg.output = c.out_format;
   const TileTensor trans = c.in.size() == 4 ? c.in[3] : rotary_llama_trans_mat(c.in[0].format);

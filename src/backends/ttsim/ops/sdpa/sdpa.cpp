@@ -31,7 +31,7 @@ TileTensor run_sdpa_op(OpCall& c) {
   cfg.compute.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi2);
   cfg.compute.math_approx_mode = c.opt.math_approx_mode.value_or(true);
   cfg.compute.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
-  cfg.compute.arch = c.opt.device.arch;
+  apply_device(cfg.compute, c.opt);
   cfg.compute.output = c.out_format;
   cfg.compute.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
   const bool packer_l1_acc = c.opt.packer_l1_acc.value_or(false);

@@ -18,15 +18,11 @@ void validate_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v
 int64_t sdpa_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
                       const SdpaConfig& cfg);
 
-// validate, the frame (device_op.h), the kernel: [b, nqh, s, dh] in
+// validate, the frame (device_op.h), the program the factory picks for
+// the profile (2024's kernel; at latest the streaming kernel with a 16-bit
+// Dst, sdpa_standard with an fp32 one): [b, nqh, s, dh] in
 // cfg.compute.output.
 TileTensor run_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
                     const TileTensor& v, const TileTensor* mask, const SdpaConfig& cfg);
-
-// The same frame around the streaming kernel (sdpa_streaming.h), which
-// TT-NN runs at tt_metal latest when fp32_dest_acc_en is off: its checks,
-// its circular buffers, tt_sdpa_streaming. The caller picks it by profile.
-TileTensor run_sdpa_streaming(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
-                              const TileTensor& v, const TileTensor* mask, const SdpaConfig& cfg);
 
 }  // namespace mha::ttsim

@@ -62,7 +62,7 @@ TileTensor run_sdpa_decode_op(OpCall& c) {
   cfg.compute.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi2);
   cfg.compute.math_approx_mode = c.opt.math_approx_mode.value_or(true);
   cfg.compute.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
-  cfg.compute.arch = c.opt.device.arch;
+  apply_device(cfg.compute, c.opt);
   const Grid g = c.opt.core_grid.value_or(Grid{c.opt.device.grid_y, c.opt.device.grid_x});
   cfg.grid_y = g.y;
   cfg.grid_x = g.x;

@@ -20,6 +20,10 @@ TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor&
                            const std::vector<int64_t>& cur_pos, const std::vector<std::vector<int64_t>>* page_table,
                            const SdpaDecodeConfig& cfg) {
   const std::string op = sdpa_decode_program(page_table != nullptr);
+  // Issue 27 item 4: the decode kernel at `latest` (merge exp, half-tile Q,
+  // explicit mask, block padding) is not emulated yet.
+  if (cfg.compute.tt_metal != TtMetal::R2024)
+    refuse_unmodelled("sdpa-decode", "the decode kernel (sdpa_flash_decode.cpp)", cfg.compute.tt_metal);
   TtDevice::OpTimer timer(dev, op);
   const int64_t S = page_table ? k.shape[2] * static_cast<int64_t>((*page_table)[0].size()) : k.shape[2];
   const int64_t chunk = sdpa_decode_k_chunk_size(cfg, S, page_table != nullptr, cur_pos.empty() ? 0 : cur_pos[0]);

@@ -13,7 +13,7 @@ TileTensor run_softmax_op(OpCall& c) {
   cfg.math_fidelity = c.opt.math_fidelity.value_or(cfg.math_fidelity);
   cfg.math_approx_mode = c.opt.math_approx_mode.value_or(cfg.math_approx_mode);
   cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(cfg.fp32_dest_acc_en);
-  cfg.arch = c.opt.device.arch;
+  apply_device(cfg, c.opt);
   cfg.numerics = c.opt.numerics;
   cfg.output = c.out_format;
   cfg.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
@@ -27,7 +27,7 @@ TileTensor run_softmax_op(OpCall& c) {
 }  // namespace
 
 extern const TtOpDesc kOpSoftmax = {
-    "softmax", "A", "ttnn.softmax(dim=-1), numeric_stable=false (current quadratic reciprocal)",
+    "softmax", "A", "ttnn.softmax(dim=-1), numeric_stable=false; the reciprocal per tt_metal: 1/ln2-seeded (2024), quadratic (latest)",
     "HiFi4, approx on, fp32 Dst off", 1, 1, false, false, {}, nullptr, nullptr, run_softmax_op};
 
 }  // namespace mha::ttsim

@@ -86,8 +86,11 @@ void tt_softmax(const TileTensor& in, TileTensor& out, const ComputeConfig& cfg,
     }
     for (int64_t r = 0; r < kTile; ++r) {
       const float sum = f32_from_bits(sums[r]);
-      float recip = cfg.legacy_sfpu_recip ? sfpu_reciprocal_legacy(sum, cfg.math_approx_mode, fp32, cfg.arch)
-                                          : sfpu_reciprocal(sum, cfg.math_approx_mode, fp32, cfg.arch);
+      // recip_tile: the 1/ln2-seeded reciprocal until mid-2025 (the one seed
+      // 000's hardware run matched), the quadratic one since.
+      const bool legacy = cfg.tt_metal == TtMetal::R2024;
+      float recip = legacy ? sfpu_reciprocal_legacy(sum, cfg.math_approx_mode, fp32, cfg.arch)
+                           : sfpu_reciprocal(sum, cfg.math_approx_mode, fp32, cfg.arch);
       pack_from_dst(&recip, &recip, 1, im, fp32, cfg.bfp8_pack_precise);
       const float* e = &s.e[r * W];
       if (kern) {

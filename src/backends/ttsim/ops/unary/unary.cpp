@@ -15,7 +15,7 @@ TileTensor run_unary_op(OpCall& c, UnaryOp u) {
   at.compute.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(c.in[0].format == DataFormat::Float32 ||
                                                                 c.out_format == DataFormat::Float32);
   at.compute.output = c.out_format;
-  at.compute.arch = c.opt.device.arch;
+  apply_device(at.compute, c.opt);
   at.compute.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
   c.info["compute_kernel_config"] = {{"math_approx_mode", at.compute.math_approx_mode},
                                      {"fp32_dest_acc_en", at.compute.fp32_dest_acc_en}};

@@ -153,7 +153,7 @@ CONFIGS = {
                         sliding_window=4, sliding_window_pattern=3, rope_theta=1000000.0, rope_local_base_freq=10000.0,
                         rope_scaling={"factor": 8.0, "rope_type": "linear"}, attn_logit_softcapping=None,
                         final_logit_softcapping=None, attention_bias=False),
-    "gpt_oss": base("gpt_oss", "GptOssForCausalLM", head_dim=16, attention_bias=True, sliding_window=4,
+    "gpt_oss": base("gpt_oss", "GptOssForCausalLM", head_dim=32, attention_bias=True, sliding_window=4,
                     layer_types=["sliding_attention", "full_attention"], rope_theta=150000.0,
                     max_position_embeddings=131072, num_local_experts=2, num_experts_per_tok=1, experts_per_token=1,
                     swiglu_limit=7.0, router_aux_loss_coef=0.9, output_router_logits=False,

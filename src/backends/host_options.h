@@ -6,6 +6,7 @@
 
 #include "util/error.h"
 #include "util/fields.h"
+#include "vec/isa.h"
 
 namespace mha {
 
@@ -24,6 +25,14 @@ struct HostOptions {
     v("kernels", kernels, "the kernels' instruction set: \"auto\" (default), \"avx512\", \"avx2\" (tt-sim also "
       "\"scalar\", the lane models)");
   }
+
+  // The vector width `kernels` names, as the level of that width this CPU
+  // runs (each kernel family then runs its widest instance within it, e.g.
+  // avx512's VNNI decode): "auto" the widest, "scalar" only where
+  // `scalar_ok` (tt-sim's lane models). One table for every backend, so the
+  // names and the messages cannot drift apart. Throws InputError naming
+  // `where` + ".kernels": an unknown name, or a width this CPU lacks.
+  vec::Isa isa(const std::string& where, bool scalar_ok) const;
 };
 
 }  // namespace mha

@@ -28,8 +28,4 @@ struct Exec {
   void parallel_for(int64_t count, const std::function<void(int64_t task, int thread)>& fn) const;
 };
 
-// Parses "auto", "scalar", "avx2", "avx512"; throws InputError for other
-// names and for an instruction set this CPU lacks.
-simd::Isa isa_from_name(const std::string& name);
-
 }  // namespace mha::ttsim

@@ -259,6 +259,29 @@ TEST(Decode, ChunkKernelsMatchFloat64) {
   }
 }
 
+// A one-token step's projections are matrix-vector products cut into
+// per-thread row blocks (cpu_decode.cpp gemv): each block is its own
+// OpenBLAS call, so an element's bits must not depend on where the blocks
+// fall. 1040 features: 3120 q/k/v rows and 1040 output rows split in 4 to
+// 20 blocks (a 16-row remainder in some splits, none in others); the cache
+// stays below one key chunk, so only the projections see the thread count.
+TEST(Decode, CpuStepBitsDoNotDependOnThreadCount) {
+  DCase c;
+  c.P = 3, c.T = 3, c.H = 8, c.Hkv = 8, c.dh = 130, c.E = 1040, c.bias = true;
+  std::mt19937 g(11);
+  const AttentionSpec spec = make_spec(c, g);
+  const Tensor x = rand_tensor(g, {c.B, c.P + c.T, c.E}, -2, 2);
+  std::vector<double> first;
+  for (int threads : {1, 2, 3, 5}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    auto cpu = make_cpu_backend({{"threads", threads}}, "backend");
+    const std::vector<double> y = decode(*cpu, spec, c, x, CacheDtype::Float32).to_f64();
+    if (first.empty()) first = y;
+    ASSERT_EQ(y.size(), first.size());
+    EXPECT_EQ(std::memcmp(y.data(), first.data(), sizeof(double) * y.size()), 0);
+  }
+}
+
 TEST(Decode, UnsupportedSpecsGiveOneLine) {
   std::mt19937 g(3);
   DCase c;

@@ -87,11 +87,7 @@ TEST(SpecFeatures, TtSimRefusesWhatItDoesNotEmulateAndTakesRopeScalings) {
     void (*set)(AttentionSpec&, std::mt19937&);
   };
   const Feature features[] = {
-      {"QK RMSNorm", [](AttentionSpec& s, std::mt19937& r) {
-         s.qk_norm = QkNorm{test::rand_tensor(r, {32}, -1, 1), test::rand_tensor(r, {32}, -1, 1)};
-       }},
       {"softcap", [](AttentionSpec& s, std::mt19937&) { s.softcap = 30.0; }},
-      {"sinks", [](AttentionSpec& s, std::mt19937& r) { s.sinks = test::rand_tensor(r, {2}, -1, 1); }},
       {"partial rotary", [](AttentionSpec& s, std::mt19937&) { s.rope->rotary_dim = 16; }},
       {"interleaved", [](AttentionSpec& s, std::mt19937&) { s.rope->interleaved = true; }},
   };
@@ -104,6 +100,29 @@ TEST(SpecFeatures, TtSimRefusesWhatItDoesNotEmulateAndTakesRopeScalings) {
     ASSERT_TRUE(why_decode) << f.word;
     EXPECT_NE(why_decode->find(f.word), std::string::npos) << *why_decode;
     EXPECT_THROW(tt->run(s, in, {}), InputError) << f.word;
+  }
+}
+
+// QK-norm and sinks run as TT-NN's model code runs them, on the SDPA
+// pipeline only (tests/ttsim/hf_families_ttsim_test.cpp holds their
+// numbers); attention "ops" refuses them naming the feature.
+TEST(SpecFeatures, TtSimRunsQkNormAndSinksOnSdpaOnly) {
+  std::mt19937 g(5);
+  const AttentionInputs in = inputs(g);
+  auto tt = make_ttsim_backend(nlohmann::ordered_json::object(), "backend");
+  auto ops = make_ttsim_backend({{"attention", "ops"}}, "backend");
+  AttentionSpec norm = base_spec(g), sinks = base_spec(g);
+  norm.qk_norm = QkNorm{test::rand_tensor(g, {32}, -1, 1), test::rand_tensor(g, {32}, -1, 1)};
+  sinks.sinks = test::rand_tensor(g, {2}, -1, 1);
+  for (const auto& [s, word] : {std::pair{&norm, "QK RMSNorm"}, {&sinks, "sinks"}}) {
+    EXPECT_FALSE(tt->supports(*s, in)) << *tt->supports(*s, in);
+    EXPECT_FALSE(tt->supports_decode(*s)) << *tt->supports_decode(*s);
+    EXPECT_EQ(tt->run(*s, in, {}).output.shape(), (Shape{1, 8, 64}));
+    AttentionSpec plain = *s;
+    plain.rope.reset();  // a rotary spec is refused on "ops" for its rope first
+    const auto why = ops->supports(plain, in);
+    ASSERT_TRUE(why) << word;
+    EXPECT_NE(why->find(word), std::string::npos) << *why;
   }
 }
 

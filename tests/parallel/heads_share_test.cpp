@@ -131,6 +131,13 @@ TEST(HeadsShare, CpuChunkedOnOneSideOnly) {
   json.replace(json.find("[2, 100"), 7, "[3, 100");
   check("cpu", json, 2, 1);
   check("cpu", json, 2, 2);
+  // Sequences longer than a chunk, ending off a row block: one process's
+  // query chunks stop inside a batch, where the share's whole-batch calls
+  // (in kRowBlock rows) must stop too.
+  cpu::chunk_policy() = {500 * 32, 2 * 96, 1};
+  json = llama(64, 8, 2, 8, 500, false);
+  check("cpu", json, 2, 1);
+  check("cpu", json, 2, 2);
   cpu::chunk_policy() = saved;
 }
 

@@ -69,6 +69,22 @@ def test_linear_with_bias(device, cli):
     assert_same_bits(out_of(got), want)
 
 
+def test_rms_norm(device, cli):
+    """Qwen3's QK-norm call: bf16 heads, a bf16 ROW_MAJOR weight [1, 1, dh/32, 32],
+    tt_transformers' HiFi2 / exact / fp32 Dst config."""
+    torch.manual_seed(9)
+    x, w = torch.randn(1, 4, 40, 64), torch.rand(1, 1, 2, 32) + 0.5
+    cfg = ttnn.WormholeComputeKernelConfig(math_fidelity=ttnn.MathFidelity.HiFi2, math_approx_mode=False,
+                                           fp32_dest_acc_en=True, packer_l1_acc=True)
+    got = ttnn.rms_norm(dev_tensor(device, x), epsilon=1e-6,
+                        weight=dev_tensor(device, w, layout=ttnn.ROW_MAJOR_LAYOUT), compute_kernel_config=cfg)
+    want = cli.op("rms-norm", x, w, epsilon=1e-6, math_fidelity="HiFi2", math_approx_mode=False,
+                  fp32_dest_acc_en=True, packer_l1_acc=True)
+    assert_same_bits(out_of(got), want)
+    with pytest.raises(mha.Error, match="residual_input_tensor"):
+        ttnn.rms_norm(dev_tensor(device, x), residual_input_tensor=dev_tensor(device, x))
+
+
 def test_eltwise(device, cli):
     torch.manual_seed(4)
     a, m = torch.randn(2, 4, 64, 64), torch.randn(2, 1, 1, 64)

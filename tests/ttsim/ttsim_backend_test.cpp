@@ -231,7 +231,7 @@ TEST(TtSimBackend, BadOptionsExitTwoNamingTheKey) {
   expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "threads": 0})")),
                "backend.threads: expected an integer from 1 to 1024, found 0");
   expect_error(run_config(dir, book_with_backend(R"({"name": "tt-sim", "kernels": "sse"})")),
-               "unknown tt-sim kernels 'sse': expected auto, scalar, avx2 or avx512");
+               "backend.kernels: expected \"auto\", \"scalar\", \"avx512\" or \"avx2\", found \"sse\"");
   // grayskull's 12-wide grid admits x = 12.
   auto ok = run_config(dir, book_with_backend(R"({"name": "tt-sim", "device": "grayskull", "core_grid": [8, 12]})"));
   EXPECT_EQ(ok.exit_code, 0) << ok.err;

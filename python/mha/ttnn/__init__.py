@@ -10,7 +10,7 @@ from . import device, experimental, transformer
 from .device import Device, close_device, open_device, CreateDevice, CloseDevice
 from .experimental import fill_cache, update_cache
 from .operations import (add, concat, exp, get_fallback_function, linear, matmul, mul, multiply, permute, rand,
-                         reciprocal, reshape, softmax)
+                         reciprocal, reshape, rms_norm, softmax)
 from .tensor import Shape, Tensor, deallocate, from_device, from_torch, to_device, to_layout, to_torch
 from .types import (BlackholeComputeKernelConfig, BufferType, CoreCoord, CoreGrid, DataTypeNamespace as DataType,
                     DispatchCoreAxis, DispatchCoreConfig, DispatchCoreType, DRAM_MEMORY_CONFIG,

@@ -114,6 +114,16 @@ def reciprocal(input_tensor, *, memory_config=None, output_tensor=None):
     return run_op("reciprocal", "reciprocal", [input_tensor], memory_config=memory_config)
 
 
+def rms_norm(input_tensor, *, epsilon=1e-12, weight=None, bias=None, residual_input_tensor=None, memory_config=None,
+             program_config=None, compute_kernel_config=None):
+    """ttnn.rms_norm, interleaved (`mha op rms-norm`): the weight as the model
+    holds it (bfloat16 ROW_MAJOR, one value per column of the input)."""
+    _refuse("rms_norm", bias=bias, residual_input_tensor=residual_input_tensor, program_config=program_config)
+    tensors = [input_tensor] + ([weight] if weight is not None else [])
+    return run_op("rms_norm", "rms-norm", tensors, memory_config=memory_config,
+                  compute_kernel_config=compute_kernel_config, params={"epsilon": float(epsilon)})
+
+
 def rand(shape, *, device=None, dtype=bfloat16, layout=TILE_LAYOUT, memory_config=None, low=0.0, high=1.0, seed=0):
     """ttnn.rand on tt-sim: uniform values in [low, high) drawn on the HOST
     by torch's CPU generator (float32 torch.rand; seed 0 uses the global

@@ -196,16 +196,7 @@ std::unique_ptr<Backend> make_cpu_backend(const nlohmann::ordered_json& options,
   int threads = o.host.threads;
   if (threads < 1) threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads < 1) threads = 1;
-  vec::Isa isa = vec::best_isa();
-  if (o.host.kernels == "avx2")
-    isa = vec::Isa::Avx2;
-  else if (o.host.kernels == "avx512")
-    isa = vec::Isa::Avx512;
-  else if (o.host.kernels != "auto")
-    throw InputError(json_path + ".kernels: expected \"auto\", \"avx512\" or \"avx2\", found " +
-                     nlohmann::json(o.host.kernels).dump());
-  if (!cpu::flash_isa_available(isa))
-    throw InputError(json_path + ".kernels: \"avx512\" asked for, but this CPU lacks AVX-512 (F, BW, CD, DQ, VL)");
+  const vec::Isa isa = o.host.isa(json_path, /*scalar_ok=*/false);
   return std::make_unique<CpuBackend>(threads, isa, o.decode_tuning);
 }
 

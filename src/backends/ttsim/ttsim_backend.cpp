@@ -21,20 +21,26 @@ using namespace ttsim;
 // the device's program cache.
 // The spec features of today's models that tt-sim's pipelines do not
 // emulate yet. Rope scalings need nothing: they change only the cos/sin
-// table, which the SDPA pipeline uploads as is.
+// table, which the SDPA pipeline uploads as is. QK-norm and sinks run on
+// the SDPA pipeline as TT-NN's model code runs them (ttnn.rms_norm on the
+// heads; SDPA's attention_sink), and only there (sdpa_only_gap).
 std::optional<std::string> feature_gap(const AttentionSpec& spec) {
   const std::string run_elsewhere = "; run on cpu or reference";
-  if (spec.qk_norm) return "QK RMSNorm (qk_norm) is not emulated on tt-sim" + run_elsewhere;
   if (spec.softcap > 0.0)
     return "logit softcapping is not emulated on tt-sim (TT-NN's SDPA has no softcap)" + run_elsewhere;
-  if (spec.sinks)
-    return "attention sinks are not passed to tt-sim's SDPA attention_sink yet (which takes them divided by "
-           "the softmax scale)" + run_elsewhere;
   if (spec.rope && spec.rope->rotary_dim > 0 && spec.rope->rotary_dim != spec.head_dim)
     return "partial rotary (rotary_dim " + std::to_string(spec.rope->rotary_dim) + " of head_dim " +
            std::to_string(spec.head_dim) + ") is not emulated on tt-sim" + run_elsewhere;
   if (spec.rope && spec.rope->interleaved)
     return "interleaved rotary pairs are not emulated on tt-sim" + run_elsewhere;
+  return std::nullopt;
+}
+
+// Features only the SDPA pipeline has (the op-by-op pipelines have no norm
+// or sink step).
+std::optional<std::string> sdpa_only_gap(const AttentionSpec& spec) {
+  if (spec.qk_norm) return std::string("QK RMSNorm (qk_norm) runs only on attention \"sdpa\"");
+  if (spec.sinks) return std::string("attention sinks run only on attention \"sdpa\" (SDPA's attention_sink)");
   return std::nullopt;
 }
 
@@ -48,6 +54,10 @@ class TtSimBackend : public Backend {
     if (path(spec, &in) == AttentionKernel::Sdpa) {
       if (auto why = sdpa_unsupported(spec, &in)) return "attention \"sdpa\": " + *why;
       return std::nullopt;
+    }
+    if (auto why = sdpa_only_gap(spec)) {
+      if (auto sdpa = sdpa_unsupported(spec, &in)) return *why + ", and " + *sdpa;
+      return *why;
     }
     if (spec.rope) {
       if (opt_.attention) return std::string("attention \"ops\" has no rotary embedding op; use \"sdpa\"");
@@ -155,6 +165,10 @@ class TtSimBackend : public Backend {
       it = sdpa_plans_.emplace(spec.uid, std::move(p)).first;
     }
     last_ = sdpa_recipe_json(it->second.recipe);
+    if (spec.sinks)
+      (*last_)["attention_sink"] =
+          "as TT-NN's gpt-oss attention passes it: prefill the raw sinks, which SDPA scales as scores (a logit of "
+          "sink * scale where transformers has sink), decode sinks / scale";
     return it->second;
   }
 

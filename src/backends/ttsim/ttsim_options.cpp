@@ -36,11 +36,11 @@ TtOptions parse_tt_options(const nlohmann::ordered_json& options, const std::str
   // Fields parse in declaration order: the device before core_grid, which
   // is checked against it.
   fields::parse_into(o, options, json_path, "tt-sim option", {"name"});
-  try {
-    o.isa = isa_from_name(o.host.kernels);
-  } catch (const InputError& e) {
-    throw InputError(json_path + ".kernels: " + e.what());
-  }
+  // The lane kernels at that width (kernels_for picks within it); the
+  // report names the table's own level.
+  const vec::Isa isa = o.host.isa(json_path, /*scalar_ok=*/true);
+  const simd::KernelTable* t = simd::kernels_for(isa);
+  o.isa = t ? t->isa : simd::Isa::Scalar;
   return o;
 }
 

@@ -54,6 +54,9 @@ struct SdpaRecipe {
   DataFormat out_prefill = DataFormat::Bfp8_b;  // WO prefill: dtype=activation_dtype or bfloat8_b
   DataFormat out_decode = DataFormat::Bfloat16;  // WO decode: the input's dtype
   ComputeConfig qkv, wo, sdpa_prefill, sdpa_decode, rotary;
+  // QK-norm (Qwen3): tt_transformers' RMSNorm module's
+  // compute_kernel_config_hifi2 (HiFi2, no approx, fp32 Dst), output bfloat16.
+  ComputeConfig qk_norm;
   bool exp_approx_prefill = false;  // SDPA_PROGCFG exp_approx_mode
   Grid grid;                        // compute_with_storage_grid_size (8, 8)
   // SDPA_PROGCFG's q_chunk_size = k_chunk_size: 256 from 2048 tokens, else 64.
@@ -68,6 +71,15 @@ nlohmann::json sdpa_recipe_json(const SdpaRecipe& r);
 struct SdpaWeights {
   TileTensor wqkv, wo;
   std::optional<TileTensor> bqkv, bo;
+  // QK-norm weights as the RMSNorm module holds them (bfloat16 ROW_MAJOR,
+  // (1 + w) folded in at load for Gemma's form, Meta order for a rotary
+  // spec as convert_hf_to_meta's reverse_permute_1d orders them); empty
+  // without qk_norm.
+  std::vector<float> q_norm, k_norm;
+  // attention_sink as TT-NN's gpt-oss attention passes it (bfloat16):
+  // prefill the raw sinks, decode the sinks divided by the softmax scale;
+  // empty without sinks.
+  std::vector<float> sinks_prefill, sinks_decode;
   std::vector<const TileTensor*> all() const;
 };
 SdpaWeights convert_sdpa_weights(const AttentionSpec& spec, const SdpaRecipe& r);

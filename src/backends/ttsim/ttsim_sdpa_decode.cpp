@@ -117,6 +117,7 @@ class SdpaDecodeSession : public DecodeSession {
     for (int64_t b = 0; b < B; ++b) std::copy_n(x.data<float>() + (b * n + i) * d_.E, d_.E, &rows[b * d_.E]);
     const TileTensor xt = to_tile_layout(rows.data(), {1, 1, B, d_.E}, r_.act);
     QkvHeads h = create_qkv_heads_decode(dev_, d_, sdpa_qkv_linear(dev_, r_, w_, xt, false));
+    qk_norm_heads(dev_, r_, w_, spec_, h);
     const std::vector<int64_t> cur_pos(static_cast<size_t>(B), len_);
     if (spec_.rope) {
       const std::vector<RopeTable> per_user(static_cast<size_t>(B), rope_table_at(spec_, len_, 1));
@@ -135,6 +136,7 @@ class SdpaDecodeSession : public DecodeSession {
     SdpaDecodeConfig c;
     c.k_chunk_size = kDecodeChunk;
     c.sliding_window_size = spec_.window;
+    c.attention_sink = w_.sinks_decode;
     c.exp_approx_mode = false;
     c.grid_x = r_.grid.x;
     c.grid_y = r_.grid.y;

@@ -56,6 +56,7 @@ PrefillOut sdpa_prefill_user(TtDevice& dev, const SdpaRecipe& r, const SdpaWeigh
   const SdpaDims d = sdpa_dims(spec);
   const int64_t Lp = x.rows;
   QkvHeads h = create_qkv_heads(dev, d, sdpa_qkv_linear(dev, r, w, x, true));
+  qk_norm_heads(dev, r, w, spec, h);
   if (rope) {
     const RotaryTables t = rotary_prefill_tables(*rope, b, Lp);
     const TileTensor trans = rotary_llama_trans_mat(DataFormat::Bfloat16);
@@ -78,6 +79,7 @@ PrefillOut sdpa_prefill_user(TtDevice& dev, const SdpaRecipe& r, const SdpaWeigh
   c.exp_approx_mode = r.exp_approx_prefill;
   c.is_causal = true;
   c.sliding_window_size = spec.window;
+  c.attention_sink = w.sinks_prefill;
   c.scale = static_cast<float>(spec.scale);
   c.compute = r.sdpa_prefill;
   c.compute.output = r.q_sdpa;

@@ -2,6 +2,9 @@
 
 #include "backends/ttsim/ttsim_sdpa.h"
 
+#include "backends/ttsim/ops/rms_norm/rms_norm.h"
+#include "ttsim/formats.h"
+
 namespace mha::ttsim {
 
 namespace {
@@ -18,15 +21,22 @@ ComputeConfig kernel_config(MathFidelity f, bool approx, const TtOptions& o) {
   return c;
 }
 
+// Row r of a per-head [heads * head_dim] layout in Meta's interleaved order
+// (convert_hf_to_meta's permutation): within each head, column i < half ->
+// 2i, column half + i -> 2i + 1; itself without `meta`.
+int64_t meta_index(int64_t r, int64_t head_dim, bool meta) {
+  if (!meta) return r;
+  const int64_t h = r / head_dim, i = r % head_dim, half = head_dim / 2;
+  return h * head_dim + (i < half ? 2 * i : 2 * (i - half) + 1);
+}
+
 // (out, in) weight rows -> (in, out) columns [c0, c0 + out) of `cat` (width
-// `width`); with `meta`, each head's columns go to Meta's interleaved order:
-// column i < half -> 2i, column half + i -> 2i + 1.
+// `width`), each head's columns in Meta order with `meta`.
 void place_transposed(const Tensor& w, std::vector<float>& cat, int64_t width, int64_t c0, int64_t head_dim, bool meta) {
-  const int64_t out = w.dim(0), in = w.dim(1), half = head_dim / 2;
+  const int64_t out = w.dim(0), in = w.dim(1);
   const float* p = w.data<float>();
   for (int64_t r = 0; r < out; ++r) {
-    const int64_t h = r / head_dim, i = r % head_dim;
-    const int64_t col = meta ? h * head_dim + (i < half ? 2 * i : 2 * (i - half) + 1) : r;
+    const int64_t col = meta_index(r, head_dim, meta);
     for (int64_t c = 0; c < in; ++c) cat[c * width + c0 + col] = p[r * in + c];
   }
 }
@@ -34,10 +44,29 @@ void place_bias(const std::optional<Tensor>& b, std::vector<float>& row, int64_t
                 bool meta) {
   if (!b) return;
   const float* p = b->data<float>();
-  const int64_t half = head_dim / 2;
-  for (int64_t r = 0; r < n; ++r) {
-    const int64_t h = r / head_dim, i = r % head_dim;
-    row[c0 + (meta ? h * head_dim + (i < half ? 2 * i : 2 * (i - half) + 1) : r)] = p[r];
+  for (int64_t r = 0; r < n; ++r) row[c0 + meta_index(r, head_dim, meta)] = p[r];
+}
+
+// The spec's QK-norm weights and sinks as TT-NN's model code holds them
+// (SdpaWeights).
+void convert_norms_and_sinks(const AttentionSpec& spec, SdpaWeights& w) {
+  if (spec.qk_norm) {
+    const int64_t dh = spec.head_dim;
+    for (auto [src, dst] : {std::pair{&spec.qk_norm->q_weight, &w.q_norm}, {&spec.qk_norm->k_weight, &w.k_norm}}) {
+      std::vector<float> g(static_cast<size_t>(dh));
+      for (int64_t i = 0; i < dh; ++i) g[meta_index(i, dh, spec.rope.has_value())] = src->data<float>()[i];
+      *dst = rms_norm_weight_bf16(g.data(), dh, spec.qk_norm->offset_one);
+    }
+  }
+  if (spec.sinks) {
+    // models/demos/gpt_oss/tt/attention/weights.py: sinks as bfloat16 for
+    // prefill; decode_sinks = sinks / config.scaling (a float32 division).
+    const float* s = spec.sinks->data<float>();
+    const float scale = static_cast<float>(spec.scale);
+    for (int64_t h = 0; h < spec.num_heads; ++h) {
+      w.sinks_prefill.push_back(host_round_bf16(s[h]));
+      w.sinks_decode.push_back(host_round_bf16(s[h] / scale));
+    }
   }
 }
 
@@ -53,11 +82,13 @@ SdpaRecipe make_sdpa_recipe(const TtOptions& o) {
   // device default (HiFi4, approx off, 16-bit Dst).
   r.rotary = kernel_config(MathFidelity::HiFi4, false, o);
   r.rotary.fp32_dest_acc_en = o.fp32_dest_acc_en.value_or(false);
+  r.qk_norm = kernel_config(MathFidelity::HiFi2, false, o);
   r.qkv.output = r.act;
   r.wo.output = r.out_prefill;
   r.sdpa_prefill.output = r.q_sdpa;
   r.sdpa_decode.output = r.act;
   r.rotary.output = r.act;
+  r.qk_norm.output = r.act;
   r.grid = o.core_grid.value_or(Grid{});
   return r;
 }
@@ -78,6 +109,7 @@ nlohmann::json sdpa_recipe_json(const SdpaRecipe& r) {
           {"sdpa_prefill", cfg(r.sdpa_prefill)},
           {"sdpa_decode", cfg(r.sdpa_decode)},
           {"rotary", cfg(r.rotary)},
+          {"qk_norm", cfg(r.qk_norm)},
           {"exp_approx_mode_prefill", r.exp_approx_prefill},
           {"core_grid", {r.grid.y, r.grid.x}}};
 }
@@ -111,6 +143,7 @@ SdpaWeights convert_sdpa_weights(const AttentionSpec& spec, const SdpaRecipe& r)
     w.wo = to_tile_layout(wo.data(), {ctx, e_out}, r.weights);
     if (spec.out->bias) w.bo = to_tile_layout(spec.out->bias->data<float>(), {1, e_out}, r.weights);
   }
+  convert_norms_and_sinks(spec, w);
   return w;
 }
 

@@ -5,6 +5,7 @@
 #include "backends/ttsim/ops/data_movement/data_movement.h"
 #include "backends/ttsim/ops/eltwise/eltwise.h"
 #include "backends/ttsim/ops/matmul/matmul.h"
+#include "backends/ttsim/ops/rms_norm/rms_norm.h"
 
 namespace mha::ttsim {
 
@@ -88,6 +89,15 @@ QkvHeads create_qkv_heads_decode(TtDevice& dev, const SdpaDims& d, const TileTen
   }
   h.q = run_head_movement(dev, op, program_key(HeadsAttributes{d.H, d.Hkv}), xqkv, std::move(h.q));
   return h;
+}
+
+void qk_norm_heads(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const AttentionSpec& spec, QkvHeads& h) {
+  if (!spec.qk_norm) return;
+  RmsNormAttributes a;
+  a.epsilon = static_cast<float>(spec.qk_norm->eps);  // configuration.norm_eps
+  a.compute = r.qk_norm;
+  h.q = run_rms_norm(dev, h.q, &w.q_norm, a);
+  h.k = run_rms_norm(dev, h.k, &w.k_norm, a);
 }
 
 TileTensor concat_heads(TtDevice& dev, const TileTensor& ctx) {

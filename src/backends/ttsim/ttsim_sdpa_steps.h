@@ -32,6 +32,9 @@ struct QkvHeads {
 QkvHeads create_qkv_heads(TtDevice& dev, const SdpaDims& d, const TileTensor& xqkv);
 // nlp_create_qkv_heads_decode: xqkv [1, 1, b, W] -> q [1, b, H, dh], k / v [1, b, Hkv, dh].
 QkvHeads create_qkv_heads_decode(TtDevice& dev, const SdpaDims& d, const TileTensor& xqkv);
+// The model's q_norm / k_norm (tt_transformers' RMSNorm, ttnn.rms_norm over
+// dh) on the heads, before rotary; nothing without spec.qk_norm.
+void qk_norm_heads(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const AttentionSpec& spec, QkvHeads& h);
 // nlp_concat_heads: [1, H, s, dh] -> [1, 1, s, H dh].
 TileTensor concat_heads(TtDevice& dev, const TileTensor& ctx);
 // nlp_concat_heads_decode: [1, b, H, dh] -> [1, 1, b, H dh].

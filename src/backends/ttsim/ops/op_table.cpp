@@ -12,12 +12,13 @@ namespace mha::ttsim {
 extern const TtOpDesc kOpMatmul, kOpLinear, kOpAdd, kOpMultiply, kOpSoftmax, kOpExp, kOpReciprocal, kOpToDevice,
     kOpSdpa, kOpChunkedSdpa;
 extern const TtOpDesc kOpSdpaDecode, kOpUpdateCache, kOpFillCache, kOpRotaryLlama;  // ops/op_decode.cpp
+extern const TtOpDesc kOpRmsNorm;  // ops/rms_norm/rms_norm.cpp
 
 const std::vector<const TtOpDesc*>& tt_ops() {
   static const std::vector<const TtOpDesc*> ops = {&kOpMatmul, &kOpLinear,     &kOpAdd,     &kOpMultiply,
                                                    &kOpSoftmax, &kOpExp, &kOpReciprocal, &kOpToDevice,
                                                    &kOpSdpa,    &kOpChunkedSdpa, &kOpSdpaDecode, &kOpUpdateCache,
-                                                   &kOpFillCache, &kOpRotaryLlama};
+                                                   &kOpFillCache, &kOpRotaryLlama, &kOpRmsNorm};
   return ops;
 }
 

@@ -24,6 +24,12 @@ int64_t sdpa_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor
 TileTensor run_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
                     const TileTensor& v, const TileTensor* mask, const SdpaConfig& cfg);
 
+// The same frame around the streaming kernel (sdpa_streaming.h), which
+// TT-NN runs at tt_metal latest when fp32_dest_acc_en is off: its checks,
+// its circular buffers, tt_sdpa_streaming. The caller picks it by profile.
+TileTensor run_sdpa_streaming(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
+                              const TileTensor& v, const TileTensor* mask, const SdpaConfig& cfg);
+
 // ttnn.transformer.chunked_scaled_dot_product_attention: as in tt-metal, the
 // SDPA device operation given a page table and chunk_start_idx (the
 // program's is_chunked path; docs/TTSIM.md, "Chunked prefill"). Q

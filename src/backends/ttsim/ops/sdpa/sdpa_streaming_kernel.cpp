@@ -1,0 +1,103 @@
+// SDPA prefill by the streaming kernel: the program's shape (subblocking,
+// what it takes) and the fast path over (batch x head, q chunk) tasks.
+#include <array>
+#include <utility>
+
+#include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
+#include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
+#include "backends/ttsim/ttsim_device.h"
+#include "util/error.h"
+
+namespace mha::ttsim {
+
+namespace {
+
+// sdpa_subblock_utils.hpp (37d02a42) determine_largest_subblock_size: the
+// first (h, w) of this list with h * w <= the Dst's 8 tiles that divides
+// the block.
+std::pair<int64_t, int64_t> largest_subblock(int64_t h_tiles, int64_t w_tiles, int64_t max_h = 8) {
+  constexpr std::array<std::pair<int64_t, int64_t>, 20> kChoices = {{
+      {2, 4}, {4, 2}, {1, 8}, {8, 1}, {1, 7}, {7, 1}, {2, 3}, {3, 2}, {1, 6}, {6, 1},
+      {1, 5}, {5, 1}, {2, 2}, {1, 4}, {4, 1}, {1, 3}, {3, 1}, {1, 2}, {2, 1}, {1, 1},
+  }};
+  for (auto [h, w] : kChoices)
+    if (h * w <= 8 && h <= max_h && h_tiles % h == 0 && w_tiles % w == 0) return {h, w};
+  return {1, 1};
+}
+
+}  // namespace
+
+SdpaStreamingPlan sdpa_streaming_plan(const SdpaConfig& cfg) {
+  SdpaStreamingPlan p;
+  const int64_t sq = cfg.q_chunk_size / kTile, sk = cfg.k_chunk_size / kTile;
+  p.sbh = largest_subblock(sq, sk).first;
+  p.qkt_subblock_w = 8 / p.sbh;
+  p.kt_num_subblocks = (sk + p.qkt_subblock_w - 1) / p.qkt_subblock_w;
+  return p;
+}
+
+std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
+                                   const SdpaConfig& cfg) {
+  if (cfg.compute.fp32_dest_acc_en)
+    return "the streaming kernel runs only with fp32_dest_acc_en off (TT-NN picks the standard kernel otherwise)";
+  if (cfg.sliding_window_size != 0) return "sliding_window_size is not emulated on the streaming kernel";
+  if (!cfg.attention_sink.empty()) return "attention_sink is not emulated on the streaming kernel";
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4) return "expected Q (b, nqh, s, dh) and K, V (b, nkv, s, dh), 4-D each";
+  if (q[2] % kTile != 0 || k[2] % kTile != 0)
+    return "sequence lengths " + std::to_string(q[2]) + " / " + std::to_string(k[2]) +
+           ": expected multiples of 32 (a partial last tile is not emulated)";
+  if (v[3] > 8 * kTile) return "head dim " + std::to_string(v[3]) + ": the kernel takes at most 256 (8 tiles)";
+  // The shape checks of the 2024 kernel, with the chunk sizes dividing the
+  // padded lengths (the streaming kernel pads to whole chunks).
+  SdpaConfig c = cfg;
+  if (c.q_chunk_size < kTile || c.k_chunk_size < kTile || c.q_chunk_size % kTile || c.k_chunk_size % kTile)
+    return sdpa_problem(q, k, v, mask, cfg);  // its chunk-size message
+  Shape qp = q, kp = k, vp = v;
+  qp[2] = (q[2] + c.q_chunk_size - 1) / c.q_chunk_size * c.q_chunk_size;
+  kp[2] = vp[2] = (k[2] + c.k_chunk_size - 1) / c.k_chunk_size * c.k_chunk_size;
+  if (c.is_causal && q[2] != k[2])
+    return "a causal SDPA needs K's sequence length (" + std::to_string(k[2]) + ") equal to Q's (" +
+           std::to_string(q[2]) + ")";
+  c.is_causal = false;
+  Shape mp;
+  if (mask) {
+    if (cfg.is_causal) return "a mask is given with is_causal=true (TT-NN takes a mask only with is_causal=false)";
+    if (mask->size() != 4 || (*mask)[2] != q[2] || (*mask)[3] != k[2])
+      return "expected MASK (b, 1 or nqh, " + std::to_string(q[2]) + ", " + std::to_string(k[2]) + ")";
+    mp = *mask;
+    mp[2] = qp[2];
+    mp[3] = kp[2];
+  }
+  return sdpa_problem(qp, kp, vp, mask ? &mp : nullptr, c);
+}
+
+int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                                const TileTensor* mask, const SdpaConfig& cfg) {
+  const int64_t sq = cfg.q_chunk_size / kTile, sk = cfg.k_chunk_size / kTile;
+  const int64_t dht = q.pcols / kTile, vdht = v.pcols / kTile, bf16 = tile_bytes(DataFormat::Bfloat16);
+  const bool padded_k = !cfg.is_causal && k.rows % cfg.k_chunk_size != 0;
+  const int64_t palette = 1 + (cfg.is_causal ? 1 : 0);  // -inf tile, causal diagonal
+  int64_t b = sq * dht * tile_bytes(q.format) * 2 + sk * (dht * tile_bytes(k.format) + vdht * tile_bytes(v.format)) * 2;
+  if (mask) b += sq * sk * 2 * tile_bytes(mask->format);
+  else if (cfg.is_causal || padded_k) b += palette * bf16;
+  const int64_t out_h = largest_subblock(sq, vdht, 2).first;
+  b += (sq * sk + 2 * sq * vdht + 5 * sq + 3) * bf16 + 2 * out_h * vdht * tile_bytes(cfg.compute.output);
+  return b;
+}
+
+void tt_sdpa_streaming(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
+                       TileTensor& out, const SdpaConfig& cfg, const Exec& ex) {
+  const std::string p = sdpa_streaming_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg);
+  if (!p.empty()) throw InputError("sdpa: " + p);
+  const StreamingInputs in = streaming_pad(q, k, v, mask, cfg);
+  out = make_tile_tensor(q.shape, cfg.compute.output);
+  const StreamingRun run = streaming_run(in, cfg, ex.kernels(cfg.compute.arch), out);
+  const int64_t BH = q.shape[0] * q.shape[1], NQC = in.q.rows / cfg.q_chunk_size;
+  std::vector<StreamingWork> work(static_cast<size_t>(ex.threads()));
+  // Tasks: (bh, q chunk), the longest (last) causal chunks first.
+  ex.parallel_for(BH * NQC, [&](int64_t t, int th) {
+    streaming_q_chunk(run, t % BH, NQC - 1 - t / BH, work[static_cast<size_t>(th)]);
+  });
+}
+
+}  // namespace mha::ttsim

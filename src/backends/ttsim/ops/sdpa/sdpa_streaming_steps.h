@@ -1,0 +1,46 @@
+#pragma once
+// One q chunk of the streaming SDPA kernel (sdpa_inner_loop_step over the k
+// chunks, then the per-row normalization), shared by the fast path and the
+// oracle: the steps run the lane models when tm.kern is nullptr, else the
+// vector kernels (bit-identical). Internal to ops/sdpa.
+#include <vector>
+
+#include "backends/ttsim/ops/sdpa/sdpa_common.h"
+#include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
+
+namespace mha::ttsim {
+
+// The inputs padded as the kernel sees them: Q to a multiple of
+// q_chunk_size rows, K and V to a multiple of k_chunk_size (zeros), a given
+// mask to both, its padded key columns -inf (the reader's fill).
+struct StreamingInputs {
+  TileTensor q, k, v, mask;
+  bool has_mask = false;
+  int64_t s_k = 0;  // K's logical sequence length
+};
+StreamingInputs streaming_pad(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
+                              const SdpaConfig& cfg);
+
+struct StreamingRun {
+  const StreamingInputs& in;
+  const SdpaConfig& cfg;
+  TileMath tm;
+  SdpaStreamingPlan plan;
+  float scale = 0, scale_bf16 = 0;  // fp32 (the score exp), truncated (the rescale exp)
+  int64_t NQH = 0, NKH = 0, D = 0, DV = 0, QC = 0, KC = 0;
+  TileTensor* out = nullptr;  // (b, nqh, s, dh) in cfg.compute.output
+};
+StreamingRun streaming_run(const StreamingInputs& in, const SdpaConfig& cfg, const simd::KernelTable* kern,
+                           TileTensor& out);
+
+// Per-thread buffers.
+struct StreamingWork {
+  std::vector<float> S, sum_prev, sum_cur, o_prev, o_cur, tmp, row, m_prev, m_cur, ident;
+  SdpaScratch s;
+};
+
+// Query chunk qc of head bh (batch * NQH + query head): writes its rows of
+// the output that lie within Q's logical length.
+void streaming_q_chunk(const StreamingRun& r, int64_t bh, int64_t qc, StreamingWork& w);
+
+}  // namespace mha::ttsim

@@ -1,0 +1,45 @@
+// Issue 29 item 4 on the example folders tt-sim runs beyond the bundled
+// two (tests/ttsim/hf_families_ttsim_test.cpp): Gemma 3's (1 + w) QK-norm,
+// folded into the weight at load as tt_transformers' RMSNorm does, on every
+// layer (sliding and global); and the refusals that stay, each naming why.
+#include <gtest/gtest.h>
+
+#include "compare/compare.h"
+#include "hf/hf_examples.h"
+#include "io/tensor_file.h"
+
+namespace mha::test {
+namespace {
+
+Tensor run_layer(const TempDir& d, const std::string& name, int layer, const std::string& backend) {
+  const std::string out = d.file(backend + ".npy");
+  const CommandResult r = run_mha("run --hf " + shell_quote(hf_example(name)) + " --layer " + std::to_string(layer) +
+                                  " --seq 40 --batch 2 -n 0 --backend " + backend + " --output " + shell_quote(out));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return io::read_tensor(out);
+}
+
+TEST(HfTtSim, Gemma3OffsetQkNormTracksCpu) {
+  TempDir d;
+  for (int layer = 0; layer < 4; ++layer) {
+    SCOPED_TRACE("layer " + std::to_string(layer));
+    const Tensor want = run_layer(d, "gemma3_text", layer, "cpu");
+    const Tensor got = run_layer(d, "gemma3_text", layer, "tt-sim");
+    EXPECT_GE(compare::compare(want, got, compare::Options{}).pcc, 0.99);
+  }
+}
+
+TEST(HfTtSim, SoftcapAndPartialRotaryStayRefused) {
+  const struct {
+    const char* name;
+    const char* why;
+  } cases[] = {{"gemma2", "TT-NN's SDPA has no softcap"}, {"phi3", "partial rotary"}};
+  for (const auto& c : cases) {
+    const CommandResult r = run_mha("run --hf " + shell_quote(hf_example(c.name)) + " -n 0 --backend tt-sim");
+    EXPECT_EQ(r.exit_code, 2) << c.name;
+    EXPECT_NE(r.err.find(c.why), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace mha::test

@@ -1,0 +1,305 @@
+// SDPA prefill by the streaming kernel (sdpa_streaming.h): the fast path bit
+// for bit against the oracle (every instruction set this CPU runs, 1 and 3
+// threads, Wormhole and Blackhole, program configs, formats, masks, padded
+// lengths, edge values), the lane steps, attention in float64 within
+// tt-metal's PCC bound, and the refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backends/ttsim/ops/sdpa/sdpa.h"
+#include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
+#include "backends/ttsim/ttsim_options.h"
+#include "compare/compare.h"
+#include "ttsim/sfpu.h"
+#include "ttsim/simd/kernels.h"
+#include "ttsim/tile.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+using namespace mha;
+using namespace mha::ttsim;
+
+namespace {
+
+TileTensor tiles(const Shape& s, uint32_t seed, DataFormat f, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+  for (float& x : v) x = scale * d(g);
+  return to_tile_layout(v.data(), s, f);
+}
+
+::testing::AssertionResult same_bits(const TileTensor& a, const TileTensor& b) {
+  if (a.data.size() != b.data.size()) return ::testing::AssertionFailure() << "sizes differ";
+  for (size_t i = 0; i < a.data.size(); ++i)
+    if (std::memcmp(&a.data[i], &b.data[i], 4) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << a.data[i] << " vs " << b.data[i];
+  return ::testing::AssertionSuccess();
+}
+
+struct Case {
+  const char* name;
+  Shape q, kv;
+  SdpaConfig cfg;
+  DataFormat fq = DataFormat::Bfloat16, fkv = DataFormat::Bfloat16;
+  DataFormat fmask = DataFormat::Bfloat16;
+  bool mask = false, masked_row = false;
+  float scale = 1.0f;  // of Q's and K's values
+};
+
+SdpaConfig cfg(int64_t qc, int64_t kc, bool causal = true) {
+  SdpaConfig c;
+  c.q_chunk_size = qc;
+  c.k_chunk_size = kc;
+  c.is_causal = causal;
+  return c;
+}
+
+// Half the keys of every row masked with -1e9 (tt-metal's test mask); with
+// masked_row, query row 5 sees no key at all (-inf everywhere).
+TileTensor make_mask(const Case& c) {
+  const Shape ms{c.q[0], 1, c.q[2], c.kv[2]};
+  std::vector<float> mv(static_cast<size_t>(shape_numel(ms)));
+  std::mt19937 g(7);
+  for (float& x : mv) x = (g() & 1) ? -1e9f : 0.0f;
+  if (c.masked_row)
+    for (int64_t j = 0; j < c.kv[2]; ++j) mv[static_cast<size_t>(5 * c.kv[2] + j)] = -std::numeric_limits<float>::infinity();
+  return to_tile_layout(mv.data(), ms, c.fmask);
+}
+
+void expect_fast_equals_oracle(const Case& c) {
+  const TileTensor q = tiles(c.q, 1, c.fq, c.scale), k = tiles(c.kv, 2, c.fkv, c.scale), v = tiles(c.kv, 3, c.fkv);
+  const TileTensor m = c.mask ? make_mask(c) : TileTensor{};
+  const TileTensor* mp = c.mask ? &m : nullptr;
+  for (Arch arch : {Arch::Wormhole, Arch::Blackhole}) {
+    SdpaConfig cf = c.cfg;
+    cf.compute.arch = arch;
+    TileTensor want;
+    tt_sdpa_streaming_oracle(q, k, v, mp, want, cf);
+    static ThreadPool three(3);  // results never depend on the thread count
+    for (simd::Isa isa : simd::vector_isas())
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &three}) {
+        TileTensor got;
+        tt_sdpa_streaming(q, k, v, mp, got, cf, Exec{isa, pool});
+        EXPECT_TRUE(same_bits(got, want)) << c.name << " on " << simd::isa_name(isa) << ", " << arch_name(arch);
+      }
+    double norm = 0;
+    for (int64_t r = 0; r < want.rows; ++r)
+      for (int64_t col = 0; col < want.cols; ++col)
+        if (!c.masked_row || r != 5) norm += std::fabs(want.at(0, r, col));
+    EXPECT_TRUE(std::isfinite(norm)) << c.name;
+    EXPECT_GT(norm, 0.0) << c.name;
+  }
+}
+
+// Attention in float64 on the inputs' values: softmax(q k^T * scale + mask) v.
+std::vector<double> attention_f64(const TileTensor& q, const TileTensor& k, const TileTensor& v, bool causal,
+                                  double scale) {
+  const int64_t B = q.shape[0], H = q.shape[1], HK = k.shape[1], S = q.rows, SK = k.rows, D = q.cols;
+  std::vector<double> out(static_cast<size_t>(B * H * S * D)), p(static_cast<size_t>(SK));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t bh = b * H + h, kh = b * HK + h / (H / HK);
+      for (int64_t i = 0; i < S; ++i) {
+        double mx = -1e300, sum = 0;
+        const int64_t n = causal ? i + 1 : SK;
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += double(q.at(bh, i, d)) * k.at(kh, j, d);
+          p[static_cast<size_t>(j)] = s * scale;
+          mx = std::max(mx, p[static_cast<size_t>(j)]);
+        }
+        for (int64_t j = 0; j < n; ++j) sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
+        for (int64_t d = 0; d < D; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j < n; ++j) o += p[static_cast<size_t>(j)] * v.at(kh, j, d);
+          out[static_cast<size_t>((bh * S + i) * D + d)] = o / sum;
+        }
+      }
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossProgramConfigs) {
+  std::vector<Case> cases;
+  // sbh 2 (64/128), 4 (128/64), 1 with no split (32/256), 1 with the first
+  // row group's keys split in two (32/512), TT-NN's default (32/32), and
+  // test_sdpa_tt_large_seq's 256/128.
+  for (auto [qc, kc] : {std::pair<int, int>{64, 128}, {128, 64}, {32, 256}, {32, 512}, {32, 32}, {256, 128}})
+    for (bool causal : {true, false}) {
+      if (kc == 512 && !causal) continue;  // one k chunk either way: the split once is enough
+      const int64_t s = kc == 512 ? 512 : 256;
+      cases.push_back({"chunks", {1, 1, s, 32}, {1, 1, s, 32}, cfg(qc, kc, causal)});
+    }
+  cases.push_back({"gqa", {2, 4, 128, 64}, {2, 2, 128, 64}, cfg(64, 128)});
+  cases.push_back({"dh40 dh128", {1, 1, 128, 40}, {1, 1, 128, 40}, cfg(64, 64)});
+  cases.push_back({"dh128", {1, 1, 128, 128}, {1, 1, 128, 128}, cfg(64, 128, false)});
+  // Lengths that are not multiples of the chunks: the kernel pads them.
+  cases.push_back({"padded causal", {1, 2, 160, 64}, {1, 2, 160, 64}, cfg(64, 128)});
+  cases.push_back({"padded", {1, 2, 96, 64}, {1, 2, 224, 64}, cfg(64, 128, false)});
+  for (const Case& c : cases) expect_fast_equals_oracle(c);
+}
+
+TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
+  std::vector<Case> cases;
+  for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi4})
+    for (bool exp_approx : {false, true})
+      for (bool approx : {false, true}) {
+        Case c{"fidelity x exp x recip", {1, 1, 128, 64}, {1, 1, 128, 64}, cfg(64, 64)};
+        c.cfg.compute.math_fidelity = f;
+        c.cfg.exp_approx_mode = exp_approx;
+        c.cfg.compute.math_approx_mode = approx;
+        cases.push_back(c);
+      }
+  for (DataFormat in : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b})
+    for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Float32}) {
+      Case c{"formats", {1, 1, 128, 64}, {1, 1, 128, 64}, cfg(64, 64)};
+      c.fq = c.fkv = in;
+      c.cfg.compute.output = out;
+      cases.push_back(c);
+    }
+  for (DataFormat fm : {DataFormat::Bfloat16, DataFormat::Bfp4_b}) {
+    Case c{"mask", {1, 2, 128, 64}, {1, 2, 192, 64}, cfg(64, 128, false)};  // 192 keys: padded to 256
+    c.mask = true;
+    c.fmask = fm;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) expect_fast_equals_oracle(c);
+}
+
+// Scores far beyond exp's range, tiny inputs, a scale of 1, and a row that
+// sees no key.
+TEST(TtsimSdpaStreaming, FastEqualsOracleOnEdgeValues) {
+  std::vector<Case> cases;
+  for (float s : {30.0f, 1e-20f, 1e10f}) {
+    Case c{"scaled inputs", {1, 2, 128, 64}, {1, 1, 128, 64}, cfg(64, 64)};
+    c.scale = s;
+    cases.push_back(c);
+  }
+  Case one{"scale 1", {1, 1, 128, 32}, {1, 1, 128, 32}, cfg(64, 64, false)};
+  one.cfg.scale = 1.0f;
+  one.scale = 4.0f;
+  cases.push_back(one);
+  Case row{"-inf row", {1, 1, 64, 64}, {1, 1, 128, 64}, cfg(64, 64, false)};
+  row.mask = row.masked_row = true;
+  cases.push_back(row);
+  for (const Case& c : cases) expect_fast_equals_oracle(c);
+  // Isa::Scalar through the fast path's task split is the oracle too.
+  const Shape qs{1, 2, 128, 64};
+  const TileTensor q = tiles(qs, 1, DataFormat::Bfloat16), k = tiles(qs, 2, DataFormat::Bfloat16),
+                   v = tiles(qs, 3, DataFormat::Bfloat16);
+  TileTensor want, got;
+  tt_sdpa_streaming_oracle(q, k, v, nullptr, want, cfg(64, 64));
+  ThreadPool three(3);
+  tt_sdpa_streaming(q, k, v, nullptr, got, cfg(64, 64), Exec{simd::Isa::Scalar, &three});
+  EXPECT_TRUE(same_bits(got, want));
+}
+
+// The score exp without input clamping, under the packer's ReLU, equals the
+// clamped Schraudolph exp stored to a 16-bit Dst wherever the kernel uses
+// it (scores at or below the row max), and is +0 far below it.
+TEST(TtsimSdpaStreaming, ScoreExpIsTheClampedExpUnderRelu) {
+  for (Arch arch : {Arch::Wormhole, Arch::Blackhole})
+    for (float scale : {0.125f, 0.0883883f, 1.0f})
+      for (float d = 0.0f; d > -2000.0f; d = d * 1.01f - 0.01f) {
+        const float want = sfpu_store(sfpu_exp_fast_approx_scaled(d, scale, arch), false);
+        EXPECT_EQ(sdpa_streaming_score_exp(d, scale, arch), want) << d << " scale " << scale;
+      }
+  EXPECT_EQ(sdpa_streaming_score_exp(-std::numeric_limits<float>::infinity(), 0.125f, Arch::Wormhole), 0.0f);
+  // Above about 0.72 / scale the signed 16-bit integer saturates: exp(0.72)
+  // (0x3fff8000, stored as 0x3fff0000), where the clamped exp would not.
+  EXPECT_EQ(sdpa_streaming_score_exp(100.0f, 0.125f, Arch::Wormhole), 1.9921875f);
+  EXPECT_EQ(sdpa_streaming_score_exp(100.0f, 0.125f, Arch::Blackhole), 1.9921875f);
+  // Schraudolph's exp(0) is 1 - 2^-6 (its bias constant trades the error
+  // over the whole range): the row max's own exp, in every row.
+  EXPECT_EQ(sdpa_streaming_score_exp(0.0f, 0.125f, Arch::Wormhole), 0.9765625f);
+}
+
+// The rescale exp's two algorithms, and the flag reaching them inverted:
+// exp_approx_mode=false gives the approximation (0 below -42 after scaling).
+TEST(TtsimSdpaStreaming, RescaleExpTakesTheFlagInverted) {
+  EXPECT_EQ(sdpa_streaming_alpha_exp(-400.0f, 0.125f, true, Arch::Wormhole), 0.0f);
+  EXPECT_EQ(sdpa_streaming_alpha_exp(0.0f, 0.125f, false, Arch::Wormhole), 1.0f);
+  int differ = 0;
+  for (float d = -0.01f; d > -300.0f; d *= 1.1f)
+    differ += sdpa_streaming_alpha_exp(d, 0.125f, true, Arch::Wormhole) !=
+              sdpa_streaming_alpha_exp(d, 0.125f, false, Arch::Wormhole);
+  EXPECT_GT(differ, 10);
+  // The notes a report prints.
+  SdpaConfig on = cfg(32, 32, false), off = on;
+  off.exp_approx_mode = false;
+  const auto notes_on = sdpa_streaming_flag_notes(on), notes_off = sdpa_streaming_flag_notes(off);
+  ASSERT_EQ(notes_on.size(), 1u);
+  EXPECT_NE(notes_on[0].find("accurate rescale exp"), std::string::npos);
+  ASSERT_EQ(notes_off.size(), 2u);
+  EXPECT_NE(notes_off[0].find("#56710"), std::string::npos);
+  EXPECT_NE(notes_off[1].find("approximate rescale exp"), std::string::npos);
+}
+
+// Against attention in float64 with the bound tt-metal's prefill tests
+// assert (assert_with_pcc(gt, out, 0.994)).
+TEST(TtsimSdpaStreaming, CloseToFloat64Attention) {
+  for (bool causal : {true, false})
+    for (auto [qc, kc] : {std::pair<int, int>{256, 128}, {64, 64}}) {
+      const Shape qs{1, 2, 512, 128}, ks{1, 1, 512, 128};
+      const TileTensor q = tiles(qs, 11, DataFormat::Bfloat16), k = tiles(ks, 12, DataFormat::Bfloat16),
+                       v = tiles(ks, 13, DataFormat::Bfloat16);
+      TileTensor out;
+      SdpaConfig c = cfg(qc, kc, causal);
+      c.compute.math_fidelity = MathFidelity::HiFi4;
+      tt_sdpa_streaming(q, k, v, nullptr, out, c, Exec{});
+      const Tensor ref = Tensor::from_f64(qs, attention_f64(q, k, v, causal, 1.0 / std::sqrt(128.0)));
+      const double pcc = compare::compare(ref, to_tensor(out), compare::Options{}).pcc;
+      EXPECT_GT(pcc, 0.994) << "causal " << causal << " chunks " << qc << "/" << kc;
+    }
+}
+
+// test_sdpa_tt_large_seq's chunks, bfloat16, dh 128, causal (tiles of 2048
+// bytes): Q 8x4 x2, K and V 4x4 x2 each, the 2-tile palette, qk_im 8x4,
+// out_im 2x8x4, 5x8 statistics, 3 single tiles, the output 2x2x4.
+TEST(TtsimSdpaStreaming, CircularBuffersAsTheFactorySizesThem) {
+  const TileTensor t = make_tile_tensor({1, 1, 512, 128}, DataFormat::Bfloat16);
+  const int64_t tiles = 64 + 64 + 2 + 32 + 64 + 40 + 3 + 16;
+  EXPECT_EQ(sdpa_streaming_cb_bytes(t, t, t, nullptr, cfg(256, 128)), tiles * 2048);
+}
+
+// The device frame: the kernel's bits, its checks, its buffers against L1.
+TEST(TtsimSdpaStreaming, RunsOnTheDeviceFrame) {
+  TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "backend"));
+  const TileTensor q = tiles({1, 2, 128, 64}, 1, DataFormat::Bfloat16), k = tiles({1, 1, 128, 64}, 2, DataFormat::Bfp8_b);
+  TileTensor want;
+  tt_sdpa_streaming_oracle(q, k, k, nullptr, want, cfg(64, 64));
+  EXPECT_TRUE(same_bits(run_sdpa_streaming(dev, "sdpa", q, k, k, nullptr, cfg(64, 64)), want));
+  SdpaConfig fp32 = cfg(64, 64);
+  fp32.compute.fp32_dest_acc_en = true;
+  EXPECT_THROW(run_sdpa_streaming(dev, "sdpa", q, k, k, nullptr, fp32), InputError);
+  const TileTensor f32 = make_tile_tensor({1, 1, 128, 64}, DataFormat::Float32);
+  EXPECT_THROW(run_sdpa_streaming(dev, "sdpa", q, f32, f32, nullptr, cfg(64, 64)), InputError);
+  // 1024-key chunks of dh 256 need more than a core's L1.
+  const TileTensor big = make_tile_tensor({1, 1, 1024, 256}, DataFormat::Bfloat16);
+  EXPECT_THROW(run_sdpa_streaming(dev, "sdpa", big, big, big, nullptr, cfg(1024, 1024)), DeviceOutOfMemory);
+}
+
+TEST(TtsimSdpaStreaming, RefusesWhatTheKernelDoesNotTake) {
+  const Shape q{1, 2, 64, 64};
+  EXPECT_EQ(sdpa_streaming_problem(q, q, q, nullptr, cfg(64, 128)), "");
+  SdpaConfig fp32 = cfg(64, 64);
+  fp32.compute.fp32_dest_acc_en = true;
+  EXPECT_NE(sdpa_streaming_problem(q, q, q, nullptr, fp32).find("fp32_dest_acc_en"), std::string::npos);
+  SdpaConfig win = cfg(64, 64);
+  win.sliding_window_size = 16;
+  EXPECT_NE(sdpa_streaming_problem(q, q, q, nullptr, win).find("sliding_window_size"), std::string::npos);
+  EXPECT_NE(sdpa_streaming_problem(Shape{1, 2, 70, 64}, q, q, nullptr, cfg(64, 64, false)).find("multiples of 32"),
+            std::string::npos);
+  EXPECT_NE(sdpa_streaming_problem(q, q, q, nullptr, cfg(48, 64)).find("q_chunk_size"), std::string::npos);
+  const TileTensor t = tiles(q, 1, DataFormat::Bfloat16);
+  TileTensor out;
+  EXPECT_THROW(tt_sdpa_streaming(t, t, t, nullptr, out, fp32), InputError);
+}

@@ -20,6 +20,14 @@ the layout save_pretrained gives them (config.json + safetensors), for
   gpt_oss       sinks, biases, YaRN with truncate false, MXFP4 expert tensors
                 (U8) in the same file
   phi3          fused qkv_proj, partial_rotary_factor 0.75, a window
+  deepseek_v3   multi-head latent attention: q_a/q_b with q_a_layernorm,
+                kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj; YaRN x40 with
+                mscale = mscale_all_dim (as DeepSeek-V3's), interleaved rope,
+                unequal widths (qk_nope 16, qk_rope 32, v 24, kv_lora 32), a
+                multi-token-prediction layer past num_hidden_layers
+  kimi_k2       model_type kimi_k2 (DeepSeek-V3's layout): q_lora_rank null
+                (one q_proj), attention_bias, rope_interleave absent (true),
+                mscale 1 and mscale_all_dim 0.8
   hf_cache      llama in the Hugging Face cache's layout: models--mha--tiny/
                 snapshots/REV/* symlinked to blobs/SHA256 (the model folder is
                 hf_cache/models--mha--tiny/snapshots/REV)
@@ -83,6 +91,8 @@ def attention_tensors(rng, cfg, prefix, family):
     qkv_bias = family in ("qwen2", "gpt_oss") or cfg.get("attention_bias", False)
     o_bias = family == "gpt_oss" or (family != "qwen2" and cfg.get("attention_bias", False))
     t = {}
+    if family in ("deepseek_v3", "kimi_k2"):
+        return {prefix + k: v for k, v in mla_tensors(rng, cfg).items()}
     if family == "phi3":
         t["qkv_proj.weight"] = linear(rng, (heads + 2 * kv) * hd, hidden)
     else:
@@ -104,6 +114,29 @@ def attention_tensors(rng, cfg, prefix, family):
     return {prefix + k: v for k, v in t.items()}
 
 
+def mla_tensors(rng, cfg):
+    """DeepseekV3Attention's tensors; norms away from 1 so that they matter."""
+    hidden, heads, bias = cfg["hidden_size"], cfg["num_attention_heads"], cfg.get("attention_bias", False)
+    kl, dn, dr, dv = cfg["kv_lora_rank"], cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+    t = {}
+    if cfg.get("q_lora_rank") is None:
+        t["q_proj.weight"] = linear(rng, heads * (dn + dr), hidden)
+    else:
+        ql = cfg["q_lora_rank"]
+        t["q_a_proj.weight"] = linear(rng, ql, hidden)
+        t["q_a_layernorm.weight"] = (1.0 + 0.3 * rng.standard_normal(ql)).astype(np.float32)
+        t["q_b_proj.weight"] = linear(rng, heads * (dn + dr), ql)
+    t["kv_a_proj_with_mqa.weight"] = linear(rng, kl + dr, hidden)
+    t["kv_a_layernorm.weight"] = (1.0 + 0.3 * rng.standard_normal(kl)).astype(np.float32)
+    t["kv_b_proj.weight"] = linear(rng, heads * (dn + dv), kl)
+    t["o_proj.weight"] = linear(rng, hidden, heads * dv)
+    if bias:
+        for n, w in (("q_a_proj", cfg.get("q_lora_rank")), ("kv_a_proj_with_mqa", kl + dr), ("o_proj", hidden)):
+            if w is not None:
+                t[n + ".bias"] = rng.uniform(-0.2, 0.2, size=(w,)).astype(np.float32)
+    return t
+
+
 def layer_rest(rng, cfg, prefix):
     """The rest of a decoder layer (norms, MLP): present as in real folders, unread."""
     hidden, inter = cfg["hidden_size"], cfg.get("intermediate_size", 2 * cfg["hidden_size"])
@@ -119,6 +152,13 @@ def model_tensors(rng, cfg, family, stem="model."):
         t.update(attention_tensors(rng, cfg, f"{stem}layers.{i}.self_attn.", family))
         t.update(layer_rest(rng, cfg, f"{stem}layers.{i}."))
     t[stem + "norm.weight"] = np.ones(cfg["hidden_size"], np.float32)
+    for i in range(cfg["num_hidden_layers"], cfg["num_hidden_layers"] + cfg.get("num_nextn_predict_layers", 0)):
+        # DeepSeek-V3's multi-token-prediction layer: a decoder layer plus its own projections.
+        t.update(attention_tensors(rng, cfg, f"{stem}layers.{i}.self_attn.", family))
+        t.update(layer_rest(rng, cfg, f"{stem}layers.{i}."))
+        t[f"{stem}layers.{i}.eh_proj.weight"] = linear(rng, cfg["hidden_size"], 2 * cfg["hidden_size"])
+        t[f"{stem}layers.{i}.enorm.weight"] = np.ones(cfg["hidden_size"], np.float32)
+        t[f"{stem}layers.{i}.hnorm.weight"] = np.ones(cfg["hidden_size"], np.float32)
     return t
 
 
@@ -163,6 +203,19 @@ CONFIGS = {
     "phi3": base("phi3", "Phi3ForCausalLM", num_key_value_heads=4, partial_rotary_factor=0.75, sliding_window=6,
                  rope_theta=10000.0, rope_scaling=None, original_max_position_embeddings=4096, embd_pdrop=0.0,
                  resid_pdrop=0.0, attention_dropout=0.0),
+    "deepseek_v3": base("deepseek_v3", "DeepseekV3ForCausalLM", num_key_value_heads=4, q_lora_rank=24, kv_lora_rank=32,
+                        qk_nope_head_dim=16, qk_rope_head_dim=32, v_head_dim=24, rope_theta=10000.0,
+                        rope_interleave=True, attention_bias=False, num_nextn_predict_layers=1,
+                        first_k_dense_replace=1, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+                        moe_intermediate_size=16, n_group=2, topk_group=1, routed_scaling_factor=2.5,
+                        max_position_embeddings=163840,
+                        rope_scaling={"type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1, "mscale": 1.0,
+                                      "mscale_all_dim": 1.0, "original_max_position_embeddings": 64}),
+    "kimi_k2": base("kimi_k2", "DeepseekV3ForCausalLM", num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=32,
+                    qk_nope_head_dim=32, qk_rope_head_dim=32, v_head_dim=32, rope_theta=50000.0, attention_bias=True,
+                    num_nextn_predict_layers=0, max_position_embeddings=131072,
+                    rope_scaling={"type": "yarn", "factor": 32.0, "beta_fast": 1.0, "beta_slow": 1.0, "mscale": 1.0,
+                                  "mscale_all_dim": 0.8, "original_max_position_embeddings": 64}),
 }
 
 

@@ -19,11 +19,30 @@ std::optional<std::string> decode_unsupported(const AttentionSpec& spec) {
   return std::nullopt;
 }
 
+namespace {
+
+// MLA's latent cache: one row of kv_lora_rank + rope_dim values per
+// position and batch row, whose c and kr parts each fill whole blocks of the
+// format (the absorbed form reads c alone as the values).
+void check_latent_cache(const AttentionSpec& spec, const DecodeOptions& opt) {
+  const Mla& m = *spec.mla;
+  if (auto e = kv_width_unsupported(opt.cache_dtype, m.kv_lora_rank, "kv_lora_rank")) throw InputError("decode: " + *e);
+  if (auto e = kv_width_unsupported(opt.cache_dtype, m.rope_dim, "qk_rope_head_dim")) throw InputError("decode: " + *e);
+  const std::string what = "decode: latent cache of " + field("batch", opt.batch) + " x " +
+                           field("positions", opt.max_tokens) + " x " + field("latent width", m.latent_width());
+  const int64_t rows = checked_mul(opt.batch, opt.max_tokens, what);
+  // float64 at worst (the reference's rows).
+  check_fits_memory(checked_mul(rows, checked_mul(m.latent_width(), 8, what), what), what);
+}
+
+}  // namespace
+
 void check_decode_options(const AttentionSpec& spec, const DecodeOptions& opt) {
   validate_spec_features(spec);
   if (opt.batch < 1) throw InputError("decode: batch must be at least 1, found " + std::to_string(opt.batch));
   if (opt.max_tokens < 1)
     throw InputError("decode: max_tokens must be at least 1, found " + std::to_string(opt.max_tokens));
+  if (spec.mla) return check_latent_cache(spec, opt);
   // The cache is allocated up front: K and V of every position, batch row and
   // key/value head, refused here when it overflows or exceeds the machine.
   const std::string what = "decode: KV cache of " + field("batch", opt.batch) + " x " +

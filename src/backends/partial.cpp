@@ -22,6 +22,7 @@ const char* capability_name(Capability c) {
 std::optional<std::string> partial_unsupported(const AttentionSpec& spec) {
   if (spec.softcap > 0.0) return std::string("partial attention has no logit softcap (run in one process)");
   if (spec.sinks) return std::string("partial attention has no attention sinks (run in one process)");
+  if (spec.mla) return std::string("partial attention has no multi-head latent attention (run in one process)");
   return std::nullopt;
 }
 

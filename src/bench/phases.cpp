@@ -30,12 +30,22 @@ double append_attention_flops(const AttentionSpec& spec, int64_t batch, int64_t 
     if (spec.window > 0) k = std::min(k, spec.window);
     keys += static_cast<double>(k + spec.extra_keys());
   }
-  return 2.0 * batch * spec.num_heads * keys * static_cast<double>(spec.head_dim + spec.head_dim_v);
+  // MLA decodes in the absorbed form: scores over the latent rows, values their first kv_lora_rank columns.
+  const double widths = spec.mla ? static_cast<double>(spec.mla->latent_width() + spec.mla->kv_lora_rank)
+                                 : static_cast<double>(spec.head_dim + spec.head_dim_v);
+  return 2.0 * batch * spec.num_heads * keys * widths;
 }
 
 double append_flops(const AttentionSpec& spec, int64_t batch, int64_t cached, int64_t rows) {
   const double h = spec.num_heads, hkv = spec.num_kv_heads, dh = spec.head_dim, dv = spec.head_dim_v;
   double proj = spec.q_in() * h * dh + spec.k_in() * hkv * dh + spec.v_in() * hkv * dv;
+  if (spec.mla) {  // q (q_a, q_b), the latent row, each head's absorption into and out of the latent space
+    const Mla& m = *spec.mla;
+    const double kl = static_cast<double>(m.kv_lora_rank);
+    proj = m.q_b ? spec.q_in() * static_cast<double>(m.q_lora_rank) + static_cast<double>(m.q_lora_rank) * h * dh
+                 : spec.q_in() * h * dh;
+    proj += spec.k_in() * static_cast<double>(m.latent_width()) + h * kl * (static_cast<double>(m.nope_dim) + dv);
+  }
   if (spec.out) proj += h * dv * spec.out_dim();
   return 2.0 * batch * rows * proj + append_attention_flops(spec, batch, cached, rows);
 }

@@ -103,7 +103,7 @@ void hf_shape(const BenchFlags& f, std::vector<std::string>& variants, std::vect
   if (!(f.variant + f.hidden + f.heads + f.kv_heads).empty())
     throw InputError("--hf: the folder's layer sets the variant and shape; drop --variant/--hidden/--heads/--kv-heads");
   const HfLayerAttention a = parse_hf_attention(hf_layer_params(open_hf_model(f.hf), f.layer));
-  variants = {"llama_attention"}, hiddens = {a.hidden}, heads = {a.heads}, kv_heads = {a.kv_heads};
+  variants = {hf_variant_name(a)}, hiddens = {a.hidden}, heads = {a.heads}, kv_heads = {a.kv_heads};
 }
 
 // llama-bench rows: pp<P> for each prompt size and tg<N> for each

@@ -23,7 +23,7 @@ void resolve_hf_model(RunConfig& c) {
   }
   c.params = hf_layer_params(m, c.model->layer);
   const HfLayerAttention a = parse_hf_attention(c.params);  // refused here, naming the field, before any tensor
-  c.variant = "llama_attention";
+  c.variant = hf_variant_name(a);
   c.weights = hf_layer_weights(m, c.model->layer);
   if (c.inputs.empty()) {
     InputConfig x;
@@ -52,14 +52,18 @@ std::string format_hf_inspect(const std::string& dir, bool json) {
   const HfModel m = open_hf_model(dir);
   const io::Checkpoint ck(m.weights);
   nlohmann::ordered_json j = {{"folder", dir}, {"model_type", m.model_type}, {"family", hf_family_name(m.family)},
-                              {"weights", m.weights}, {"num_hidden_layers", m.num_layers}};
+                              {"weights", m.weights}, {"num_hidden_layers", m.num_layers},
+                              {"num_nextn_predict_layers", m.mtp_layers}};
   std::string text = dir + ": " + m.model_type + " (family " + hf_family_name(m.family) + "), " +
-                     std::to_string(m.num_layers) + " layers, weights " + m.weights + "\n";
+                     std::to_string(m.num_layers) + " layers" +
+                     (m.mtp_layers ? " + " + std::to_string(m.mtp_layers) + " multi-token prediction" : std::string()) +
+                     ", weights " + m.weights + "\n";
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  for (int64_t i = 0; i < m.num_layers; ++i) {
+  for (int64_t i = 0; i < m.num_layers + m.mtp_layers; ++i) {
     const HfLayerAttention a = parse_hf_attention(hf_layer_params(m, i));
     const std::string prefix = hf_layer_prefix(m, ck.names(), i);
-    const std::string what = describe_hf_attention(a);
+    const bool mtp = i >= m.num_layers;  // DeepSeek-V3's multi-token prediction
+    const std::string what = describe_hf_attention(a) + (mtp ? " (multi-token prediction)" : "");
     char head[160];
     std::snprintf(head, sizeof head, "layer %3lld  hidden %lld, heads %lld, kv heads %lld, head_dim %lld: ",
                   static_cast<long long>(i), static_cast<long long>(a.hidden), static_cast<long long>(a.heads),
@@ -82,7 +86,13 @@ std::string format_hf_inspect(const std::string& dir, bool json) {
                       {"softcap", a.softcap},
                       {"scale", a.scale},
                       {"sinks", a.sinks},
+                      {"variant", hf_variant_name(a)},
+                      {"multi_token_prediction", mtp},
                       {"summary", what}});
+    if (a.mla)
+      layers.back()["mla"] = {{"q_lora_rank", a.mla->q_lora_rank}, {"kv_lora_rank", a.mla->kv_lora_rank},
+                              {"qk_nope_head_dim", a.mla->nope_dim}, {"qk_rope_head_dim", a.mla->rope_dim},
+                              {"v_head_dim", a.mla->v_dim}, {"rope_interleave", a.rope.interleaved}};
   }
   j["layers"] = layers;
   return json ? j.dump(2) + "\n" : text;

@@ -20,23 +20,23 @@ constexpr std::uintmax_t kMaxConfigBytes = 16u << 20;
 constexpr int64_t kMaxLayers = 1 << 16;
 
 // Keys that change attention in models mha does not run. Refused when set
-// (not null), naming the key, rather than run as something else.
+// (not null), naming the key, rather than run as something else. (MLA's
+// keys in a family without MLA are refused by the family's key check.)
 const char* const kRefusedKeys[][2] = {
-    {"q_lora_rank", "multi-head latent attention (MLA) is not supported yet"},
-    {"kv_lora_rank", "multi-head latent attention (MLA) is not supported yet"},
-    {"qk_rope_head_dim", "multi-head latent attention (MLA) is not supported yet"},
     {"attention_chunk_size", "chunked attention is not supported"},
     {"no_rope_layers", "layers without a rotary embedding are not supported"},
     {"use_qk_norm", "Llama 4's QK L2-norm is not supported"},
     {"attn_temperature_tuning", "attention temperature tuning is not supported"},
     {"rope_parameters", "transformers 5's rope_parameters are not read yet; write rope_theta / rope_scaling"},
-    {"use_mla", "multi-head latent attention (MLA) is not supported yet"},
+    {"use_mla", "MLA switched on in another family's layout is not supported (mha runs deepseek_v3's)"},
 };
 
+// MLA models other than DeepSeek-V3's layout (deepseek_v3, kimi_k2).
 const std::set<std::string>& mla_model_types() {
-  static const std::set<std::string> t = {"deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_vl", "deepseek_vl_v2"};
+  static const std::set<std::string> t = {"deepseek_v2", "kimi_vl", "deepseek_vl_v2"};
   return t;
 }
+const char* const kOtherMla = ": this multi-head latent attention (MLA) layout is not supported (mha runs deepseek_v3's and kimi_k2's)";
 
 // "LlamaForCausalLM" -> "llama", for a config without model_type.
 std::string model_type_from_architectures(const ordered_json& cfg) {
@@ -45,7 +45,7 @@ std::string model_type_from_architectures(const ordered_json& cfg) {
   const std::string arch = (*a)[0].get<std::string>();
   static const std::pair<const char*, const char*> known[] = {
       {"Llama", "llama"}, {"Mistral", "mistral"}, {"Qwen2", "qwen2"}, {"Qwen3", "qwen3"}, {"Gemma2", "gemma2"},
-      {"Gemma3", "gemma3"}, {"GptOss", "gpt_oss"}, {"Phi3", "phi3"}};
+      {"Gemma3", "gemma3"}, {"GptOss", "gpt_oss"}, {"Phi3", "phi3"}, {"DeepseekV3", "deepseek_v3"}};
   for (const auto& k : known)
     if (arch.rfind(k.first, 0) == 0 && arch.find("Moe") == std::string::npos) return k.second;
   return "";
@@ -72,7 +72,7 @@ std::pair<ordered_json, std::string> text_config(const ordered_json& cfg, const 
   std::string top = mt && mt->is_string() ? mt->get<std::string>() : model_type_from_architectures(cfg);
   if (mt && !mt->is_string()) throw InputError(where + ": model_type: expected a string, found " + json_brief(*mt));
   if (mla_model_types().count(top))
-    throw InputError(where + ": model_type \"" + top + "\": multi-head latent attention (MLA) is not supported yet");
+    throw InputError(where + ": model_type \"" + top + "\"" + kOtherMla);
   const ordered_json* tc = find(cfg, "text_config");
   if (!tc || tc->is_null()) return {cfg, top};
   if (!tc->is_object()) throw InputError(where + ": text_config: expected an object, found " + json_brief(*tc));
@@ -102,12 +102,12 @@ HfModel open_hf_model(const std::string& dir) {
   auto [text, type] = text_config(cfg, where);
   const std::string tpath = &text == &cfg ? "" : "text_config.";
   if (mla_model_types().count(type))
-    throw InputError(where + ": model_type \"" + type + "\": multi-head latent attention (MLA) is not supported yet");
+    throw InputError(where + ": model_type \"" + type + "\"" + kOtherMla);
   const auto family = hf_family_from_model_type(type);
   if (!family)
     throw InputError(where + ": " + tpath + "model_type " + (type.empty() ? std::string("missing") : "\"" + printable(type) + "\"") +
-                     " is not supported (mha runs llama, mistral, qwen2, qwen3, gemma2, gemma3, gpt_oss, phi3, mixtral, qwen2_moe, "
-                     "qwen3_moe)");
+                     " is not supported (mha runs llama, mistral, qwen2, qwen3, gemma2, gemma3, gpt_oss, phi3, deepseek_v3, mixtral, "
+                     "qwen2_moe, qwen3_moe, kimi_k2)");
   m.family = *family;
   m.model_type = type;
   for (const auto& r : kRefusedKeys)
@@ -119,6 +119,13 @@ HfModel open_hf_model(const std::string& dir) {
   if (m.num_layers > kMaxLayers)  // inspect walks every layer: bounded
     throw InputError(where + ": " + tpath + "num_hidden_layers: expected at most " + std::to_string(kMaxLayers) +
                      ", found " + std::to_string(m.num_layers));
+  if (m.family == HfFamily::DeepseekV3)
+    if (const ordered_json* mtp = find(text, "num_nextn_predict_layers"); mtp && !mtp->is_null()) {
+      m.mtp_layers = as_int(*mtp, tpath + "num_nextn_predict_layers", 0);
+      if (m.mtp_layers > kMaxLayers)
+        throw InputError(where + ": " + tpath + "num_nextn_predict_layers: expected at most " +
+                         std::to_string(kMaxLayers) + ", found " + std::to_string(m.mtp_layers));
+    }
   const std::vector<std::string>& keys = hf_attention_keys();
   for (auto it = text.begin(); it != text.end(); ++it) {
     if (std::find(keys.begin(), keys.end(), it.key()) != keys.end()) m.attention_params[it.key()] = *it;
@@ -130,9 +137,11 @@ HfModel open_hf_model(const std::string& dir) {
 }
 
 ordered_json hf_layer_params(const HfModel& m, int64_t layer) {
-  if (layer < 0 || layer >= m.num_layers)
+  if (layer < 0 || layer >= m.num_layers + m.mtp_layers)
     throw InputError(printable(m.dir, 400) + ": layer " + std::to_string(layer) + " is out of range (num_hidden_layers " +
-                     std::to_string(m.num_layers) + ": layers 0.." + std::to_string(m.num_layers - 1) + ")");
+                     std::to_string(m.num_layers) +
+                     (m.mtp_layers ? " + num_nextn_predict_layers " + std::to_string(m.mtp_layers) : std::string()) +
+                     ": layers 0.." + std::to_string(m.num_layers + m.mtp_layers - 1) + ")");
   ordered_json p = m.attention_params;
   p["layer_idx"] = layer;
   return p;

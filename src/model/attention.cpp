@@ -89,10 +89,46 @@ void check_rope(const RotaryEmbedding& r, int64_t head_dim) {
                      std::to_string(r.beta_fast) + ", " + std::to_string(r.beta_slow) + ", " + std::to_string(r.theta));
 }
 
+// MLA's widths against each other and every tensor's shape (Mla's comment).
+void check_mla(const AttentionSpec& spec) {
+  const Mla& m = *spec.mla;
+  const std::string at = "mla: ";
+  if (m.kv_lora_rank < 1 || m.nope_dim < 0 || m.rope_dim < 2 || m.q_lora_rank < 0)
+    throw InputError(at + "expected kv_lora_rank >= 1, nope_dim >= 0, rope_dim >= 2 and q_lora_rank >= 0, found " +
+                     std::to_string(m.kv_lora_rank) + ", " + std::to_string(m.nope_dim) + ", " +
+                     std::to_string(m.rope_dim) + ", " + std::to_string(m.q_lora_rank));
+  const int64_t H = spec.num_heads, dq = m.nope_dim + m.rope_dim, in = spec.q_in();
+  if (spec.num_kv_heads != H || spec.head_dim != dq)
+    throw InputError(at + "expected num_kv_heads = num_heads (" + std::to_string(H) + ") and head_dim = nope_dim + rope_dim (" +
+                     std::to_string(dq) + "), found " + std::to_string(spec.num_kv_heads) + " and " +
+                     std::to_string(spec.head_dim));
+  if (!spec.rope || spec.rope->rotary_dim != m.rope_dim)
+    throw InputError(at + "expected a rotary embedding of rotary_dim rope_dim (" + std::to_string(m.rope_dim) + ")");
+  if (spec.qk_norm || spec.sinks || spec.softcap > 0.0 || spec.extra_keys() > 0 || spec.qkv_fused)
+    throw InputError(at + "does not combine with qk_norm, sinks, softcap, bias_k / add_zero_attn or a fused qkv");
+  if ((m.q_lora_rank > 0) != (m.q_b.has_value() && m.q_norm.has_value()))
+    throw InputError(at + "q_lora_rank " + std::to_string(m.q_lora_rank) + " needs q_b and q_norm exactly when it is > 0");
+  if (m.q_lora_rank > 0) {
+    expect_shape("mla q (q_a_proj)", spec.q.weight, {m.q_lora_rank, in});
+    expect_shape("mla q_norm", *m.q_norm, {m.q_lora_rank});
+    expect_shape("mla q_b", m.q_b->weight, {checked_mul(H, dq, at + "heads x head_dim"), m.q_lora_rank});
+  } else {
+    expect_shape("mla q (q_proj)", spec.q.weight, {checked_mul(H, dq, at + "heads x head_dim"), in});
+  }
+  expect_shape("mla k (kv_a_proj_with_mqa)", spec.k.weight, {m.latent_width(), in});
+  expect_shape("mla v (kv_a_proj_with_mqa)", spec.v.weight, {m.latent_width(), in});
+  expect_shape("mla kv_norm", m.kv_norm, {m.kv_lora_rank});
+  expect_shape("mla kv_b", m.kv_b.weight,
+               {checked_mul(H, m.nope_dim + spec.head_dim_v, at + "heads x (nope_dim + head_dim_v)"), m.kv_lora_rank});
+  if (!(m.eps >= 0.0) || !std::isfinite(m.eps))
+    throw InputError(at + "expected a non-negative eps, found " + std::to_string(m.eps));
+}
+
 }  // namespace
 
 void validate_spec_features(const AttentionSpec& spec) {
   if (spec.rope) check_rope(*spec.rope, spec.head_dim);
+  if (spec.mla) check_mla(spec);
   if (spec.qk_norm) {
     expect_shape("qk_norm q_weight", spec.qk_norm->q_weight, {spec.head_dim});
     expect_shape("qk_norm k_weight", spec.qk_norm->k_weight, {spec.head_dim});
@@ -146,6 +182,12 @@ double attention_flops(const AttentionSpec& spec, const AttentionInputs& in) {
   double b = in.query.dim(0), l = in.query.dim(1), s = in.key.dim(1);
   double h = spec.num_heads, hkv = spec.num_kv_heads, dh = spec.head_dim, dv = spec.head_dim_v;
   double proj = b * l * spec.q_in() * h * dh + b * s * spec.k_in() * hkv * dh + b * s * spec.v_in() * hkv * dv;
+  if (spec.mla) {  // the expanded form's projections
+    const Mla& m = *spec.mla;
+    const double q = m.q_lora_rank > 0 ? spec.q_in() * double(m.q_lora_rank) + double(m.q_lora_rank) * h * dh
+                                       : spec.q_in() * h * dh;
+    proj = b * l * q + b * s * (spec.k_in() * double(m.latent_width()) + double(m.kv_lora_rank) * h * (m.nope_dim + dv));
+  }
   if (spec.out) proj += b * l * h * dv * spec.out_dim();
   double pairs = l * (s + spec.extra_keys());
   if (spec.causal && l == s) pairs = l * (l + 1) / 2.0;

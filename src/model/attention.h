@@ -111,6 +111,33 @@ struct QkNorm {
   bool offset_one = false;
 };
 
+// Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): q and the keys and
+// values come from low-rank projections with RMSNorms of their own, and
+// every head's key ends in one rotated part shared by all heads. The
+// expanded form (model/mla.h computes it), with dn = nope_dim, dr =
+// rope_dim, dv = head_dim_v and spec q, k (= v) the input's projections:
+//   q    = rmsnorm(x @ q^T, q_norm) @ q_b^T    [B, L, H*(dn + dr)]  (no q_b: x @ q^T)
+//   ckv  = x @ k^T                             [B, S, kv_lora_rank + dr]
+//   c    = rmsnorm(ckv[:kv_lora_rank], kv_norm), kr = ckv[kv_lora_rank:]
+//   kv   = c @ kv_b^T                          [B, S, H*(dn + dv)]: head h is [k_nope_h | v_h]
+//   rope (spec.rope, rotary_dim dr) on each q head's last dr and on kr;
+//   key_h = [k_nope_h | kr], value_h = v_h
+// then the attention above with num_kv_heads = H and head_dim = dn + dr.
+// The absorbed form (decode over a latent cache of [c | kr] per token, the
+// same values): q_nope_h @ W_kb_h joins c, and V = c @ W_vb_h^T after the
+// softmax (W_kb_h, W_vb_h: head h's dn and dv rows of kv_b).
+struct Mla {
+  int64_t q_lora_rank = 0;  // 0: q is one projection (q_proj), no q_b / q_norm
+  int64_t kv_lora_rank = 0;
+  int64_t nope_dim = 0, rope_dim = 0;  // dn, dr
+  std::optional<Projection> q_b;  // [H*(dn + dr), q_lora_rank]
+  std::optional<Tensor> q_norm;   // [q_lora_rank]
+  Tensor kv_norm;                 // [kv_lora_rank]
+  Projection kv_b;                // [H*(dn + dv), kv_lora_rank]
+  double eps = 1e-6;
+  int64_t latent_width() const { return kv_lora_rank + rope_dim; }  // one cached row
+};
+
 struct AttentionSpec {
   uint64_t uid = new_spec_uid();  // plan-cache identity; never edit a spec after running it
   std::string variant;  // for messages only
@@ -141,6 +168,9 @@ struct AttentionSpec {
   // (ttnn_mha_fused: weight [Eq+Ek+Ev, in], weight_in_out [in, Eq+Ek+Ev]);
   // q, k and v above are its row slices.
   std::optional<Projection> qkv_fused;
+  // Multi-head latent attention: q is q_a_proj (or q_proj) and k and v are
+  // both kv_a_proj_with_mqa; a backend without it refuses the spec.
+  std::optional<Mla> mla;
 
   int64_t q_in() const { return q.weight.dim(1); }
   int64_t k_in() const { return k.weight.dim(1); }
@@ -186,7 +216,7 @@ struct AttentionResult {
   NamedTensors stages;
 };
 
-// Checks the spec's rope, qk_norm, softcap and sinks fields (ranges and
+// Checks the spec's rope, qk_norm, softcap, sinks and mla fields (ranges and
 // tensor shapes); throws InputError naming the field. validate_inputs and
 // decode sessions call it.
 void validate_spec_features(const AttentionSpec& spec);

@@ -110,6 +110,9 @@ RunReport run_heads(PreparedRun& prepared, Backend& backend, const RunRequest& r
   const AttentionInputs& inputs = f32 ? f32->second : prepared.inputs;
   if (inputs.training && spec.dropout > 0.0)
     throw InputError("parallel.heads: training-mode dropout draws per head index and is not split across ranks");
+  if (spec.mla)
+    throw InputError("parallel.heads: multi-head latent attention's latent projections serve every head and are not "
+                     "split across ranks; run in one process");
   require_supported(backend, spec, inputs);
   if (spec.out)
     if (auto why = backend.supports(Capability::OutputProjection, spec))

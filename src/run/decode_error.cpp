@@ -11,8 +11,12 @@ namespace mha {
 
 std::optional<std::string> decode_error_too_costly(const AttentionSpec& spec, int64_t batch, int64_t depth,
                                                    int64_t rows) {
-  const double widths = static_cast<double>(spec.head_dim + spec.head_dim_v);
-  const double bytes = 8.0 * batch * spec.num_kv_heads * static_cast<double>(depth + rows) * widths;
+  // MLA's reference keeps one latent row per position and attends over it
+  // with its whole width for the scores and kv_lora_rank for the values.
+  const double widths = spec.mla ? static_cast<double>(spec.mla->latent_width() + spec.mla->kv_lora_rank)
+                                 : static_cast<double>(spec.head_dim + spec.head_dim_v);
+  const double row = spec.mla ? static_cast<double>(spec.mla->latent_width()) : spec.num_kv_heads * widths;
+  const double bytes = 8.0 * batch * static_cast<double>(depth + rows) * row;
   double keys = 0;  // keys each appended row attends, summed
   for (int64_t i = 0; i < rows; ++i) {
     double k = static_cast<double>(depth + i + 1);

@@ -58,6 +58,9 @@ const std::vector<FamilyInfo>& families() {
       {F::GptOss, "gpt_oss", {"attention_bias", "sliding_window", "layer_types"}},
       // original_max_position_embeddings serves LongRoPE only, which is refused.
       {F::Phi3, "phi3", {"attention_bias", "sliding_window", "original_max_position_embeddings"}},
+      {F::DeepseekV3, "deepseek_v3",
+       {"attention_bias", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+        "rope_interleave", "num_nextn_predict_layers"}},
   };
   return f;
 }
@@ -97,7 +100,7 @@ F parse_family(const ordered_json& p) {
   const std::string v = t->is_string() ? t->get<std::string>() : "";
   if (auto f = hf_family_from_model_type(v)) return *f;
   throw InputError("params.model_type: expected one of llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gpt_oss, "
-                   "phi3 (or mixtral, qwen2_moe, qwen3_moe), found " + printable(t->dump()));
+                   "phi3, deepseek_v3 (or mixtral, qwen2_moe, qwen3_moe, kimi_k2), found " + printable(t->dump()));
 }
 
 // The config classes' defaults for fields a config may omit (Gemma 3's
@@ -227,6 +230,7 @@ std::optional<HfFamily> hf_family_from_model_type(const std::string& t) {
   if (t == "mixtral") return F::Mistral;
   if (t == "qwen2_moe") return F::Qwen2;
   if (t == "qwen3_moe") return F::Qwen3;
+  if (t == "kimi_k2") return F::DeepseekV3;  // DeepseekV3ForCausalLM's layout
   for (const FamilyInfo& i : families())
     if (t == i.name) return i.family;
   return std::nullopt;
@@ -249,6 +253,7 @@ HfLayerAttention parse_hf_attention(const ordered_json& p) {
     throw InputError("params.attention_bias: not a Qwen2 setting (Qwen2 biases q/k/v and not o_proj); "
                      "use qkv_bias / o_proj_bias to depart from that");
   check_family_keys(p, f);
+  if (f == F::DeepseekV3) return parse_hf_mla(p);
   HfLayerAttention a;
   a.family = f;
   a.layer_given = given(p, "layer_idx") != nullptr;
@@ -280,6 +285,8 @@ HfLayerAttention parse_hf_attention(const ordered_json& p) {
   return a;
 }
 
+const char* hf_variant_name(const HfLayerAttention& a) { return a.mla ? "mla_attention" : "llama_attention"; }
+
 std::string describe_hf_attention(const HfLayerAttention& a) {
   char buf[96];
   std::string s = a.sliding ? "sliding " + std::to_string(a.window) : std::string("full");
@@ -306,6 +313,12 @@ std::string describe_hf_attention(const HfLayerAttention& a) {
   if (a.sinks) s += ", sinks";
   if (a.qkv_bias || a.o_bias) s += a.qkv_bias && a.o_bias ? ", bias qkvo" : a.qkv_bias ? ", bias qkv" : ", bias o";
   if (a.fused_qkv) s += ", fused qkv_proj";
+  if (a.mla) {
+    const HfMla& m = *a.mla;
+    s += ", MLA q_lora " + (m.q_lora_rank > 0 ? std::to_string(m.q_lora_rank) : std::string("none (q_proj)")) +
+         ", kv_lora " + std::to_string(m.kv_lora_rank) + ", qk_nope " + std::to_string(m.nope_dim) + ", qk_rope " +
+         std::to_string(m.rope_dim) + ", v " + std::to_string(m.v_dim) + (a.rope.interleaved ? ", interleaved" : "");
+  }
   return s;
 }
 

@@ -109,7 +109,8 @@ RotaryEmbedding parse_hf_rope(const ordered_json& p, HfFamily f, const HfLayerAt
     r.rotary_dim = dim == a.head_dim ? 0 : dim;
   }
   const int64_t max_positions = param_int(p, {"max_position_embeddings"}, f == HfFamily::Gemma3 || f == HfFamily::GptOss
-                                                                              ? 131072 : 2048);
+                                                                              ? 131072
+                                                                          : f == HfFamily::DeepseekV3 ? 4096 : 2048);
   const ordered_json* s = find(p, "rope_scaling");
   if (!s && f == HfFamily::GptOss) {  // GptOssConfig's default rope_scaling
     static const ordered_json dflt = ordered_json::parse(

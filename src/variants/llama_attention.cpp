@@ -30,7 +30,11 @@ namespace {
 
 class LlamaAttention : public Variant {
  public:
-  explicit LlamaAttention(const ordered_json& p) : p_(parse_hf_attention(p)) {}
+  explicit LlamaAttention(const ordered_json& p) : p_(parse_hf_attention(p)) {
+    if (p_.mla)
+      throw InputError("params.model_type: " + std::string(hf_family_name(p_.family)) +
+                       " is multi-head latent attention: run it as variant mla_attention");
+  }
   std::string name() const override { return "llama_attention"; }
   std::vector<WeightSlot> weight_slots() const override {
     const int64_t q = p_.q_width, kv = p_.kv_width;
@@ -116,49 +120,7 @@ class LlamaAttention : public Variant {
 
  protected:
   AttentionInputs map_inputs(const TensorMap& inputs, const ForwardOptions& opt) const override {
-    AttentionInputs in = self_attention_inputs(inputs, p_.hidden, 0);
-    in.training = opt.training;
-    const int64_t b = in.query.dim(0), l = in.query.dim(1);
-    auto batch_rows = [&](const Tensor& t, const char* what) {
-      if (t.ndim() != 2 || (t.dim(0) != b && t.dim(0) != 1) || t.dim(1) != l)
-        throw InputError(std::string("inputs.") + what + ": expected shape (" + std::to_string(b) + " or 1, " +
-                         std::to_string(l) + "), found " + shape_str(t.shape()));
-    };
-    if (const Tensor* pos = find_input(inputs, "position_ids", false)) {
-      if (dtype_is_float(pos->dtype()) || pos->dtype() == DType::Bool)
-        throw InputError("inputs.position_ids: expected an integer tensor, found " + std::string(dtype_name(pos->dtype())));
-      batch_rows(*pos, "position_ids");
-      if (pos->dtype() == DType::U64) {  // past INT64_MAX the cast below would wrap: report the value as written
-        const uint64_t* u = pos->data<uint64_t>();
-        for (int64_t i = 0; i < pos->numel(); ++i)
-          if (u[i] > static_cast<uint64_t>(INT64_MAX))
-            throw InputError("inputs.position_ids: expected positions of at most " + std::to_string(INT64_MAX) +
-                             ", found " + std::to_string(u[i]) + " at flat index " + std::to_string(i));
-      }
-      Tensor p64 = pos->cast(DType::I64);
-      const int64_t* v = p64.data<int64_t>();
-      for (int64_t i = 0; i < p64.numel(); ++i)
-        if (v[i] < 0)
-          throw InputError("inputs.position_ids: expected non-negative positions, found " + std::to_string(v[i]) +
-                           " at flat index " + std::to_string(i));
-      in.positions = std::move(p64);
-    }
-    if (const Tensor* m = find_input(inputs, "attention_mask", false)) {
-      batch_rows(*m, "attention_mask");
-      // 1 attends, 0 is padding: an additive row [B or 1, 1, 1, L] that
-      // every query adds, under the causal / window mask.
-      Tensor add(DType::F32, {m->dim(0), 1, 1, l});
-      float* dst = add.data<float>();
-      for (int64_t i = 0; i < m->numel(); ++i) {
-        const double x = m->get_f64(i);
-        if (x != 0.0 && x != 1.0)
-          throw InputError("inputs.attention_mask: expected 1 (attend) or 0 (padding), found " + std::to_string(x) +
-                           " at flat index " + std::to_string(i));
-        dst[i] = x == 1.0 ? 0.0f : -INFINITY;
-      }
-      in.mask = std::move(add);
-    }
-    return in;
+    return hf_decoder_inputs(inputs, p_.hidden, opt);
   }
 
  private:
@@ -166,6 +128,52 @@ class LlamaAttention : public Variant {
 };
 
 }  // namespace
+
+AttentionInputs hf_decoder_inputs(const TensorMap& inputs, int64_t hidden, const ForwardOptions& opt) {
+  AttentionInputs in = self_attention_inputs(inputs, hidden, 0);
+  in.training = opt.training;
+  const int64_t b = in.query.dim(0), l = in.query.dim(1);
+  auto batch_rows = [&](const Tensor& t, const char* what) {
+    if (t.ndim() != 2 || (t.dim(0) != b && t.dim(0) != 1) || t.dim(1) != l)
+      throw InputError(std::string("inputs.") + what + ": expected shape (" + std::to_string(b) + " or 1, " +
+                       std::to_string(l) + "), found " + shape_str(t.shape()));
+  };
+  if (const Tensor* pos = find_input(inputs, "position_ids", false)) {
+    if (dtype_is_float(pos->dtype()) || pos->dtype() == DType::Bool)
+      throw InputError("inputs.position_ids: expected an integer tensor, found " + std::string(dtype_name(pos->dtype())));
+    batch_rows(*pos, "position_ids");
+    if (pos->dtype() == DType::U64) {  // past INT64_MAX the cast below would wrap: report the value as written
+      const uint64_t* u = pos->data<uint64_t>();
+      for (int64_t i = 0; i < pos->numel(); ++i)
+        if (u[i] > static_cast<uint64_t>(INT64_MAX))
+          throw InputError("inputs.position_ids: expected positions of at most " + std::to_string(INT64_MAX) +
+                           ", found " + std::to_string(u[i]) + " at flat index " + std::to_string(i));
+    }
+    Tensor p64 = pos->cast(DType::I64);
+    const int64_t* v = p64.data<int64_t>();
+    for (int64_t i = 0; i < p64.numel(); ++i)
+      if (v[i] < 0)
+        throw InputError("inputs.position_ids: expected non-negative positions, found " + std::to_string(v[i]) +
+                         " at flat index " + std::to_string(i));
+    in.positions = std::move(p64);
+  }
+  if (const Tensor* m = find_input(inputs, "attention_mask", false)) {
+    batch_rows(*m, "attention_mask");
+    // 1 attends, 0 is padding: an additive row [B or 1, 1, 1, L] that
+    // every query adds, under the causal / window mask.
+    Tensor add(DType::F32, {m->dim(0), 1, 1, l});
+    float* dst = add.data<float>();
+    for (int64_t i = 0; i < m->numel(); ++i) {
+      const double x = m->get_f64(i);
+      if (x != 0.0 && x != 1.0)
+        throw InputError("inputs.attention_mask: expected 1 (attend) or 0 (padding), found " + std::to_string(x) +
+                         " at flat index " + std::to_string(i));
+      dst[i] = x == 1.0 ? 0.0f : -INFINITY;
+    }
+    in.mask = std::move(add);
+  }
+  return in;
+}
 
 std::unique_ptr<Variant> make_llama_attention(const ordered_json& p) { return std::make_unique<LlamaAttention>(p); }
 

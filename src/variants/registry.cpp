@@ -42,6 +42,12 @@ const std::vector<VariantEntry>& variant_registry() {
                              {"max_position_embeddings", r.seq}};
        },
        {"x"}, nullptr, true},
+      // DeepSeek-V3's latent widths (its config's defaults) at any hidden / heads.
+      {"mla_attention", make_mla_attention, C::Always,
+       [](const ShapeRequest& r) {
+         return ordered_json{{"hidden_size", r.hidden}, {"num_attention_heads", r.heads},
+                             {"max_position_embeddings", r.seq}};
+       }},
   };
   return table;
 }

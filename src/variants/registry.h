@@ -32,5 +32,6 @@ std::unique_ptr<Variant> make_ttnn_mha(const ordered_json& params);
 std::unique_ptr<Variant> make_ttnn_mha_fused(const ordered_json& params);
 std::unique_ptr<Variant> make_torch_mha(const ordered_json& params);
 std::unique_ptr<Variant> make_llama_attention(const ordered_json& params);
+std::unique_ptr<Variant> make_mla_attention(const ordered_json& params);
 
 }  // namespace mha

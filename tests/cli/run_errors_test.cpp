@@ -226,8 +226,8 @@ TEST(RunErrors, LlamaAttentionInputs) {
   expect_input_error(run_config(dir, llama(R"({"hidden_size": 16, "num_attention_heads": 4, "sliding_window": 0})", "")),
                      "params.sliding_window: expected a positive integer");
   expect_input_error(run_config(dir, llama(R"({"hidden_size": 16, "num_attention_heads": 4, "model_type": "mamba"})", "")),
-                     "params.model_type: expected one of llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gpt_oss, phi3 "
-                     "(or mixtral, qwen2_moe, qwen3_moe), found \"mamba\"");
+                     "params.model_type: expected one of llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gpt_oss, phi3, "
+                     "deepseek_v3 (or mixtral, qwen2_moe, qwen3_moe, kimi_k2), found \"mamba\"");
   expect_input_error(
       run_config(dir, llama(R"({"hidden_size": 16, "num_attention_heads": 4, "model_type": "qwen2", "attention_bias": true})",
                             "")),

@@ -162,3 +162,48 @@ TEST(HfFolder, BenchRowsOfALayer) {
 
 }  // namespace
 }  // namespace mha::test
+
+namespace mha::test {
+namespace {
+
+// DeepSeek-V3's MLA layers (and its multi-token-prediction layer past
+// num_hidden_layers) in inspect, and a tg row reading the weights and one
+// latent row per cached position.
+TEST(HfFolder, MlaLayersInspectAndBench) {
+  const nlohmann::json j = hf_inspect(hf_example("deepseek_v3"));
+  ASSERT_EQ(j["layers"].size(), 3u);
+  EXPECT_EQ(j["num_nextn_predict_layers"], 1);
+  const nlohmann::json& l0 = j["layers"][0];
+  EXPECT_EQ(l0["variant"], "mla_attention");
+  EXPECT_EQ(l0["multi_token_prediction"], false);
+  EXPECT_EQ(j["layers"][2]["multi_token_prediction"], true);
+  EXPECT_EQ(l0["mla"]["kv_lora_rank"], 32);
+  EXPECT_EQ(l0["mla"]["q_lora_rank"], 24);
+  EXPECT_EQ(l0["mla"]["rope_interleave"], true);
+  EXPECT_EQ(l0["rotary_dim"], 32);
+  const double ms = 0.1 * std::log(40.0) + 1.0;  // mscale_all_dim 1 enters the scale squared
+  EXPECT_NEAR(l0["scale"].get<double>(), ms * ms / std::sqrt(48.0), 1e-12);
+  EXPECT_EQ(l0["rope_attention_factor"], 1.0);  // mscale / mscale_all_dim
+  const nlohmann::json k = hf_inspect(hf_example("kimi_k2"))["layers"][0];
+  EXPECT_EQ(k["mla"]["q_lora_rank"], 0);  // null: q_proj
+  EXPECT_NEAR(k["rope_attention_factor"].get<double>(), (0.1 * std::log(32.0) + 1) / (0.08 * std::log(32.0) + 1), 1e-12);
+  const CommandResult text = run_mha("inspect " + shell_quote(hf_example("deepseek_v3")));
+  EXPECT_NE(text.out.find("2 layers + 1 multi-token prediction"), std::string::npos) << text.out;
+
+  const CommandResult r = run_mha("bench --no-progress --probe-mib 16 -r 1 --warmup 0 -t 1 -o json --hf " +
+                                  shell_quote(hf_example("deepseek_v3")) + " --layer 2 -p 0 -n 2 -d 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  const nlohmann::json& rows = out.is_array() ? out : out["rows"];
+  ASSERT_EQ(rows.size(), 1u) << r.out;
+  EXPECT_EQ(rows[0]["variant"], "mla_attention");
+  // q_a 24x64 (+ norm 24), q_b 192x24, kv_a_proj_with_mqa 64x64 (+ norm 32),
+  // kv_b 160x32, o 64x96 floats; the cache holds 32 + 32 floats a position,
+  // 9 and then 10 positions after the two steps.
+  const double weights = 4.0 * (24 * 64 + 24 + 192 * 24 + 64 * 64 + 32 + 160 * 32 + 64 * 96);
+  EXPECT_DOUBLE_EQ(rows[0]["bytes_per_token"].get<double>(), weights + 4.0 * 64 * (9 + 10) / 2.0);
+  EXPECT_GT(rows[0]["bandwidth_percent"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace mha::test

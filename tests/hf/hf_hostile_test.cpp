@@ -40,16 +40,38 @@ TEST(HfHostile, UnknownModelType) {
   expect_one_line_error(run_mha("inspect " + shell_quote(e.model())), "model_type \"mamba\"");
 }
 
-TEST(HfHostile, MlaIsRefusedInOneLine) {
-  Edited e("llama", [](json& c) {
-    c["model_type"] = "deepseek_v3";
-    c["kv_lora_rank"] = 512;
-  });
-  expect_one_line_error(run_hf(e.model()), "multi-head latent attention (MLA) is not supported yet");
-  Edited k("llama", [](json& c) { c["model_type"] = "kimi_k2"; });
-  expect_one_line_error(run_hf(k.model()), "MLA");
-  Edited lora("llama", [](json& c) { c["q_lora_rank"] = 1536; });  // MLA fields under another model_type
-  expect_one_line_error(run_hf(lora.model()), "q_lora_rank");
+// Other MLA layouts, and MLA's keys under a family without MLA.
+TEST(HfHostile, OtherMlaIsRefusedInOneLine) {
+  Edited e("deepseek_v3", [](json& c) { c["model_type"] = "deepseek_v2"; });
+  expect_one_line_error(run_hf(e.model()), "model_type \"deepseek_v2\": this multi-head latent attention (MLA) layout");
+  Edited lora("llama", [](json& c) { c["q_lora_rank"] = 1536; });
+  expect_one_line_error(run_hf(lora.model()), "params.q_lora_rank: not a llama setting (deepseek_v3's attention reads it");
+  Edited use("llama", [](json& c) { c["use_mla"] = true; });
+  expect_one_line_error(run_hf(use.model()), "use_mla");
+}
+
+// DeepSeek-V3's widths against its tensors, and its own contradictions.
+TEST(HfHostile, MlaFieldsContradictingTheTensors) {
+  Edited kl("deepseek_v3", [](json& c) { c["kv_lora_rank"] = 64; });
+  expect_one_line_error(run_hf(kl.model()), "tensor 'kv_a_proj_with_mqa.weight': expected shape (96, 64), found (64, 64)");
+  Edited v("deepseek_v3", [](json& c) { c["v_head_dim"] = 16; });
+  expect_one_line_error(run_hf(v.model()), "expected shape");
+  Edited q("deepseek_v3", [](json& c) { c["q_lora_rank"] = nullptr; });  // q_proj, which the folder lacks
+  expect_one_line_error(run_hf(q.model()), "q_proj.weight");
+  Edited kv("deepseek_v3", [](json& c) { c["num_key_value_heads"] = 2; });
+  expect_one_line_error(run_hf(kv.model()), "params.num_key_value_heads: expected num_attention_heads (4");
+  Edited hd("deepseek_v3", [](json& c) { c["head_dim"] = 48; });
+  expect_one_line_error(run_hf(hd.model()), "params.head_dim: DeepSeek-V3's head_dim is its rotary width");
+  Edited odd("deepseek_v3", [](json& c) { c["qk_rope_head_dim"] = 31; });
+  expect_one_line_error(run_hf(odd.model()), "params.qk_rope_head_dim: expected an even width");
+  Edited huge("deepseek_v3", [](json& c) { c["kv_lora_rank"] = 9223372036854775800LL; });
+  expect_one_line_error(run_hf(huge.model()), "kv_lora_rank");
+  Edited win("deepseek_v3", [](json& c) { c["sliding_window"] = 4; });
+  expect_one_line_error(run_hf(win.model()), "params.sliding_window: not a deepseek_v3 setting");
+  // Past num_hidden_layers + num_nextn_predict_layers (2 + 1).
+  expect_one_line_error(run_hf(hf_example("deepseek_v3"), "--layer 3"), "layer 3 is out of range");
+  Edited mtp("deepseek_v3", [](json& c) { c["num_nextn_predict_layers"] = 2; });  // layer 3's tensors are absent
+  expect_one_line_error(run_hf(mtp.model(), "--layer 3"), "no tensor of layer 3's attention");
 }
 
 // head_dim x heads against the tensors' shapes: refused from the headers.

@@ -3,7 +3,9 @@
 Hugging Face model folder, written from transformers' source (main branch as
 of 2025: models/{llama,mistral,qwen2,qwen3,gemma2,gemma3,gpt_oss,phi3}/
 modeling_*.py and configuration_*.py, modeling_rope_utils.py with YaRN's
-`truncate`, masking_utils.py's sliding_window_overlay). It shares no code with
+`truncate`, masking_utils.py's sliding_window_overlay; models/deepseek_v3/
+modeling_deepseek_v3.py at commit 00b676f8f0489b88652a31d70751cc540dd06305
+for DeepSeek-V3's multi-head latent attention, which kimi_k2 folders share). It shares no code with
 mha: it reads config.json and the safetensors bytes itself (numpy only).
 
   hf_oracle.py DIR LAYER X.npy OUT.npy
@@ -36,6 +38,9 @@ DEFAULTS = {
     "qwen3": {"rope_theta": 10000.0, "attention_bias": False, "use_sliding_window": False, "max_window_layers": 28,
               "rms_norm_eps": 1e-6},
     "qwen2": {"rope_theta": 10000.0, "use_sliding_window": False, "max_window_layers": 28},
+    "deepseek_v3": {"hidden_size": 7168, "num_attention_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512,
+                    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "rope_theta": 10000.0,
+                    "rope_interleave": True, "attention_bias": False, "max_position_embeddings": 4096},
 }
 
 
@@ -46,7 +51,7 @@ def read_config(folder):
         text.setdefault("model_type", "gemma3_text" if cfg["model_type"] == "gemma3" else None)
         cfg = text
     mt = cfg["model_type"]
-    mt = "gemma3_text" if mt == "gemma3" else mt
+    mt = {"gemma3": "gemma3_text", "kimi_k2": "deepseek_v3"}.get(mt, mt)
     full = dict(DEFAULTS.get(mt, {}))
     full.update({k: v for k, v in cfg.items()})
     full["model_type"] = mt
@@ -110,6 +115,8 @@ def is_sliding(cfg, layer):
 
 
 def head_dim(cfg):
+    if cfg["model_type"] == "deepseek_v3":  # DeepseekV3Config: head_dim is the rotary width
+        return cfg["qk_rope_head_dim"]
     return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
@@ -215,8 +222,52 @@ def linear_(x, w, b):
     return y + b if b is not None else y
 
 
+def yarn_get_mscale(scale, mscale):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def mla_attention(cfg, W, layer, x):
+    """DeepseekV3Attention.forward, eager attention, no cache."""
+    H, B, L = cfg["num_attention_heads"], x.shape[0], x.shape[1]
+    dn, dr, dv, kl = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
+    eps = 1e-6  # DeepseekV3RMSNorm(q_lora_rank) / (kv_lora_rank): the default eps, not rms_norm_eps
+    if cfg.get("q_lora_rank") is None:
+        q = linear_(x, W["q_proj.weight"], None)
+    else:
+        qa = linear_(x, W["q_a_proj.weight"], W.get("q_a_proj.bias"))
+        q = linear_(rms_norm(qa, W["q_a_layernorm.weight"], eps, False), W["q_b_proj.weight"], None)
+    q = q.reshape(B, L, H, dn + dr).transpose(0, 2, 1, 3)
+    q_pass, q_rot = q[..., :dn], q[..., dn:]
+    ckv = linear_(x, W["kv_a_proj_with_mqa.weight"], W.get("kv_a_proj_with_mqa.bias"))
+    k_pass, k_rot = ckv[..., :kl], ckv[..., kl:]
+    kv = linear_(rms_norm(k_pass, W["kv_a_layernorm.weight"], eps, False), W["kv_b_proj.weight"], None)
+    kv = kv.reshape(B, L, H, dn + dv).transpose(0, 2, 1, 3)
+    k_pass, v = kv[..., :dn], kv[..., dn:]
+    k_rot = k_rot.reshape(B, 1, L, dr)
+    cos, sin = rope_tables(cfg, layer, L)
+    if cfg.get("rope_interleave", True):  # apply_rotary_pos_emb_interleave: de-interleave, then rotate halves
+        q_rot = q_rot.reshape(B, H, L, dr // 2, 2).swapaxes(-1, -2).reshape(B, H, L, dr)
+        k_rot = k_rot.reshape(B, 1, L, dr // 2, 2).swapaxes(-1, -2).reshape(B, 1, L, dr)
+    q_rot, k_rot = rotate(q_rot, cos, sin), rotate(k_rot, cos, sin)
+    k_rot = np.broadcast_to(k_rot, (B, H, L, dr))
+    query, key = np.concatenate([q_pass, q_rot], -1), np.concatenate([k_pass, k_rot], -1)
+    scaling = (dn + dr) ** -0.5
+    s_cfg = cfg.get("rope_scaling")
+    if s_cfg is not None and s_cfg.get("mscale_all_dim", 0):
+        m = yarn_get_mscale(s_cfg["factor"], s_cfg["mscale_all_dim"])
+        scaling = scaling * m * m
+    s = (query @ key.transpose(0, 1, 3, 2)) * scaling
+    i, j = np.arange(L)[:, None], np.arange(L)[None, :]
+    s = np.where(j <= i, s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    ctx = ((e / e.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(B, L, H * dv)
+    return linear_(ctx, W["o_proj.weight"], W.get("o_proj.bias"))
+
+
 def attention(cfg, W, layer, x):
     mt, hd = cfg["model_type"], head_dim(cfg)
+    if mt == "deepseek_v3":
+        return mla_attention(cfg, W, layer, x)
     H = cfg["num_attention_heads"]
     Hkv = cfg.get("num_key_value_heads") or H
     B, L, _ = x.shape

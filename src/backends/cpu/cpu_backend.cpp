@@ -14,6 +14,7 @@
 #include "backends/cpu/cpu_flash_kernel.h"
 #include "backends/cpu/cpu_flash_run.h"
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_mla.h"
 #include "backends/cpu/cpu_plain.h"
 #include "backends/cpu/cpu_plan.h"
 #include "backends/cpu/cpu_projection.h"
@@ -123,6 +124,7 @@ class CpuBackend : public Backend {
 
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
     validate_inputs(spec, in);
+    if (spec.mla) return run_mla(spec, in, opt);
     // Every GEMM runs inside pool tasks on single-threaded OpenBLAS, so the
     // pool's threads are the only ones busy (cpu_gemm.h says why).
     cpu::SerialBlasScope serial_blas;
@@ -173,6 +175,23 @@ class CpuBackend : public Backend {
   }
 
  private:
+  // Multi-head latent attention's expanded form (cpu_mla.h), on weights
+  // packed once per spec. It has no weights or stages to return.
+  AttentionResult run_mla(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) {
+    if (opt.need_weights || opt.collect_stages)
+      throw InputError("backend cpu: multi-head latent attention returns no attention weights or stages; run it on "
+                       "the reference backend for those");
+    cpu::SerialBlasScope serial_blas;
+    auto it = mla_plans_.find(spec.uid);
+    if (it == mla_plans_.end()) {
+      ++stats_.misses;
+      it = mla_plans_.emplace(spec.uid, std::make_unique<cpu::MlaPacked>(cpu::pack_mla(spec))).first;
+    } else {
+      ++stats_.hits;
+    }
+    return cpu::run_mla(spec, in, *it->second, pool_, isa_);
+  }
+
   const char* flash_isa() const { return cpu::flash_kernel_isa(isa_); }
   const char* decode_isa() const { return cpu::decode_kernel_isa(cpu::decode_kernel_for(isa_)); }
 
@@ -181,6 +200,7 @@ class CpuBackend : public Backend {
   cpu::ThreadPool pool_;
   cpu::DecodeTuner tuner_;  // the "decode_tuning" option; its sessions' choices
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+  std::map<uint64_t, std::unique_ptr<cpu::MlaPacked>> mla_plans_;  // by spec uid
   std::vector<cpu::FlashScratch> scratch_;  // attend_partial's, per thread
   std::pair<int64_t, int64_t> scratch_dims_{-1, -1};
   CacheStats stats_;

@@ -18,6 +18,10 @@
 //       plain_attention, scores and softmax per row over the widened cache
 //       rows; one row's sinks join the chunks' merge
 //   output = context . Wo^T + bo (GEMV / sgemm as above)
+// Multi-head latent attention (spec.mla) keeps one latent row [c | kr] per
+// position instead (append_mla): the chunk kernel reads it as one key head
+// of kv_lora_rank + dr columns whose values are its first kv_lora_rank, for
+// queries absorbed into the latent space (cpu_mla.h).
 #include "backends/cpu/cpu_decode.h"
 
 #include <cblas.h>
@@ -34,6 +38,7 @@
 #include "backends/cpu/cpu_decode_prefill.h"
 #include "backends/cpu/cpu_flash.h"
 #include "backends/cpu/cpu_gemm.h"
+#include "backends/cpu/cpu_mla.h"
 #include "backends/cpu/cpu_projection.h"
 #include "backends/cpu/kv_format.h"
 #include "model/mask.h"
@@ -69,12 +74,16 @@ double process_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-void project_rows(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t rows, float* y) {
+}  // namespace
+
+void decode_project_rows(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t rows, float* y) {
   if (rows == 1)
     gemv(pool, lin, x, y);
   else
     linear(pool, lin, x, lin.in, rows, y, lin.out);
 }
+
+namespace {
 
 struct ChunkTask {
   int64_t b, r, g, j0, j1, slot;
@@ -85,25 +94,33 @@ class CpuDecode : public DecodeSession {
   CpuDecode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool, vec::Isa isa, DecodeTuner* tuner)
       : spec_(spec), opt_(opt), pool_(pool), rule_(spec), isa_(isa),
         kernel_(decode_kernel_for(isa)), tuner_(tuner),
-        qkv_(pack_stacked({&spec.q, &spec.k, &spec.v})), kbytes_(kv_row_bytes(opt.cache_dtype, spec.head_dim)),
-        vbytes_(kv_row_bytes(opt.cache_dtype, spec.head_dim_v)) {
-    if (spec.out) out_ = pack_linear(*spec.out);
-    const int64_t rows = opt.batch * spec.num_kv_heads * opt.max_tokens;
+        qkv_(spec.mla ? PackedLinear{} : pack_stacked({&spec.q, &spec.k, &spec.v})),
+        // MLA: one latent row [c | kr] per position, read as a single key
+        // head whose values are its first kv_lora_rank columns.
+        hkv_(spec.mla ? 1 : spec.num_kv_heads), kd_(spec.mla ? spec.mla->latent_width() : spec.head_dim),
+        vd_(spec.mla ? spec.mla->kv_lora_rank : spec.head_dim_v), kbytes_(kv_row_bytes(opt.cache_dtype, kd_)),
+        vbytes_(spec.mla ? kbytes_ : kv_row_bytes(opt.cache_dtype, vd_)) {
+    if (spec.out && !spec.mla) out_ = pack_linear(*spec.out);
+    if (spec.mla) mla_ = pack_mla(spec);
+    const int64_t rows = opt.batch * hkv_ * opt.max_tokens;
     // Allocated once, uninitialised: pages are touched as rows are appended.
     k_.reset(new unsigned char[rows * kbytes_]);
-    v_.reset(new unsigned char[rows * vbytes_]);
     advise_huge_pages(k_.get(), rows * kbytes_);
-    advise_huge_pages(v_.get(), rows * vbytes_);
+    if (!spec.mla) {
+      v_.reset(new unsigned char[rows * vbytes_]);
+      advise_huge_pages(v_.get(), rows * vbytes_);
+    }
     scratch_.resize(pool.size());
   }
 
   int64_t length() const override { return len_; }
   AttentionTime attention_time() const override { return attention_; }
-  int64_t cache_bytes() const override { return opt_.batch * spec_.num_kv_heads * len_ * (kbytes_ + vbytes_); }
+  int64_t cache_bytes() const override { return opt_.batch * hkv_ * len_ * (kbytes_ + (mla_ ? 0 : vbytes_)); }
 
   Tensor append(const Tensor& x_in) override {
     check_append(spec_, opt_, len_, x_in);
     SerialBlasScope serial_blas;  // the pool's threads are the only ones busy (cpu_gemm.h)
+    if (mla_) return append_mla(x_in);
     const int64_t B = opt_.batch, n = x_in.dim(1), rows = B * n;
     const int64_t H = spec_.num_heads, Hkv = spec_.num_kv_heads, dh = spec_.head_dim, dv = spec_.head_dim_v;
     const int64_t Eq = H * dh, E = qkv_.out;
@@ -111,7 +128,7 @@ class CpuDecode : public DecodeSession {
     const float* x = x_in.dtype() == DType::F32 ? x_in.data<float>() : (tmp = x_in.to_f32()).data();
 
     proj_.resize(rows * E);
-    project_rows(pool_, qkv_, x, rows, proj_.data());
+    decode_project_rows(pool_, qkv_, x, rows, proj_.data());
     if (spec_.rope || norm_) {
       const std::optional<RopeTable> t = spec_.rope ? std::optional<RopeTable>(rope_table_at(spec_, len_, n)) : std::nullopt;
       pool_.parallel_for((rows + 63) / 64, [&](int64_t c, int) {
@@ -138,14 +155,14 @@ class CpuDecode : public DecodeSession {
     else if (n > 1)
       prefill(n);
     else
-      cached_attention(n);
+      cached_attention(n, proj_.data(), E);
     attention_.cpu_s += process_cpu_seconds() - c0;
     attention_.wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     len_ += n;
 
     Tensor out(DType::F32, {B, n, spec_.out_dim()});
     if (out_)
-      project_rows(pool_, *out_, ctx_.data(), rows, out.data<float>());
+      decode_project_rows(pool_, *out_, ctx_.data(), rows, out.data<float>());
     else
       std::memcpy(out.data<float>(), ctx_.data(), sizeof(float) * rows * H * dv);
     return out;
@@ -153,12 +170,13 @@ class CpuDecode : public DecodeSession {
 
   void fill_synthetic(int64_t n, uint64_t seed) override {
     check_fill(opt_, len_, n);
-    const int64_t T = opt_.max_tokens, dh = spec_.head_dim, dv = spec_.head_dim_v;
-    pool_.parallel_for(opt_.batch * spec_.num_kv_heads, [&](int64_t bg, int) {
+    const int64_t T = opt_.max_tokens, dh = kd_, dv = vd_;
+    pool_.parallel_for(opt_.batch * hkv_, [&](int64_t bg, int) {
       std::vector<float> row(std::max(dh, dv));
       for (int64_t j = len_; j < len_ + n; ++j) {
         for (int64_t d = 0; d < dh; ++d) row[d] = synthetic_value(seed, 2 * ((bg * T + j) * dh + d));
         kv_encode_row(opt_.cache_dtype, row.data(), dh, k_.get() + (bg * T + j) * kbytes_);
+        if (mla_) continue;  // the values are the latent rows' first columns
         for (int64_t d = 0; d < dv; ++d) row[d] = synthetic_value(seed, 2 * ((bg * T + j) * dv + d) + 1);
         kv_encode_row(opt_.cache_dtype, row.data(), dv, v_.get() + (bg * T + j) * vbytes_);
       }
@@ -192,6 +210,43 @@ class CpuDecode : public DecodeSession {
     });
   }
 
+  // MLA's absorbed form (cpu_mla.h): q and the latent rows, the latent rows
+  // into the cache (which the attention then reads, as it holds them), each query head
+  // absorbed into the latent space, the chunk kernel over the cache as one
+  // key head of kl + dr columns whose values are its first kl, then each
+  // head's latent context expanded by W_vb_h and the output projection.
+  // Every append, a prompt's included, attends this way.
+  Tensor append_mla(const Tensor& x_in) {
+    const int64_t B = opt_.batch, n = x_in.dim(1), rows = B * n, T = opt_.max_tokens, H = spec_.num_heads;
+    std::vector<float> tmp;
+    const float* x = x_in.dtype() == DType::F32 ? x_in.data<float>() : (tmp = x_in.to_f32()).data();
+    mla_project(pool_, spec_, *mla_, rope_table_at(spec_, len_, n), x, rows, mla_q_, mla_ckv_);
+    pool_.parallel_for(rows, [&](int64_t row, int) {
+      float* lat = mla_ckv_.data() + row * kd_;
+      unsigned char* kc = k_.get() + ((row / n) * T + len_ + row % n) * kbytes_;
+      kv_encode_row(opt_.cache_dtype, lat, kd_, kc);
+    });
+    mla_qa_.resize(rows * H * kd_);
+    mla_absorb_query(pool_, spec_, *mla_, mla_q_.data(), rows, mla_qa_.data());
+    ctx_.resize(rows * H * vd_);
+    if (n == 1 && !tuned_) choose_tuning();
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = process_cpu_seconds();
+    cached_attention(n, mla_qa_.data(), H * kd_);
+    attention_.cpu_s += process_cpu_seconds() - c0;
+    attention_.wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    len_ += n;
+    std::vector<float>& ctx = mla_q_;  // q is spent: it holds the expanded context
+    ctx.resize(rows * H * spec_.head_dim_v);
+    mla_expand_context(pool_, spec_, *mla_, ctx_.data(), rows, ctx.data());
+    Tensor out(DType::F32, {B, n, spec_.out_dim()});
+    if (mla_->out)
+      decode_project_rows(pool_, *mla_->out, ctx.data(), rows, out.data<float>());
+    else
+      std::copy(ctx.begin(), ctx.end(), out.data<float>());
+    return out;
+  }
+
   // Several rows (a prompt, at any depth): the flash kernel over the
   // cache (cpu_decode_prefill.h).
   void prefill(int64_t n) {
@@ -210,16 +265,18 @@ class CpuDecode : public DecodeSession {
   // The tuner's choice for this session's shape (a calibration, once per
   // machine and shape), else the kernel's defaults.
   void choose_tuning() {
-    const DecodeShape shape{opt_.cache_dtype, spec_.num_heads / spec_.num_kv_heads, spec_.head_dim, spec_.head_dim_v};
-    const int64_t bytes = opt_.batch * spec_.num_kv_heads * opt_.max_tokens * (kbytes_ + vbytes_);
+    const DecodeShape shape{opt_.cache_dtype, spec_.num_heads / hkv_, kd_, vd_};
+    const int64_t bytes = opt_.batch * hkv_ * opt_.max_tokens * (kbytes_ + (mla_ ? 0 : vbytes_));
     tune_ = tuner_ ? tuner_->tuning_for(kernel_, shape, pool_, bytes).tune : DecodeTuning{};
     tuned_ = true;
   }
 
-  // Each new row r (position len_ + r) against the cache's keys it sees.
-  void cached_attention(int64_t n) {
-    const int64_t B = opt_.batch, T = opt_.max_tokens, H = spec_.num_heads, Hkv = spec_.num_kv_heads;
-    const int64_t dh = spec_.head_dim, dv = spec_.head_dim_v, G = H / Hkv, E = qkv_.out;
+  // Each new row r (position len_ + r) against the cache's keys it sees;
+  // its query heads are row r of q (stride E), the context goes to ctx_.
+  void cached_attention(int64_t n, const float* q, int64_t E) {
+    const int64_t B = opt_.batch, T = opt_.max_tokens, H = spec_.num_heads, Hkv = hkv_;
+    const int64_t dh = kd_, dv = vd_, G = H / Hkv;
+    const unsigned char* vc = mla_ ? k_.get() : v_.get();
     // Split each row's keys so that a single token still gives every thread work.
     const int64_t groups = B * n * Hkv;
     const int64_t want = std::max<int64_t>(1, (2 * pool_.size() + groups - 1) / groups);
@@ -245,9 +302,9 @@ class CpuDecode : public DecodeSession {
       s.s.resize(std::max<std::size_t>(s.s.size(), G * (t.j1 - t.j0)));
       float* part = partial_.data() + t.slot * per;
       DecodeChunk c;
-      c.q = proj_.data() + (t.b * n + t.r) * E + t.g * G * dh;
+      c.q = q + (t.b * n + t.r) * E + t.g * G * dh;
       c.k = k_.get() + (t.b * Hkv + t.g) * T * kbytes_;
-      c.v = v_.get() + (t.b * Hkv + t.g) * T * vbytes_;
+      c.v = vc + (t.b * Hkv + t.g) * T * vbytes_;
       c.dt = opt_.cache_dtype, c.kbytes = kbytes_, c.vbytes = vbytes_;
       c.j0 = t.j0, c.j1 = t.j1, c.G = G, c.dh = dh, c.dv = dv, c.scale_log2 = scale_log2;
       c.s = s.s.data();
@@ -346,14 +403,17 @@ class CpuDecode : public DecodeSession {
   DecodeTuner* tuner_;  // nullptr: the kernel's defaults
   DecodeTuning tune_;
   bool tuned_ = false;
-  PackedLinear qkv_;
+  PackedLinear qkv_;  // empty with MLA (mla_ holds its projections)
   std::optional<PackedLinear> out_;
-  int64_t kbytes_, vbytes_;                 // one cached K / V row (kv_row_bytes)
+  std::optional<MlaPacked> mla_;
+  int64_t hkv_, kd_, vd_;  // the cache's key heads and row widths: the spec's, or MLA's latent (1, kl + dr, kl)
+  int64_t kbytes_, vbytes_;                 // one cached K / V row (kv_row_bytes); MLA: the latent row, twice
   std::unique_ptr<unsigned char[]> k_, v_;  // [B, Hkv, max_tokens] rows of kbytes_ / vbytes_
   int64_t len_ = 0;
   AttentionTime attention_{0, 0};
   // Per-append workspaces, kept between appends so steps allocate nothing.
   std::vector<float> proj_, ctx_, partial_;
+  std::vector<float> mla_q_, mla_ckv_, mla_qa_;  // MLA: q, latent rows, absorbed queries
   std::vector<ChunkTask> tasks_;
   std::vector<int64_t> row_first_;
   std::vector<Scratch> scratch_;

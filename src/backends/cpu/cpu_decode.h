@@ -5,6 +5,7 @@
 #include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/cpu_decode_tuning.h"
 #include "backends/cpu/cpu_flash.h"
+#include "backends/cpu/cpu_projection.h"
 #include "backends/cpu/cpu_thread_pool.h"
 #include "backends/decode.h"
 
@@ -17,6 +18,11 @@ namespace mha::cpu {
 // kernel's defaults.
 std::unique_ptr<DecodeSession> make_cpu_decode(const AttentionSpec& spec, const DecodeOptions& opt, ThreadPool& pool,
                                                vec::Isa isa = vec::best_isa(), DecodeTuner* tuner = nullptr);
+// y [rows, lin.out] = x [rows, lin.in] . w^T + b: one row as a GEMV split
+// over output columns across the pool (it streams the weights once), more
+// rows as the pool's sgemm.
+void decode_project_rows(ThreadPool& pool, const PackedLinear& lin, const float* x, int64_t rows, float* y);
+
 // The decode chunk kernel a session with `isa` runs: AVX2 when forced, else
 // the widest this CPU has (AVX-512 forced as for flash).
 DecodeKernel decode_kernel_for(vec::Isa isa);

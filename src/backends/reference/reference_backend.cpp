@@ -11,12 +11,11 @@
 #include "model/qk_norm.h"
 #include "model/rope.h"
 #include "backends/cpu/kv_format.h"
+#include "backends/reference/reference_mla.h"
 
 namespace mha {
 
-namespace {
-
-using Vec = std::vector<double>;
+namespace reference {
 
 // y[n, out] = x[n, in] @ w[out, in]^T + b[out], all in double.
 Vec project(const Vec& x, int64_t n, const Projection& p) {
@@ -31,6 +30,13 @@ Vec project(const Vec& x, int64_t n, const Projection& p) {
     }
   return y;
 }
+
+}  // namespace reference
+
+namespace {
+
+using reference::project;
+using reference::Vec;
 
 // What happens to q and k between the projection and the scores: the QK
 // norm, then the rotary embedding (model/qk_norm.h, model/rope.h).
@@ -51,10 +57,12 @@ double softcapped(const AttentionSpec& spec, double x) {
   return spec.softcap > 0.0 ? spec.softcap * std::tanh(x / spec.softcap) : x;
 }
 
+}  // namespace
+
 // Softmax of row w in place, with head h's sink (gpt-oss) joining the
 // denominator when the spec has sinks. A row of -inf without a sink keeps
 // mx = -inf, so exp(NaN) spreads NaN as torch does.
-void softmax_row(const AttentionSpec& spec, const std::vector<double>& sinks, int64_t h, double* w, int64_t n) {
+void reference::softmax_row(const AttentionSpec& spec, const std::vector<double>& sinks, int64_t h, double* w, int64_t n) {
   double mx = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < n; ++j) mx = std::max(mx, w[j]);
   double sum = 0.0;
@@ -65,6 +73,10 @@ void softmax_row(const AttentionSpec& spec, const std::vector<double>& sinks, in
   for (int64_t j = 0; j < n; ++j) sum += (w[j] = std::exp(w[j] - mx));
   for (int64_t j = 0; j < n; ++j) w[j] /= sum;
 }
+
+namespace {
+
+using reference::softmax_row;
 
 // The float64 KV cache: K and V [B, Hkv, max_tokens, d] as doubles. A
 // float32 cache keeps the float64 values (the reference never computes
@@ -187,6 +199,7 @@ class ReferenceBackend : public Backend {
   std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt) override {
     if (decode_unsupported(spec)) return Backend::start_decode(spec, opt);  // throws the reason
     check_decode_options(spec, opt);
+    if (spec.mla) return reference::make_mla_decode(spec, opt);
     return std::make_unique<ReferenceDecode>(spec, opt);
   }
   void project_rows(const Projection& p, const void* x, int64_t rows, void* y) override {
@@ -254,12 +267,17 @@ class ReferenceBackend : public Backend {
     const MaskRule rule(spec);
 
     Vec xq = in.query.to_f64(), xk = in.key.to_f64(), xv = in.value.to_f64();
-    Vec q = project(xq, B * L, spec.q), k = project(xk, B * S, spec.k), v = project(xv, B * S, spec.v);
     Vec mask = in.mask ? in.mask->to_f64() : Vec();
     Vec bk = spec.bias_k ? spec.bias_k->to_f64() : Vec(), bv = spec.bias_v ? spec.bias_v->to_f64() : Vec();
 
     const std::optional<RopeTable> rope = spec.rope ? std::optional<RopeTable>(rope_table(spec, in)) : std::nullopt;
-    prepare_qk(spec, rope ? &*rope : nullptr, q, B * L, k, B * S);
+    Vec q, k, v;
+    if (spec.mla) {  // the expanded form (model/mla.h); MLA always has a rope
+      reference::mla_qkv(spec, *rope, xq, xk, B * L, q, k, v);
+    } else {
+      q = project(xq, B * L, spec.q), k = project(xk, B * S, spec.k), v = project(xv, B * S, spec.v);
+      prepare_qk(spec, rope ? &*rope : nullptr, q, B * L, k, B * S);
+    }
     const Vec sinks = spec.sinks ? spec.sinks->to_f64() : Vec();
 
     // Per-head views with the extra key rows appended: [B, H, *, d].

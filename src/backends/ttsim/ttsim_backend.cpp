@@ -26,6 +26,9 @@ using namespace ttsim;
 // heads; SDPA's attention_sink), and only there (sdpa_only_gap).
 std::optional<std::string> feature_gap(const AttentionSpec& spec) {
   const std::string run_elsewhere = "; run on cpu or reference";
+  if (spec.mla)
+    return "multi-head latent attention (MLA) is not emulated on tt-sim (TT-NN's flash_mla ops are not modelled yet)" +
+           run_elsewhere;
   if (spec.softcap > 0.0)
     return "logit softcapping is not emulated on tt-sim (TT-NN's SDPA has no softcap)" + run_elsewhere;
   if (spec.rope && spec.rope->rotary_dim > 0 && spec.rope->rotary_dim != spec.head_dim)

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""tt-metal's unit tests for the decode-time ops, run through `mha op` against torch.
+"""tt-metal's unit tests for the decode-time ops, run on tt-sim against torch.
 
 Runs the parameterisations of tt-metal's
   tests/tt_eager/python_api_testing/unit_testing/misc/test_scaled_dot_product_attention_decode.py
   tests/tt_eager/python_api_testing/unit_testing/misc/test_rotary_embedding_llama.py
   tests/tt_eager/python_api_testing/unit_testing/misc/test_update_cache.py
   tests/ttnn/unit_tests/operations/test_paged_update_cache.py
-on tt-sim (`mha op sdpa-decode`, `rotary-llama`, `update-cache`, `fill-cache`) and asserts the PCC
+on tt-sim (mha.op's sdpa-decode, rotary-llama, update-cache and fill-cache: the library `mha op` runs,
+called in this process through the package built beside --mha) and asserts the PCC
 thresholds (or exact equality) those tests assert. The stored SDPA decode test predates `cur_pos`:
 its mask (0 before start_idx, -inf from it) and valid_seq_len become cur_pos = start_idx - 1, which
 attends the same positions. Cases tt-metal's files lack (GQA at Llama-3-8B's shape, paged caches
@@ -19,15 +20,12 @@ for SDPA decode) are marked "mha" and use thresholds of our own.
 Prints one markdown table row per case (docs/TTSIM.md keeps the table) and exits 1 if any fails.
 """
 import argparse
-import os
 import sys
-import tempfile
 import time
 
-import numpy as np
 import torch
 
-from mha_op import MhaOp, comp_pcc
+from mha_package import Ops, comp_pcc
 
 FAILED = []
 
@@ -68,7 +66,7 @@ def sdpa_decode_min_pcc(b, grid, kv_dtype, q_dtype):
     return 0.97 if kv_dtype == "bfloat4_b" else pcc
 
 
-def sdpa_decode_case(mha, b, nh, nkv, d, grid, dtype_id, start_idx, seed=1234):
+def sdpa_decode_case(op, b, nh, nkv, d, grid, dtype_id, start_idx, seed=1234):
     """One start_idx of run_test_sdpa_decode(_single_iter): K/V [b, nkv, S, d] cut at the padded
     layer length (the kernel reads nothing past it), Q [1, b, nh, d], HiFi4, approx off."""
     kv_dtype, q_dtype = DTYPES[dtype_id]
@@ -79,10 +77,9 @@ def sdpa_decode_case(mha, b, nh, nkv, d, grid, dtype_id, start_idx, seed=1234):
     V = torch.randn(b, nkv, layer, d)
     Q = torch.randn(1, b, nh, d)
     t0 = time.time()
-    out = mha.op(["sdpa-decode", mha.save(Q), mha.save(K), mha.save(V), "--cur-pos", ",".join([str(start_idx - 1)] * b),
-                  "--in0-dtype", q_dtype, "--in1-dtype", kv_dtype, "--in2-dtype", kv_dtype, "--math-fidelity", "HiFi4",
-                  "--math-approx-mode=false", "--option", f"core_grid=[{grid[1]},{grid[0]}]",
-                  "--option", f"k_chunk_size={chunk}", "--option", f"scale={d ** -0.5}"])
+    out = op("sdpa-decode", Q, K, V, cur_pos=[start_idx - 1] * b, dtypes=[q_dtype, kv_dtype, kv_dtype],
+             math_fidelity="HiFi4", math_approx_mode=False, core_grid=[grid[1], grid[0]], k_chunk_size=chunk,
+             scale=d ** -0.5)
     rep = nh // nkv
     Kr = K[:, :, :start_idx].repeat_interleave(rep, dim=1)
     Vr = V[:, :, :start_idx].repeat_interleave(rep, dim=1)
@@ -94,7 +91,7 @@ def sdpa_decode_case(mha, b, nh, nkv, d, grid, dtype_id, start_idx, seed=1234):
            f"k_chunk={chunk}", f"PCC >= {want}", f"{got:.6f}", got >= want, time.time() - t0)
 
 
-def sdpa_decode_tests(mha, level):
+def sdpa_decode_tests(op, level):
     shapes = [  # b, nh, nkv, s, d, grid, single_iter (test_sdpa_decode's parameterisation: Llama2-70B)
         (32, 8, 1, 32768, 128, (8, 8), True),
         (16, 8, 1, 32768, 128, (8, 8), False),
@@ -108,11 +105,11 @@ def sdpa_decode_tests(mha, level):
             if level == "quick" and dtype_id not in ("all_bfp16", "kvmask_bfp4"):
                 continue
             if single:
-                sdpa_decode_case(mha, b, nh, nkv, d, grid, dtype_id, s // 2 if level == "full" else s // 16)
+                sdpa_decode_case(op, b, nh, nkv, d, grid, dtype_id, s // 2 if level == "full" else s // 16)
             else:
                 start = 31
                 while start < s:
-                    sdpa_decode_case(mha, b, nh, nkv, d, grid, dtype_id, start)
+                    sdpa_decode_case(op, b, nh, nkv, d, grid, dtype_id, start)
                     start += 601 if start < 4096 else 3001
                     if level != "full" and start > 2000:
                         break
@@ -133,7 +130,7 @@ def get_chunk_size_2026(max_start_pos, s):  # sdpa_test_utils.py's table
     return min(chunk, 2 ** i)
 
 
-def sliding_window_case(mha, b, nh, nkv, s, d, grid, kv_dtype, window, cur_pos):
+def sliding_window_case(op, b, nh, nkv, s, d, grid, kv_dtype, window, cur_pos):
     """test_sdpa_decode_sliding_window's run_test_sdpa_decode_single_iter (tests/ttnn/unit_tests/operations/
     sdpa/sdpa_test_utils.py): seed 1234, K, V = fa_rand(b, nkv, s, d), Q = fa_rand(1, b, nh, d), users at
     cur_pos + i, HiFi2, approx off, exp_approx_mode off, the test's k chunk; reference: softmax over
@@ -145,11 +142,9 @@ def sliding_window_case(mha, b, nh, nkv, s, d, grid, kv_dtype, window, cur_pos):
     pos = [cur_pos + i for i in range(b)]
     chunk = get_chunk_size_2026(max(pos) + 1, s)
     t0 = time.time()
-    out = mha.op(["sdpa-decode", mha.save(Q), mha.save(K), mha.save(V), "--cur-pos", ",".join(map(str, pos)),
-                  "--in1-dtype", kv_dtype, "--in2-dtype", kv_dtype, "--math-fidelity", "HiFi2",
-                  "--math-approx-mode=false", "--option", f"core_grid=[{grid[1]},{grid[0]}]",
-                  "--option", f"k_chunk_size={chunk}", "--option", "exp_approx_mode=false",
-                  "--option", f"scale={d ** -0.5}", "--option", f"sliding_window_size={window}"])
+    out = op("sdpa-decode", Q, K, V, cur_pos=pos, dtypes=[None, kv_dtype, kv_dtype], math_fidelity="HiFi2",
+             math_approx_mode=False, core_grid=[grid[1], grid[0]], k_chunk_size=chunk, exp_approx_mode=False,
+             scale=d ** -0.5, sliding_window_size=window)
     rep = nh // nkv
     Kr = K.double().repeat_interleave(rep, dim=1)
     Vr = V.double().repeat_interleave(rep, dim=1)
@@ -165,7 +160,7 @@ def sliding_window_case(mha, b, nh, nkv, s, d, grid, kv_dtype, window, cur_pos):
            time.time() - t0)
 
 
-def sliding_window_tests(mha, level):
+def sliding_window_tests(op, level):
     shapes = [  # b, nh, nkv, s, d, grid, W (test_sdpa_decode_sliding_window; the 16K Gemma / GPT-OSS rows: --full)
         (4, 8, 1, 1024, 128, (8, 4), 64),
         (4, 8, 1, 1024, 128, (8, 4), 128),
@@ -189,10 +184,10 @@ def sliding_window_tests(mha, level):
                 continue
             for p in positions:
                 if p + b - 1 < s:  # the test skips positions past the cache (users sit at p + i)
-                    sliding_window_case(mha, b, nh, nkv, s, d, grid, kv_dtype, w, p)
+                    sliding_window_case(op, b, nh, nkv, s, d, grid, kv_dtype, w, p)
 
 
-def paged_gqa_tests(mha, level):
+def paged_gqa_tests(op, level):
     """mha's own: Llama-3-8B GQA (32 q heads on 8 kv heads), per-user positions, through a page table."""
     torch.manual_seed(7)
     b, nh, nkv, d, block, blocks = 4, 32, 8, 128, 64, 32 if level != "quick" else 8
@@ -212,11 +207,8 @@ def paged_gqa_tests(mha, level):
     for paged in (False, True):
         for kv_dtype in ("bfloat16", "bfloat8_b"):
             t0 = time.time()
-            args = ["sdpa-decode", mha.save(Q), mha.save(Kp if paged else K), mha.save(Vp if paged else V),
-                    "--cur-pos", ",".join(map(str, pos)), "--in1-dtype", kv_dtype, "--in2-dtype", kv_dtype]
-            if paged:
-                args += ["--page-table", mha.save(table.numpy().astype(np.int32))]
-            out = mha.op(args)
+            out = op("sdpa-decode", Q, Kp if paged else K, Vp if paged else V, cur_pos=pos,
+                     dtypes=[None, kv_dtype, kv_dtype], page_table=table.to(torch.int32) if paged else None)
             worst = 1.0
             for u in range(b):
                 Kr = K[u, :, :pos[u] + 1].repeat_interleave(nh // nkv, dim=0)
@@ -243,7 +235,7 @@ def apply_rotary_emb(x, freqs_cis):  # the Llama reference: x [..., seq, heads, 
     return torch.view_as_real(xc * freqs_cis.view(*shape)).flatten(-2)
 
 
-def rotary_tests(mha, level):
+def rotary_tests(op, level):
     batch_seq = [(1, 32), (1, 128), (1, 256), (1, 512), (1, 2048), (1, 3 * 1024), (1, 4096), (1, 8192), (1, 16384),
                  (1, 128 * 1024), (64, 1), (32, 1), (15, 1), (8, 1), (1, 1)]
     heads = [(8, 1, 64), (8, 1, 128), (11, 3, 128), (71, 32, 64), (8, 1, 96), (8, 1, 256)]
@@ -277,13 +269,8 @@ def rotary_tests(mha, level):
                     xin = x
                     c, s = cos.reshape(1, 1, seq, hd), sin.reshape(1, 1, seq, hd)
                     expect = apply_rotary_emb(x.transpose(1, 2), f).transpose(1, 2)
-                args = ["rotary-llama", mha.save(xin), mha.save(c), mha.save(s), "--math-fidelity", "HiFi4",
-                        "--math-approx-mode"]
-                if hd <= 128:
-                    args.append("--fp32-dest-acc-en")
-                if decode:
-                    args += ["--option", "is_decode_mode=true"]
-                out = mha.op(args)
+                out = op("rotary-llama", xin, c, s, math_fidelity="HiFi4", math_approx_mode=True,
+                         fp32_dest_acc_en=True if hd <= 128 else None, is_decode_mode=True if decode else None)
                 worst = min(worst, comp_pcc(expect, out))
             report("rotary_embedding_llama", f"batch={batch} seq={seq} heads={nh}/{nkv} hd={hd} "
                    f"{'decode' if decode else 'prefill'}", "PCC >= 0.9997", f"{worst:.6f}", worst >= 0.9997,
@@ -292,7 +279,7 @@ def rotary_tests(mha, level):
 
 # --- fill_cache / update_cache --------------------------------------------------------------
 
-def fill_cache_tests(mha, level):
+def fill_cache_tests(op, level):
     users_list = [8, 32] if level != "quick" else [8]
     for seq_len in ([32, 512, 2048, 4096] if level == "full" else [32, 512] if level == "quick" else [32, 512, 4096]):
         for users in users_list:
@@ -300,12 +287,11 @@ def fill_cache_tests(mha, level):
                 for dtype in ("bfloat16", "bfloat8_b"):
                     torch.manual_seed(0)
                     cache = torch.randn(users, heads, 4096, 64).bfloat16().float()
-                    path = mha.save(cache)
+                    got = cache
                     t0 = time.time()
                     for i in (0, users - 1):  # the first and last user (tt-metal fills every user)
                         x = torch.randn(1, heads, seq_len, 64).bfloat16().float()
-                        got = mha.op(["fill-cache", path, mha.save(x), "--batch-idx", i, "--dtype", dtype])
-                        path = mha.save(got)
+                        got = op("fill-cache", got, x, batch_idx=i, dtype=dtype)
                         cache[i:i + 1, :, :seq_len] = x
                     if dtype == "bfloat16":
                         ok = torch.equal(cache, got)
@@ -318,7 +304,7 @@ def fill_cache_tests(mha, level):
                            time.time() - t0)
 
 
-def update_cache_tests(mha, level):
+def update_cache_tests(op, level):
     for cache_idx in ([0, 1, 127, 1057] if level != "quick" else [0, 127]):
         for users in ([8, 16, 32] if level == "full" else [8, 32] if level == "subset" else [8]):
             for offset in (0, 16):
@@ -332,9 +318,8 @@ def update_cache_tests(mha, level):
                         x_new = torch.cat([torch.zeros(offset, heads, 1, 64), x,
                                            torch.zeros(32 - users - offset, heads, 1, 64)], 0)
                         t0 = time.time()
-                        got = mha.op(["update-cache", mha.save(cache), mha.save(x_new.permute(2, 1, 0, 3)),
-                                      "--update-idx", cache_idx, "--batch-offset", offset, "--in0-dtype", "bfloat16",
-                                      "--in1-dtype", in_dtype])
+                        got = op("update-cache", cache, x_new.permute(2, 1, 0, 3), update_idx=cache_idx,
+                                 batch_offset=offset, dtypes=["bfloat16", in_dtype])
                         cache[:, :, cache_idx:cache_idx + 1] = x
                         part = got[:, :, cache_idx:cache_idx + 1]
                         if in_dtype == "bfloat16":
@@ -347,7 +332,7 @@ def update_cache_tests(mha, level):
                                f"in={in_dtype} cache=bfloat16", want, val, ok, time.time() - t0)
 
 
-def paged_update_cache_tests(mha, level):
+def paged_update_cache_tests(op, level):
     """tt-metal's tests/ttnn/unit_tests/operations/test_paged_update_cache.py (stored version
     07b7c6be2d0579e23bda8e14a51590c45a2804c0): test_update_cache_decode (per-user positions
     cache_idx + 17 i, no page table; share_cache is not modelled) and test_paged_update_cache_decode
@@ -372,8 +357,7 @@ def paged_update_cache_tests(mha, level):
             x_pad = torch.nn.functional.pad(x, (0, 0, 0, 32 - heads))
             idxs = [max_seq // 2 + i * 17 for i in range(users)]
             t0 = time.time()
-            got = mha.op(["update-cache", mha.save(cache), mha.save(x_pad), "--cur-pos", ",".join(map(str, idxs)),
-                          "--in0-dtype", cache_dtype])
+            got = op("update-cache", cache, x_pad, cur_pos=idxs, dtypes=[cache_dtype, None])
             for i in range(users):
                 cache[i, :, idxs[i]] = x[0, i]
             slices = torch.stack([got[i, :, idxs[i]] for i in range(users)]).unsqueeze(0)
@@ -405,9 +389,8 @@ def paged_update_cache_tests(mha, level):
                     if heads == 1:
                         idxs[users // 2] = -1
                     t0 = time.time()
-                    got = mha.op(["update-cache", mha.save(shuffled), mha.save(x_pad), "--cur-pos",
-                                  ",".join(map(str, idxs)), "--page-table", mha.save(table.numpy().astype(np.int32)),
-                                  "--in0-dtype", cache_dtype])
+                    got = op("update-cache", shuffled, x_pad, cur_pos=idxs, page_table=table.to(torch.int32),
+                             dtypes=[cache_dtype, None])
                     back = got[rev].reshape(users, blocks_per_seq, heads, block, hd).transpose(1, 2).reshape(
                         users, heads, max_seq, hd)
                     for i in range(users):
@@ -423,7 +406,7 @@ def paged_update_cache_tests(mha, level):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mha", default="build/mha")
+    ap.add_argument("--mha", default="build/mha", help="the build's mha binary; its package BUILD/python/mha runs the ops")
     ap.add_argument("--threads", type=int, default=2)
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="a few cases of each test (what ctest runs)")
@@ -432,19 +415,18 @@ def main():
     a = ap.parse_args()
     level = "quick" if a.quick else "full" if a.full else "subset"
     print("| test | case | tt-metal asserts | measured | result | s |\n|---|---|---|---|---|---|", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        mha = MhaOp(os.path.abspath(a.mha), a.threads, tmp)
-        if a.only in (None, "sdpa_decode"):
-            sdpa_decode_tests(mha, level)
-            paged_gqa_tests(mha, level)
-            sliding_window_tests(mha, level)
-        if a.only in (None, "rotary"):
-            rotary_tests(mha, level)
-        if a.only in (None, "cache"):
-            fill_cache_tests(mha, level)
-            update_cache_tests(mha, level)
-        if a.only in (None, "cache", "paged_update_cache"):
-            paged_update_cache_tests(mha, level)
+    op = Ops(a.mha, a.threads)
+    if a.only in (None, "sdpa_decode"):
+        sdpa_decode_tests(op, level)
+        paged_gqa_tests(op, level)
+        sliding_window_tests(op, level)
+    if a.only in (None, "rotary"):
+        rotary_tests(op, level)
+    if a.only in (None, "cache"):
+        fill_cache_tests(op, level)
+        update_cache_tests(op, level)
+    if a.only in (None, "cache", "paged_update_cache"):
+        paged_update_cache_tests(op, level)
     if FAILED:
         print(f"\n{len(FAILED)} case(s) failed", file=sys.stderr)
         sys.exit(1)

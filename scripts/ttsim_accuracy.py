@@ -5,7 +5,8 @@ What a TT engineer would run before touching a device: for one Llama-3-8B attent
 (32 query heads, 8 KV heads, head_dim 128, batch 1) it runs
   - SDPA prefill (`mha op sdpa`, causal) at 1K-4K tokens, and
   - one SDPA decode step (`mha op sdpa-decode`, Flash-Decode) at cache depths 1K-128K
-through tt-sim, one configuration at a time (k_chunk_size, exp_approx_mode, math fidelity,
+through tt-sim in this process (the Python package's mha.op, the library `mha op` runs; the package
+built beside --mha), one configuration at a time (k_chunk_size, exp_approx_mode, math fidelity,
 fp32_dest_acc_en, Q/K/V or cache dtype), and compares each output with softmax attention computed
 in float64 by torch on the same float32 inputs (so input quantisation counts as error, as in
 tt-metal's tests). Per run it reports PCC (tt-metal's comp_pcc over the whole output), relative
@@ -31,13 +32,11 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 
-import numpy as np
 import torch
 
-from mha_op import MhaOp, comp_pcc
+from mha_package import Ops, comp_pcc
 
 # seq: the prefill length, or a decode step's cur_pos + 1 (the keys it attends).
 COLUMNS = ["op", "seq", "q_chunk", "k_chunk", "exp_approx_mode", "math_fidelity", "fp32_dest_acc_en", "dtype",
@@ -88,41 +87,37 @@ def ref_decode(Q, K, V, pos):
     return out
 
 
-def compute_flags(c):
-    f = ["--math-fidelity", c["math_fidelity"], "--option", f"exp_approx_mode={str(c['exp_approx_mode']).lower()}"]
-    f += ["--fp32-dest-acc-en"] if c["fp32_dest_acc_en"] else ["--fp32-dest-acc-en=false"]
-    return f
+def compute(c):
+    """A case's compute and program settings as mha.op options."""
+    return {"math_fidelity": c["math_fidelity"], "exp_approx_mode": c["exp_approx_mode"],
+            "fp32_dest_acc_en": c["fp32_dest_acc_en"], "k_chunk_size": c["k_chunk"]}
 
 
-def run_prefill(runner, shape, seq, cases, inputs, seed):
+def run_prefill(ops, shape, seq, cases, inputs, seed):
     nqh, nkv, dh = shape
     g = torch.Generator().manual_seed(seed)
     Q, K, V = gen(inputs, (1, nqh, seq, dh), g), gen(inputs, (1, nkv, seq, dh), g), gen(inputs, (1, nkv, seq, dh), g)
-    paths = [runner.save(t, n) for n, t in (("q", Q), ("k", K), ("v", V))]
     ref = ref_prefill(Q, K, V)
     rows = []
     for c in cases:
-        got, sec = runner.timed(["sdpa"] + paths + ["--dtype", c["dtype"], "--option", f"q_chunk_size={c['q_chunk']}",
-                                                 "--option", f"k_chunk_size={c['k_chunk']}"] + compute_flags(c))
+        got, sec = ops.timed("sdpa", Q, K, V, dtype=c["dtype"], q_chunk_size=c["q_chunk"], **compute(c))
         rows.append(dict(c, op="sdpa", seq=seq, inputs=inputs, seconds=round(sec, 2), **metrics(ref, got[0])))
         print_row(rows[-1])
     return rows
 
 
-def run_decode(runner, shape, depth, cases, inputs, seed, positions=None):
+def run_decode(ops, shape, depth, cases, inputs, seed, positions=None):
     """One decode step over a cache of `depth` positions at cur_pos = depth - 1, or, with
     `positions`, at each of those cur_pos values over the same cache (row's seq = cur_pos + 1)."""
     nqh, nkv, dh = shape
     g = torch.Generator().manual_seed(seed)
     Q, K, V = gen(inputs, (1, 1, nqh, dh), g), gen(inputs, (1, nkv, depth, dh), g), gen(inputs, (1, nkv, depth, dh), g)
-    paths = [runner.save(t, n) for n, t in (("q", Q), ("k", K), ("v", V))]
     rows = []
     for pos in positions or [depth - 1]:
         ref = ref_decode(Q, K, V, pos)
         for c in cases:
-            got, sec = runner.timed(["sdpa-decode"] + paths + ["--cur-pos", pos, "--in1-dtype", c["dtype"],
-                                                            "--in2-dtype", c["dtype"], "--option",
-                                                            f"k_chunk_size={c['k_chunk']}"] + compute_flags(c))
+            got, sec = ops.timed("sdpa-decode", Q, K, V, cur_pos=[pos], dtypes=[None, c["dtype"], c["dtype"]],
+                                 **compute(c))
             rows.append(dict(c, op="sdpa-decode", seq=pos + 1, q_chunk="", inputs=inputs, seconds=round(sec, 2),
                              **metrics(ref, got[0, 0])))
             print_row(rows[-1])
@@ -223,7 +218,7 @@ def markdown(rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mha", default="build/mha")
+    ap.add_argument("--mha", default="build/mha", help="the build's mha binary; its package BUILD/python/mha runs the ops")
     ap.add_argument("--table", metavar="CSV", help="print an existing CSV as a markdown table and exit")
     ap.add_argument("--out", help="folder for ttsim_accuracy.csv/.json (and the plot by default)")
     ap.add_argument("--plot", help="PNG path (default OUT/ttsim_accuracy.png)")
@@ -247,16 +242,16 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     rows = []
     t0 = time.time()
-    with tempfile.TemporaryDirectory(prefix="ttsim_acc_") as tmp:
-        runner = MhaOp(a.mha, a.threads, tmp, nice=True)
-        if a.only in (None, "prefill"):
-            for seq, cases in pre.items():
-                rows += run_prefill(runner, shape, seq, cases, a.inputs, a.seed)
-        if a.only in (None, "decode"):
-            for depth, cases in dec.items():
-                rows += run_decode(runner, shape, depth, cases, a.inputs, a.seed)
-        if a.only == "positions":
-            rows += run_decode(runner, shape, POSITIONS[0], POSITIONS[2], a.inputs, a.seed, POSITIONS[1])
+    ops = Ops(a.mha, a.threads)
+    os.nice(10)  # a background study: the machine's other work first
+    if a.only in (None, "prefill"):
+        for seq, cases in pre.items():
+            rows += run_prefill(ops, shape, seq, cases, a.inputs, a.seed)
+    if a.only in (None, "decode"):
+        for depth, cases in dec.items():
+            rows += run_decode(ops, shape, depth, cases, a.inputs, a.seed)
+    if a.only == "positions":
+        rows += run_decode(ops, shape, POSITIONS[0], POSITIONS[2], a.inputs, a.seed, POSITIONS[1])
     rows = [{k: r[k] for k in COLUMNS} for r in rows]
     with open(os.path.join(a.out, "ttsim_accuracy.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)

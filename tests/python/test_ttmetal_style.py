@@ -1,7 +1,8 @@
 """tt-metal's decode-time op tests, written as tt-metal writes them (the
 versions scripts/ttmetal_decode_tests.py follows: test_scaled_dot_product_
 attention_decode.py, test_rotary_embedding_llama.py, test_update_cache.py,
-test_paged_update_cache.py), run through the mha.ttnn.testing plugin: only
+test_paged_update_cache.py), and its chunked-prefill SDPA test, run through
+the mha.ttnn.testing plugin: only
 the imports differ (`import mha.ttnn as ttnn`, the helpers from
 mha.ttnn.testing) and the shapes are cut to a test suite's minutes. The
 bounds are the ones tt-metal asserts."""
@@ -199,3 +200,65 @@ def test_paged_update_cache(device, num_users, num_heads, cache_dtype):
     else:
         eq, output = comp_pcc(cache, got)
     assert eq, output
+
+
+def fa_rand(*shape):
+    normal_1 = torch.randn(shape)
+    normal_2 = torch.randn(shape) * 10
+    bernoulli = torch.bernoulli(torch.full(shape, 0.001))
+    return normal_1 + normal_2 * bernoulli
+
+
+def run_test_chunked_sdpa(device, b, nh, nkv, s, d, q_chunk_size, k_chunk_size, prefill_chunk_size, page_block_size,
+                          q_dtype, k_dtype):
+    """tt-metal's run_test_chunked_sdpa (tests/ttnn/unit_tests/operations/sdpa, the version with
+    exp_approx_mode=False and TT-NN's default compute config), with from_torch where it builds
+    ttnn.Tensor(torch_tensor, dtype) directly and the float64-free reference of this file."""
+    program_config = ttnn.SDPAProgramConfig(compute_with_storage_grid_size=device.compute_with_storage_grid_size(),
+                                            q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size,
+                                            exp_approx_mode=False)
+    compute_kernel_config = ttnn.WormholeComputeKernelConfig(math_fidelity=ttnn.MathFidelity.HiFi2,
+                                                             math_approx_mode=True, fp32_dest_acc_en=False,
+                                                             packer_l1_acc=False)
+    Q, K, V = fa_rand(b, nh, s, d), fa_rand(b, nkv, s, d), fa_rand(b, nkv, s, d)
+    K_repeated = torch.cat([K[:, i:i + 1].repeat(1, nh // nkv, 1, 1) for i in range(nkv)], dim=1)
+    V_repeated = torch.cat([V[:, i:i + 1].repeat(1, nh // nkv, 1, 1) for i in range(nkv)], dim=1)
+    causal = torch.triu(torch.full((s, s), float("-inf")), diagonal=1)
+    gt = scaled_dot_product_attention(Q, K_repeated, V_repeated, causal, d ** -0.5)
+    num_prefill_chunks = s // prefill_chunk_size
+    max_num_blocks_per_seq = s // page_block_size
+    max_num_blocks = b * max_num_blocks_per_seq
+    permutation = torch.randperm(max_num_blocks)
+    page_table = torch.argsort(permutation).reshape(b, max_num_blocks_per_seq)
+
+    def page_cache(cache):
+        paged = cache.reshape(b, nkv, max_num_blocks_per_seq, page_block_size, d).transpose(1, 2)
+        return paged.reshape(max_num_blocks, nkv, page_block_size, d)[permutation]
+
+    tt_paged_K = ttnn.from_torch(page_cache(K), dtype=k_dtype, layout=ttnn.TILE_LAYOUT, device=device)
+    tt_paged_V = ttnn.from_torch(page_cache(V), dtype=k_dtype, layout=ttnn.TILE_LAYOUT, device=device)
+    page_table_tt = ttnn.from_torch(page_table, dtype=ttnn.int32, device=device)
+    for chunk_idx in range(num_prefill_chunks):
+        Q_chunk = Q[:, :, chunk_idx * prefill_chunk_size:(chunk_idx + 1) * prefill_chunk_size]
+        tt_Q_chunk = ttnn.from_torch(Q_chunk, dtype=q_dtype, layout=ttnn.TILE_LAYOUT, device=device)
+        chunk_start_idx = chunk_idx * prefill_chunk_size
+        tt_back = ttnn.transformer.chunked_scaled_dot_product_attention(
+            tt_Q_chunk, tt_paged_K, tt_paged_V, page_table_tt, chunk_start_idx, program_config=program_config,
+            compute_kernel_config=compute_kernel_config)
+        tt_back = ttnn.to_torch(tt_back).float()
+        gt_chunk = gt[:, :, chunk_idx * prefill_chunk_size:(chunk_idx + 1) * prefill_chunk_size]
+        out_pass, out_pcc = comp_pcc(gt_chunk, tt_back, 0.998)
+        assert out_pass, out_pcc
+
+
+@pytest.mark.parametrize("q_dtype", [ttnn.bfloat16])
+@pytest.mark.parametrize("k_dtype", [ttnn.bfloat8_b])
+@pytest.mark.parametrize("q_chunk_size, k_chunk_size", [(128, 128), (128, 256)])
+@pytest.mark.parametrize("prefill_chunk_size", [512])
+@pytest.mark.parametrize("page_block_size", [64])
+@pytest.mark.parametrize("b, nh, nkv, s, d", [[1, 8, 1, 1024, 128]])  # Llama2-70B's heads; s cut from 16K
+def test_sdpa_chunked(device, b, nh, nkv, s, d, q_chunk_size, k_chunk_size, prefill_chunk_size, page_block_size,
+                      q_dtype, k_dtype):
+    torch.manual_seed(1234)
+    run_test_chunked_sdpa(device, b, nh, nkv, s, d, q_chunk_size, k_chunk_size, prefill_chunk_size, page_block_size,
+                          q_dtype, k_dtype)

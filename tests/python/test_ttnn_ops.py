@@ -140,6 +140,50 @@ def test_sdpa_prefill(device, cli):
     assert_same_bits(out_of(got), want)
 
 
+def _paged(x, table, block):
+    """x [b, nkv, S, d] stored in the blocks table [b, S / block] names (others zero)."""
+    b, nkv, S, d = x.shape
+    cache = torch.zeros(int(table.max()) + 2, nkv, block, d)
+    for u in range(b):
+        for j in range(S // block):
+            cache[table[u, j]] = x[u, :, j * block:(j + 1) * block]
+    return cache
+
+
+def test_chunked_sdpa(device, cli):
+    """Prefill of positions 128..191 against a shuffled paged cache: equal to
+    `mha op chunked-sdpa`, and to those rows of causal SDPA over the sequence."""
+    torch.manual_seed(9)
+    b, nqh, nkv, S, d, block, start, s = 2, 4, 2, 192, 64, 32, 128, 64
+    q, k, v = torch.randn(b, nqh, S, d), torch.randn(b, nkv, S, d), torch.randn(b, nkv, S, d)
+    table = torch.randperm(b * S // block).reshape(b, S // block).to(torch.int32)
+    kp, vp = _paged(k, table, block), _paged(v, table, block)
+    grid = device.compute_with_storage_grid_size()
+    pc = ttnn.SDPAProgramConfig(compute_with_storage_grid_size=grid, q_chunk_size=32, k_chunk_size=64)
+    cfg = ttnn.WormholeComputeKernelConfig(math_fidelity=ttnn.MathFidelity.HiFi4, math_approx_mode=False,
+                                           fp32_dest_acc_en=True, packer_l1_acc=False)
+    tq = dev_tensor(device, q[:, :, start:start + s])
+    tk, tv = dev_tensor(device, kp, ttnn.bfloat8_b), dev_tensor(device, vp, ttnn.bfloat8_b)
+    tpt = ttnn.from_torch(table, device=device)
+    got = ttnn.transformer.chunked_scaled_dot_product_attention(tq, tk, tv, tpt, start, program_config=pc,
+                                                                compute_kernel_config=cfg)
+    settings = dict(q_chunk_size=32, k_chunk_size=64, exp_approx_mode=True, core_grid=[grid.y, grid.x],
+                    math_fidelity="HiFi4", math_approx_mode=False, fp32_dest_acc_en=True, packer_l1_acc=False)
+    want = cli.op("chunked-sdpa", q[:, :, start:start + s], kp, vp, dtypes=["bfloat16", "bfloat8_b", "bfloat8_b"],
+                  page_table=table.numpy(), chunk_start_idx=start, **settings)
+    assert_same_bits(out_of(got), want)
+    full = ttnn.transformer.scaled_dot_product_attention(
+        dev_tensor(device, q), dev_tensor(device, k, ttnn.bfloat8_b), dev_tensor(device, v, ttnn.bfloat8_b),
+        program_config=pc, compute_kernel_config=cfg)
+    assert_same_bits(out_of(got), out_of(full)[:, :, start:start + s])
+    # TT-NN's checks: an int32 page table; a start in whole q and k chunks.
+    with pytest.raises(mha.Error, match="int32"):
+        ttnn.transformer.chunked_scaled_dot_product_attention(
+            tq, tk, tv, ttnn.from_torch(table, dtype=ttnn.uint32, device=device), start)
+    with pytest.raises(mha.Error, match="not a multiple of k_chunk_size 64"):
+        ttnn.transformer.chunked_scaled_dot_product_attention(tq, tk, tv, tpt, 96, program_config=pc)
+
+
 def test_sdpa_decode_contiguous_and_paged(device, cli):
     torch.manual_seed(7)
     b, nh, nkv, S, d, block = 2, 8, 2, 256, 64, 64
@@ -255,8 +299,6 @@ def test_not_modelled_arguments_are_refused_by_name(device):
         ttnn.matmul(a, a, memory_config=sharded)
     with pytest.raises(ttnn.NotModelled, match="sub_device_id"):
         ttnn.matmul(a, a, sub_device_id=1)
-    with pytest.raises(ttnn.NotModelled, match="chunked"):
-        ttnn.transformer.chunked_scaled_dot_product_attention(a, a, a, a, 0)
     with pytest.raises(mha.Error, match="TILE_LAYOUT"):
         ttnn.from_torch(torch.randn(4, 4), dtype=ttnn.bfloat8_b)
     ttnn.deallocate(a)

@@ -70,6 +70,10 @@ CommandResult run_command(const std::string& command_line) {
 
 CommandResult run_mha(const std::string& args) { return run_command(std::string(MHA_BINARY) + " " + args); }
 
+bool python_package_built() {
+  return std::filesystem::exists(std::filesystem::path(MHA_BINARY).parent_path() / "python" / "mha" / "__init__.py");
+}
+
 CommandResult run_python(const std::string& script) {
   TempDir dir;
   std::string path = dir.file("script.py");

@@ -25,6 +25,10 @@ CommandResult run_mha(const std::string& args);
 // Runs Debian's /usr/bin/python3 (where torch and numpy import) on a script text.
 CommandResult run_python(const std::string& script);
 std::string source_dir();  // the repository root
+// Whether the Python package `mha` was built beside the binary under test
+// (BUILD/python/mha: CMake builds it when python3-dev and pybind11-dev are
+// installed); the scripts that run ops in process need it.
+bool python_package_built();
 // A fresh empty folder, removed when the TempDir is destroyed.
 class TempDir {
  public:

@@ -89,8 +89,9 @@ TEST(Fields, TtOptionsFromTheirFieldList) {
   EXPECT_EQ(o.host.threads, 2);
 }
 
-// `mha op`'s --cur-pos, --page-table, --update-idx, --batch-offset and
-// --batch-idx are the ops' own fields, each once, naming the ops that take it.
+// `mha op`'s --chunk-start-idx, --page-table, --cur-pos, --update-idx,
+// --batch-offset and --batch-idx are the ops' own fields, each once, naming
+// the ops that take it.
 TEST(Fields, OpFlagsComeFromTheOpsFields) {
   std::vector<std::string> keys;
   for (const OpParam& p : tt_op_flags()) {
@@ -100,9 +101,11 @@ TEST(Fields, OpFlagsComeFromTheOpsFields) {
     }
     if (p.key == "page_table") {
       EXPECT_EQ(p.flag, FlagKind::TableFile);
+      EXPECT_TRUE(contains(p.help, "chunked-sdpa, sdpa-decode, update-cache: ")) << p.help;
     }
   }
-  EXPECT_EQ(keys, (std::vector<std::string>{"cur_pos", "page_table", "update_idx", "batch_offset", "batch_idx"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"chunk_start_idx", "page_table", "cur_pos", "update_idx", "batch_offset",
+                                            "batch_idx"}));
   EXPECT_EQ(op_flag_name("batch_offset"), "--batch-offset");
 }
 

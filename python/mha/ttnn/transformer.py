@@ -1,11 +1,12 @@
 """ttnn.transformer on tt-sim: the head split / concatenation (data
 movement), attention_softmax_ (scale, mask, softmax: the ops the fused seed
-pipeline runs), and SDPA prefill and decode (`mha op sdpa` / `sdpa-decode`)."""
+pipeline runs), and SDPA prefill, chunked prefill and decode (`mha op sdpa`,
+`chunked-sdpa`, `sdpa-decode`)."""
 from .. import Error
 from .._arrays import torch_module
 from .operations import add, moved, multiply, run_op, softmax
 from .tensor import Tensor, require_device
-from .types import SDPAProgramConfig, not_modelled
+from .types import ROW_MAJOR_LAYOUT, SDPAProgramConfig, not_modelled
 
 
 def split_query_key_value_and_split_heads(input_tensor, kv_input_tensor=None, *, num_heads, num_kv_heads=None,
@@ -160,5 +161,19 @@ def paged_scaled_dot_product_attention_decode(input_tensor_q, input_tensor_k, in
 def chunked_scaled_dot_product_attention(input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor,
                                          chunk_start_idx, *, scale=None, memory_config=None, program_config=None,
                                          compute_kernel_config=None):
-    not_modelled("transformer.chunked_scaled_dot_product_attention",
-                 "chunked prefill onto a paged cache (tt-sim has no chunked SDPA device operation yet)")
+    """Prefill of a query chunk (the positions chunk_start_idx.. of each
+    user) against the paged K/V cache, causal: `mha op chunked-sdpa`."""
+    op = "transformer.chunked_scaled_dot_product_attention"
+    require_device(op, page_table_tensor)
+    if page_table_tensor.dtype.name != "int32":
+        raise Error(f"ttnn.{op}: the page table must be int32 (TT-NN's check), found {page_table_tensor.dtype.name}")
+    if page_table_tensor.layout != ROW_MAJOR_LAYOUT:
+        raise Error(f"ttnn.{op}: the page table must be row major (TT-NN's check), found {page_table_tensor.layout.name}")
+    if isinstance(chunk_start_idx, bool) or not isinstance(chunk_start_idx, int):
+        raise Error(f"ttnn.{op}: chunk_start_idx: expected an int, found {chunk_start_idx!r}")
+    params = _program(op, program_config, decode=False)
+    params.update({"scale": scale, "chunk_start_idx": chunk_start_idx,
+                   "page_table": page_table_tensor.values().tolist()})
+    return run_op(op, "chunked-sdpa", [input_tensor_q, input_tensor_k, input_tensor_v], memory_config=memory_config,
+                  compute_kernel_config=compute_kernel_config,
+                  params={k: v for k, v in params.items() if v is not None})

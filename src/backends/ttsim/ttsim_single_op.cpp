@@ -8,11 +8,6 @@ namespace mha::ttsim {
 
 namespace {
 
-std::vector<float> f32_values(const Tensor& t) {
-  const std::vector<double> v = t.to_f64();
-  return std::vector<float>(v.begin(), v.end());
-}
-
 // Ops that take --scalar, for the message on any other op.
 std::string scalar_ops() {
   std::string s;
@@ -78,9 +73,12 @@ OpResult run_tt_op(const OpRequest& req) {
   std::vector<TileTensor> t;
   for (int i = 0; i < n; ++i) {
     const Tensor& x = host[static_cast<size_t>(i)];
-    const std::vector<float> v = f32_values(x);
+    // float32 values are read in place (a KV cache is most of an op's
+    // host work); other dtypes are converted to float32 first.
+    std::vector<float> v;
+    const float* p = x.dtype() == DType::F32 ? x.data<float>() : (v = x.to_f32()).data();
     const Shape s = d.device_shape ? d.device_shape(i, x.shape()) : x.shape();
-    t.push_back(to_tile_layout(v.data(), s, fmt[static_cast<size_t>(i)]));
+    t.push_back(to_tile_layout(p, s, fmt[static_cast<size_t>(i)]));
   }
 
   TtDevice dev(o);

@@ -10,15 +10,15 @@ namespace mha::ttsim {
 
 // Each defined in ops/op_*.cpp.
 extern const TtOpDesc kOpMatmul, kOpLinear, kOpAdd, kOpMultiply, kOpSoftmax, kOpExp, kOpReciprocal, kOpToDevice,
-    kOpSdpa;
+    kOpSdpa, kOpChunkedSdpa;
 extern const TtOpDesc kOpSdpaDecode, kOpUpdateCache, kOpFillCache, kOpRotaryLlama;  // ops/op_decode.cpp
 extern const TtOpDesc kOpRmsNorm;  // ops/rms_norm/rms_norm.cpp
 
 const std::vector<const TtOpDesc*>& tt_ops() {
   static const std::vector<const TtOpDesc*> ops = {&kOpMatmul, &kOpLinear,     &kOpAdd,     &kOpMultiply,
                                                    &kOpSoftmax, &kOpExp, &kOpReciprocal, &kOpToDevice,
-                                                   &kOpSdpa,    &kOpSdpaDecode, &kOpUpdateCache, &kOpFillCache,
-                                                   &kOpRotaryLlama, &kOpRmsNorm};
+                                                   &kOpSdpa,    &kOpChunkedSdpa, &kOpSdpaDecode, &kOpUpdateCache,
+                                                   &kOpFillCache, &kOpRotaryLlama, &kOpRmsNorm};
   return ops;
 }
 

@@ -1,5 +1,7 @@
 // ttnn.transformer.scaled_dot_product_attention (prefill): Q K V [MASK] in
-// TT-NN's layouts, the program config and causal flag as --option keys.
+// TT-NN's layouts, the program config and causal flag as --option keys; and
+// chunked_scaled_dot_product_attention, the same device operation with a
+// page table and a chunk start (--page-table, --chunk-start-idx).
 #include "backends/ttsim/ops/op_table.h"
 #include "backends/ttsim/ops/sdpa/sdpa.h"
 #include "util/error.h"
@@ -18,6 +20,31 @@ SdpaConfig sdpa_params(const nlohmann::ordered_json& p) {
   return c;
 }
 
+// TT-NN's SDPA compute kernel config defaults (both ops: HiFi2, approx on,
+// 16-bit Dst) under the backend options, and the output's format.
+void sdpa_compute(const OpCall& c, SdpaConfig& cfg) {
+  cfg.compute.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi2);
+  cfg.compute.math_approx_mode = c.opt.math_approx_mode.value_or(true);
+  cfg.compute.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
+  apply_device(cfg.compute, c.opt);
+  cfg.compute.output = c.out_format;
+  cfg.compute.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
+}
+
+// What --json reports of both ops' configs.
+void sdpa_report(OpCall& c, const SdpaConfig& cfg) {
+  c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.compute.math_fidelity)},
+                                     {"math_approx_mode", cfg.compute.math_approx_mode},
+                                     {"fp32_dest_acc_en", cfg.compute.fp32_dest_acc_en},
+                                     {"packer_l1_acc", c.opt.packer_l1_acc.value_or(false)}};
+  c.info["program_config"] = {{"q_chunk_size", cfg.q_chunk_size},
+                              {"k_chunk_size", cfg.k_chunk_size},
+                              {"exp_approx_mode", cfg.exp_approx_mode}};
+  c.info["attributes"] = fields::json_of(cfg);
+  c.info["is_causal"] = cfg.is_causal;
+  c.info["scale_bf16"] = sdpa_scale_bf16(cfg, c.in[0].cols);
+}
+
 void check_sdpa(const OpCheck& c) {
   const SdpaConfig cfg = sdpa_params(c.params);
   const Shape* mask = c.inputs.size() == 4 ? &c.inputs[3].shape() : nullptr;
@@ -27,28 +54,54 @@ void check_sdpa(const OpCheck& c) {
 
 TileTensor run_sdpa_op(OpCall& c) {
   SdpaConfig cfg = sdpa_params(c.params);
-  // TT-NN's SDPA compute kernel config defaults: HiFi2, approx on, 16-bit Dst.
-  cfg.compute.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi2);
-  cfg.compute.math_approx_mode = c.opt.math_approx_mode.value_or(true);
-  cfg.compute.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
-  apply_device(cfg.compute, c.opt);
-  cfg.compute.output = c.out_format;
-  cfg.compute.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
-  const bool packer_l1_acc = c.opt.packer_l1_acc.value_or(false);
+  sdpa_compute(c, cfg);
   const TileTensor* mask = c.in.size() == 4 ? &c.in[3] : nullptr;
   TileTensor out = run_sdpa(c.dev, c.program, c.in[0], c.in[1], c.in[2], mask, cfg);
-  c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.compute.math_fidelity)},
-                                     {"math_approx_mode", cfg.compute.math_approx_mode},
-                                     {"fp32_dest_acc_en", cfg.compute.fp32_dest_acc_en},
-                                     {"packer_l1_acc", packer_l1_acc}};
-  c.info["program_config"] = {{"q_chunk_size", cfg.q_chunk_size},
-                              {"k_chunk_size", cfg.k_chunk_size},
-                              {"exp_approx_mode", cfg.exp_approx_mode}};
-  c.info["attributes"] = fields::json_of(cfg);
-  c.info["is_causal"] = cfg.is_causal;
+  sdpa_report(c, cfg);
   c.info["sliding_window_size"] = cfg.sliding_window_size;
   if (!cfg.attention_sink.empty()) c.info["attention_sink_bf16"] = cfg.attention_sink;
-  c.info["scale_bf16"] = sdpa_scale_bf16(cfg, c.in[0].cols);
+  return out;
+}
+
+// chunked-sdpa's params: the two runtime arguments, then the keys it
+// shares with sdpa (program config, scale) and the compute config.
+struct ChunkedParams {
+  int64_t chunk_start_idx = 0;
+  PageTable page_table;
+  SdpaConfig cfg;
+  template <class V>
+  void fields(V& v) {
+    const unsigned flag = fields::kRuntime | fields::kFlag;
+    v("chunk_start_idx", chunk_start_idx,
+      "the chunk's first position in the sequence (--chunk-start-idx N), a multiple of q_chunk_size and "
+      "k_chunk_size; required", flag);
+    v("page_table", page_table, "[b][blocks] block ids of each user's paged cache (--page-table FILE)", flag);
+    cfg.shared_fields(v);
+    cfg.compute.fields(v, fields::kDerived);
+  }
+};
+
+ChunkedParams chunked_params(const nlohmann::ordered_json& p) {
+  for (const char* key : {"chunk_start_idx", "page_table"})
+    if (!p.contains(key))
+      throw InputError(std::string("chunked-sdpa: ") + op_flag_name(key) + " (the " + key + " param) is required");
+  ChunkedParams d;
+  fields::parse_into(d, p, "op options", "chunked-sdpa option");
+  check_page_table(d.page_table);
+  return d;
+}
+
+void check_chunked_sdpa(const OpCheck& c) {
+  require_4d(c, "chunked-sdpa");
+  chunked_params(c.params);
+}
+
+TileTensor run_chunked_sdpa_op(OpCall& c) {
+  ChunkedParams d = chunked_params(c.params);
+  sdpa_compute(c, d.cfg);
+  TileTensor out = run_chunked_sdpa(c.dev, c.program, c.in[0], c.in[1], c.in[2], d.page_table, d.chunk_start_idx, d.cfg);
+  sdpa_report(c, d.cfg);
+  c.info["chunk_start_idx"] = d.chunk_start_idx;
   return out;
 }
 
@@ -62,5 +115,13 @@ extern const TtOpDesc kOpSdpa = {
     false, false,
     op_params_of(SdpaConfig{}),
     check_sdpa, nullptr, run_sdpa_op};
+
+extern const TtOpDesc kOpChunkedSdpa = {
+    "chunked-sdpa", "Q K V",
+    "ttnn.transformer.chunked_scaled_dot_product_attention: Q (b, nqh, s, dh), the positions chunk_start_idx.. of "
+    "each user, over the paged K/V cache (blocks, nkv, block_size, dh) through --page-table (required); causal; "
+    "sdpa's kernel",
+    "as sdpa: HiFi2, math_approx_mode on, fp32 Dst off; chunks of 32; scale 1/sqrt(dh)", 3, 3, false, false,
+    op_params_of(ChunkedParams{}), check_chunked_sdpa, nullptr, run_chunked_sdpa_op};
 
 }  // namespace mha::ttsim

@@ -3,6 +3,7 @@
 // attributes are SdpaConfig (sdpa_kernel.h: the program config, causal
 // flag, scale, window, sink, the compute config embedded, one field list).
 #include <string>
+#include <vector>
 
 #include "backends/ttsim/ops/device_op.h"
 #include "backends/ttsim/ops/sdpa/sdpa_kernel.h"
@@ -24,5 +25,28 @@ int64_t sdpa_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor
 // cfg.compute.output.
 TileTensor run_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
                     const TileTensor& v, const TileTensor* mask, const SdpaConfig& cfg);
+
+// ttnn.transformer.chunked_scaled_dot_product_attention: as in tt-metal, the
+// SDPA device operation given a page table and chunk_start_idx (the
+// program's is_chunked path; docs/TTSIM.md, "Chunked prefill"). Q
+// (b, nqh, s, dh) holds the positions [chunk_start, chunk_start + s) of
+// each user's sequence; K and V are the paged cache (blocks, nkv,
+// block_size, dh), user u's position p in block page_table[u][p /
+// block_size]. Causal over every key up to the query's position; cfg's
+// is_causal, window and sink keep their defaults. The page table and the
+// chunk start are runtime arguments: they do not key the program.
+using PageTable = std::vector<std::vector<int64_t>>;
+
+// TT-NN's checks, InputError "chunked-sdpa: why" (dtypes, the paged
+// shapes, the page table against the batch and the cache, the chunk start
+// against the chunk sizes and the cache's length).
+void validate_chunked_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, const PageTable& page_table,
+                           int64_t chunk_start, const SdpaConfig& cfg);
+
+// validate, the keys gathered as the reader fetches them, the frame, the
+// kernel: [b, nqh, s, dh] in cfg.compute.output.
+TileTensor run_chunked_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
+                            const TileTensor& v, const PageTable& page_table, int64_t chunk_start,
+                            const SdpaConfig& cfg);
 
 }  // namespace mha::ttsim

@@ -39,7 +39,34 @@ void sdpa_mask_row(const SdpaConfig& cfg, int64_t qpos, int64_t k_low, int64_t n
     row[c] = k_low + c < lo || k_low + c > hi ? -std::numeric_limits<float>::infinity() : 0.0f;
 }
 
-std::string sdpa_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask, const SdpaConfig& c) {
+namespace {
+
+// Chunked prefill's own rules (chunk_start > 0), or "": TT-NN's (the
+// offset counted in whole q chunks; k chunks too since tt-metal #35811, a
+// workaround for #35225) and the kernel's (causal, no mask, window or
+// sink). K holds every key up to the chunk's end, rounded up to a k chunk.
+std::string chunked_problem(const Shape& q, const Shape& k, const Shape* mask, const SdpaConfig& c,
+                            int64_t chunk_start) {
+  const std::string at = "chunk_start_idx " + std::to_string(chunk_start);
+  if (chunk_start < 0) return "chunk_start_idx: expected a position >= 0, found " + std::to_string(chunk_start);
+  if (!c.is_causal || mask) return at + ": chunked SDPA is causal, without a mask";
+  if (c.sliding_window_size > 0 || !c.attention_sink.empty())
+    return at + ": chunked SDPA takes no sliding_window_size or attention_sink";
+  for (const auto& [name, n] : {std::pair<const char*, int64_t>{"q_chunk_size", c.q_chunk_size},
+                                {"k_chunk_size", c.k_chunk_size}})
+    if (chunk_start % n != 0)
+      return at + " is not a multiple of " + name + " " + std::to_string(n) + " (TT-NN requires it)";
+  const int64_t keys = (chunk_start + q[2] + c.k_chunk_size - 1) / c.k_chunk_size * c.k_chunk_size;
+  if (k[2] != keys)
+    return at + ": expected K and V gathered up to position " + std::to_string(keys) + " (chunk_start_idx + s " +
+           "rounded up to k_chunk_size), found " + std::to_string(k[2]);
+  return "";
+}
+
+}  // namespace
+
+std::string sdpa_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask, const SdpaConfig& c,
+                         int64_t chunk_start) {
   if (q.size() != 4 || k.size() != 4 || v.size() != 4)
     return "expected Q (b, nqh, s, dh) and K, V (b, nkv, s, dh), 4-D each, found Q " + shape_str(q) + ", K " +
            shape_str(k) + ", V " + shape_str(v);
@@ -56,6 +83,7 @@ std::string sdpa_problem(const Shape& q, const Shape& k, const Shape& v, const S
     return "q_chunk_size " + std::to_string(c.q_chunk_size) + " does not divide Q's sequence length " + std::to_string(q[2]);
   if (k[2] % c.k_chunk_size != 0)
     return "k_chunk_size " + std::to_string(c.k_chunk_size) + " does not divide K's sequence length " + std::to_string(k[2]);
+  if (chunk_start != 0) return chunked_problem(q, k, mask, c, chunk_start);
   if (c.is_causal && k[2] != q[2])
     return "a causal SDPA needs K's sequence length (" + std::to_string(k[2]) + ") equal to Q's (" +
            std::to_string(q[2]) + ")";
@@ -96,6 +124,7 @@ struct SdpaRun {
   const std::vector<detail::In1Buffer>& vd;
   int64_t NQH, NKH, D, Sk, QC, KC;
   float scale;
+  int64_t q_start;  // chunked prefill: the sequence position of Q's row 0
 };
 
 // K^T (dh x Sk, the QK matmul's SrcA) and V (Sk x dh) of every kv head,
@@ -119,6 +148,7 @@ void decode_kv(const TileTensor& k, const TileTensor& v, const TileMath& tm, con
 
 // Adds to key chunk [k_low, k_low + KC)'s scores S (rows of stride N) the
 // given mask, or the causal / window rule's, when the chunk needs one.
+// q_low: the chunk's first query position (a given mask implies q_start 0).
 void mask_chunk(const SdpaRun& r, int64_t bh, int64_t q_low, int64_t k_low, float* S, int64_t N, Work& w) {
   if (!sdpa_chunk_masked(r.cfg, q_low, k_low + r.KC, r.mask != nullptr)) return;
   if (!r.mask) {
@@ -181,7 +211,7 @@ void apply_sink(const SdpaRun& r, int64_t nq, Work& w) {
 void run_q_chunk(const SdpaRun& r, int64_t bh, int64_t qc, Work& w) {
   const int64_t QC = r.QC, KC = r.KC, D = r.D;
   const int64_t nb = bh / r.NQH, nq = bh % r.NQH, kvh = nb * r.NKH + nq / (r.NQH / r.NKH);
-  const int64_t q_low = qc * QC, q_high = r.cfg.is_causal ? q_low + QC : r.Sk;
+  const int64_t q_low = qc * QC, q_pos = r.q_start + q_low, q_high = r.cfg.is_causal ? q_pos + QC : r.Sk;
   const int64_t nk = (q_high + KC - 1) / KC, N = nk * KC;
   w.S.resize(static_cast<size_t>(QC * N));
   w.O.resize(static_cast<size_t>(QC * D));
@@ -192,7 +222,7 @@ void run_q_chunk(const SdpaRun& r, int64_t bh, int64_t qc, Work& w) {
   for (int64_t i = 0; i < QC; ++i) sdpa_mul_bcast(&w.S[i * N], N, r.scale, r.tm);
   for (int64_t kc = 0; kc < nk; ++kc) {
     float* S = w.S.data() + kc * KC;
-    mask_chunk(r, bh, q_low, kc * KC, S, N, w);
+    mask_chunk(r, bh, q_pos, kc * KC, S, N, w);
     softmax_chunk(r, kvh, kc, S, N, w);
   }
   if (!r.cfg.attention_sink.empty()) apply_sink(r, nq, w);
@@ -206,14 +236,14 @@ void run_q_chunk(const SdpaRun& r, int64_t bh, int64_t qc, Work& w) {
 }  // namespace
 
 void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask, TileTensor& out,
-             const SdpaConfig& cfg, const Exec& ex) {
+             const SdpaConfig& cfg, const Exec& ex, int64_t chunk_start) {
   const simd::KernelTable* kern = ex.kernels(cfg.compute.arch);
   if (!kern) {
-    tt_sdpa_oracle(q, k, v, mask, out, cfg);
+    tt_sdpa_oracle(q, k, v, mask, out, cfg, chunk_start);
     return;
   }
   const Shape* ms = mask ? &mask->shape : nullptr;
-  const std::string p = sdpa_problem(q.shape, k.shape, v.shape, ms, cfg);
+  const std::string p = sdpa_problem(q.shape, k.shape, v.shape, ms, cfg, chunk_start);
   if (!p.empty()) throw InputError("sdpa: " + p);
   const int64_t B = q.shape[0], NQH = q.shape[1], NQC = q.rows / cfg.q_chunk_size;
   const TileMath tm(cfg.compute.math_fidelity, cfg.compute.fp32_dest_acc_en, cfg.compute.math_approx_mode, kern,
@@ -222,7 +252,7 @@ void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, cons
   std::vector<detail::In1Buffer> kt, vd;
   decode_kv(k, v, tm, ex, kt, vd);
   const SdpaRun run{q, mask, out, cfg, tm, kt, vd, NQH, k.shape[1], q.pcols, k.rows, cfg.q_chunk_size,
-                    cfg.k_chunk_size, sdpa_scale_bf16(cfg, q.cols)};
+                    cfg.k_chunk_size, sdpa_scale_bf16(cfg, q.cols), chunk_start};
   std::vector<Work> work(static_cast<size_t>(ex.threads()));
   // Tasks: (bh, q chunk), the longest (last) causal chunks first.
   ex.parallel_for(B * NQH * NQC, [&](int64_t t, int th) {

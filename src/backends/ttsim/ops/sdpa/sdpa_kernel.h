@@ -38,14 +38,20 @@ struct SdpaConfig {
 
   // The fields (util/fields.h): the op's own --option keys, then the
   // compute config. They key the program and fill the --json report.
+  // shared_fields: the program config and the scale, which chunked SDPA
+  // (always causal, no mask, window or sink) takes too.
   template <class V>
-  void fields(V& v) {
+  void shared_fields(V& v) {
     v("q_chunk_size", q_chunk_size, "rows of Q per chunk, a multiple of 32 dividing s (default 32)");
     v("k_chunk_size", k_chunk_size, "keys per chunk, a multiple of 32 dividing s (default 32)");
     v("exp_approx_mode", exp_approx_mode,
       "true/false: the exp of the rescale factor exp(m_old - m_new) (default true)");
-    v("is_causal", is_causal, "true/false (default true; a MASK needs false)");
     v("scale", scale, "the score scale (default 1/sqrt(dh)), truncated to bf16 as the reader does");
+  }
+  template <class V>
+  void fields(V& v) {
+    shared_fields(v);
+    v("is_causal", is_causal, "true/false (default true; a MASK needs false)");
     v("sliding_window_size", sliding_window_size,
       "keys per query window (default 0: none); causal: [q-W+1, q], non-causal: [q-W/2, q+W/2]");
     v("attention_sink", attention_sink,
@@ -66,15 +72,23 @@ float sdpa_scale_bf16(const SdpaConfig& cfg, int64_t dh);
 // Work is split over (batch x head, q chunk) on ex's pool; ex.isa Scalar
 // runs the lane models. Throws InputError on shapes or chunk sizes the op
 // does not take.
+//
+// chunk_start > 0 is chunked prefill (the kernel's is_chunked with
+// chunked_q_chunk_offset = chunk_start / q_chunk_size): Q's rows are the
+// sequence positions [chunk_start, chunk_start + s) and K, V hold the keys
+// from position 0 (gathered from the paged cache, sdpa.h); the causal
+// bounds and mask use those positions. Causal only, no mask; chunk_start a
+// multiple of q_chunk_size and k_chunk_size, K's length chunk_start + s
+// rounded up to k_chunk_size.
 void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask, TileTensor& out,
-             const SdpaConfig& cfg, const Exec& ex = Exec{});
+             const SdpaConfig& cfg, const Exec& ex = Exec{}, int64_t chunk_start = 0);
 
 // The oracle: the kernel's loops written out literally, one (q chunk, k
 // chunk) pair at a time, every step on the scalar lane models, one thread.
 // Bit-identical to tt_sdpa by construction of both from the same steps;
 // tests compare them.
 void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-                    TileTensor& out, const SdpaConfig& cfg);
+                    TileTensor& out, const SdpaConfig& cfg, int64_t chunk_start = 0);
 
 // Whether the kernel adds a mask to the scores of the chunk pair whose
 // queries start at q_low and keys end at k_high: the causal or window mask
@@ -87,7 +101,8 @@ void sdpa_mask_row(const SdpaConfig& cfg, int64_t qpos, int64_t k_low, int64_t n
 
 // Why the op cannot take these shapes / this config, or "" (shapes are the
 // logical ones: q (b, nqh, s, dh), k and v (b, nkv, s_k, dh), mask
-// (b, 1 or nqh, s, s_k) or empty).
-std::string sdpa_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask, const SdpaConfig& cfg);
+// (b, 1 or nqh, s, s_k) or empty; chunk_start as tt_sdpa's).
+std::string sdpa_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask, const SdpaConfig& cfg,
+                         int64_t chunk_start = 0);
 
 }  // namespace mha::ttsim

@@ -13,9 +13,8 @@
 namespace mha::ttsim {
 
 void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-                    TileTensor& out, const SdpaConfig& cfg) {
-  const Shape* ms = mask ? &mask->shape : nullptr;
-  const std::string p = sdpa_problem(q.shape, k.shape, v.shape, ms, cfg);
+                    TileTensor& out, const SdpaConfig& cfg, int64_t chunk_start) {
+  const std::string p = sdpa_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg, chunk_start);
   if (!p.empty()) throw InputError("sdpa: " + p);
   const int64_t B = q.shape[0], NQH = q.shape[1], NKH = k.shape[1], D = q.pcols;
   const int64_t Sq = q.rows, Sk = k.rows, QC = cfg.q_chunk_size, KC = cfg.k_chunk_size;
@@ -30,8 +29,9 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
     for (int64_t nq = 0; nq < NQH; ++nq) {
       const int64_t bh = nb * NQH + nq, kvh = nb * NKH + nq / (NQH / NKH);
       for (int64_t qc = 0; qc < Sq / QC; ++qc) {
-        const int64_t q_low = qc * QC, q_high = cfg.is_causal ? q_low + QC : Sk;
-        const float* Q = q.matrix(bh) + q_low * D;
+        // q_low: the sequence position (chunked: q_chunk += chunked_q_chunk_offset).
+        const int64_t q_row = qc * QC, q_low = chunk_start + q_row, q_high = cfg.is_causal ? q_low + QC : Sk;
+        const float* Q = q.matrix(bh) + q_row * D;
         for (int64_t kc = 0; kc * KC < q_high; ++kc) {
           const int64_t k_low = kc * KC, k_high = k_low + KC;
           // QK = Q_chunk @ K_chunk^T (the matmul's transpose flag), QK *= scale.
@@ -87,7 +87,7 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
         // OUT = OUT_ACC * (1 / sum), then copied to the output's format.
         for (int64_t r = 0; r < QC; ++r) {
           sdpa_mul_bcast(&acc[r * D], D, sdpa_recip1(l_prev[r], tm), tm);
-          pack_from_dst(&acc[r * D], out.matrix(bh) + (q_low + r) * D, D, cc.output, cc.fp32_dest_acc_en, cc.bfp8_pack_precise);
+          pack_from_dst(&acc[r * D], out.matrix(bh) + (q_row + r) * D, D, cc.output, cc.fp32_dest_acc_en, cc.bfp8_pack_precise);
         }
       }
     }

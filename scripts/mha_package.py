@@ -1,0 +1,55 @@
+"""What the scripts that run tt-metal's tests and the accuracy study on tt-sim share: tt-metal's
+comp_pcc, and the Python package `mha` (docs/PYTHON.md), whose mha.op runs one TT-NN op on tt-sim in
+this process: the library call `mha op` makes, on torch tensors, with no subprocess and no .npy files.
+
+Imported by scripts/ttmetal_decode_tests.py, scripts/ttsim_accuracy.py and
+scripts/ttmetal_sdpa_large_seq.py (run them with /usr/bin/python3, which has torch and numpy).
+"""
+import math
+import os
+import sys
+import time
+
+import torch
+
+
+def comp_pcc(golden, calculated):
+    """tt-metal's comp_pcc: Pearson correlation of the flattened tensors (1.0 when both are equal)."""
+    g = golden.double().flatten()
+    c = calculated.double().flatten()
+    if torch.equal(g, c):
+        return 1.0
+    g = g - g.mean()
+    c = c - c.mean()
+    return float((g * c).sum() / math.sqrt(float((g * g).sum()) * float((c * c).sum())))
+
+
+def import_mha(binary):
+    """The `mha` package built beside the mha binary BINARY (BUILD/python/mha); exits with what to
+    do when that build has none (CMake builds it when python3-dev and pybind11-dev are installed)."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(binary)), "python")
+    if not os.path.isdir(os.path.join(folder, "mha")):
+        sys.exit(f"{folder}/mha: no Python package beside {binary}; install python3-dev and pybind11-dev "
+                 "and rebuild (MHA_SETUP=tests ./scripts/setup.sh does both)")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    import mha
+    return mha
+
+
+class Ops:
+    """mha.op with the script's thread count: ops(NAME, *tensors, **options) -> the output (torch)."""
+
+    def __init__(self, binary, threads):
+        self.mha = import_mha(binary)
+        self.threads = threads
+
+    def __call__(self, name, *tensors, **options):
+        options.setdefault("threads", self.threads)
+        return self.mha.op(name, *tensors, **options)
+
+    def timed(self, name, *tensors, **options):
+        """The output and the seconds the op took."""
+        t0 = time.time()
+        out = self(name, *tensors, **options)
+        return out, time.time() - t0

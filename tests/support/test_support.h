@@ -25,6 +25,7 @@ CommandResult run_mha(const std::string& args);
 // Runs Debian's /usr/bin/python3 (where torch and numpy import) on a script text.
 CommandResult run_python(const std::string& script);
 std::string source_dir();  // the repository root
+std::string data_file(const std::string& name);  // <repository>/data/<name>
 // A fresh empty folder, removed when the TempDir is destroyed.
 class TempDir {
  public:
@@ -41,6 +42,8 @@ class TempDir {
 std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text);
 std::string shell_quote(const std::string& s);
+// Expects what bad input gives: exit code 2 and one line on stderr, holding `needle`.
+void expect_input_error(const CommandResult& r, const std::string& needle);
 
 // Expects equal shapes and |a - b| <= atol + rtol * |b| elementwise (NaN
 // matches NaN); reports the worst element on failure.

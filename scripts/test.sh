@@ -21,7 +21,8 @@ phase "Release tests"
 
 if [ "$sanitize" = 1 ]; then
   # clang, -O1 -g1: line tables are all a sanitizer report needs, and clang
-  # compiles this a quarter faster than g++. The torch-heavy parity suites
+  # compiles this a quarter faster than g++ (the suites' own code builds at
+  # -O0 here: tests/CMakeLists.txt says why). The torch-heavy parity suites
   # (label `slow`) are covered above and not even built here; the sanitizer
   # pass checks mha's own memory safety on every other suite. With MHA_FUZZ
   # the library also carries the fuzzers' coverage instrumentation (not the

@@ -19,7 +19,7 @@ namespace {
 
 constexpr double kAtol = 1e-5, kRtol = 1.3e-6;  // torch.testing's float32 tolerances
 
-struct Case {
+struct CpuCase {
   int64_t B = 2, L = 7, S = 7, H = 2, Hkv = 2, dh = 4, dv = 4;
   int64_t q_in = 8, k_in = 8, v_in = 8;
   bool self = true;  // query, key and value are one tensor (needs L == S, equal in-dims)
@@ -45,7 +45,7 @@ struct Problem {
   AttentionInputs in;
 };
 
-Problem make_problem(const Case& c, uint32_t seed = 1) {
+Problem make_problem(const CpuCase& c, uint32_t seed = 1) {
   std::mt19937 g(seed);
   Problem p;
   AttentionSpec& s = p.spec;
@@ -101,7 +101,7 @@ std::unique_ptr<Backend> cpu_backend(int threads = 2) {
   return make_cpu_backend(nlohmann::ordered_json{{"threads", threads}}, "$.backend");
 }
 
-void expect_matches_reference(const Case& c, RunOptions opt = {}) {
+void expect_matches_reference(const CpuCase& c, RunOptions opt = {}) {
   Problem p = make_problem(c);
   auto cpu = cpu_backend();
   AttentionResult got = cpu->run(p.spec, p.in, opt);
@@ -123,12 +123,12 @@ void expect_matches_reference(const Case& c, RunOptions opt = {}) {
   }
 }
 
-TEST(CpuBackend, SmallSelfAttention) { expect_matches_reference(Case{}); }
+TEST(CpuBackend, SmallSelfAttention) { expect_matches_reference(CpuCase{}); }
 
 TEST(CpuBackend, OddLengthsAndHeadDims) {
   for (int64_t L : {1, 5, 95, 97, 193})
     for (int64_t dh : {1, 3, 64, 100}) {
-      Case c;
+      CpuCase c;
       c.B = 2, c.L = c.S = L, c.H = 2, c.Hkv = 2, c.dh = c.dv = dh, c.q_in = c.k_in = c.v_in = 24, c.out_dim = 24;
       SCOPED_TRACE("L=" + std::to_string(L) + " dh=" + std::to_string(dh));
       expect_matches_reference(c);
@@ -139,7 +139,7 @@ TEST(CpuBackend, OddLengthsAndHeadDims) {
 
 TEST(CpuBackend, CrossAttentionUnequalLengths) {
   for (auto [L, S] : std::vector<std::pair<int64_t, int64_t>>{{1, 200}, {200, 1}, {97, 130}, {130, 97}, {96, 96}}) {
-    Case c;
+    CpuCase c;
     c.self = false, c.L = L, c.S = S, c.q_in = 12, c.k_in = 20, c.v_in = 9, c.dh = 5, c.dv = 7, c.H = 3, c.Hkv = 3;
     SCOPED_TRACE("L=" + std::to_string(L) + " S=" + std::to_string(S));
     expect_matches_reference(c);
@@ -149,7 +149,7 @@ TEST(CpuBackend, CrossAttentionUnequalLengths) {
 }
 
 TEST(CpuBackend, NoKeysGivesAnEmptySum) {
-  Case c;
+  CpuCase c;
   c.self = false, c.S = 0;
   expect_matches_reference(c);
   c.zero_attn = true;  // one all-zero key row
@@ -157,7 +157,7 @@ TEST(CpuBackend, NoKeysGivesAnEmptySum) {
 }
 
 TEST(CpuBackend, SharedKeyValueTensor) {
-  Case c;
+  CpuCase c;
   c.self = false, c.kv_same = true, c.L = 50, c.S = 130, c.q_in = 12, c.k_in = c.v_in = 20, c.dv = 6;
   expect_matches_reference(c);
   c.causal = true, c.bias_kv = true;
@@ -166,7 +166,7 @@ TEST(CpuBackend, SharedKeyValueTensor) {
 
 TEST(CpuBackend, SlidingWindow) {
   for (int64_t w : {1, 2, 17, 96, 97, 500}) {
-    Case c;
+    CpuCase c;
     c.L = c.S = 250, c.window = w;
     SCOPED_TRACE("window=" + std::to_string(w));
     expect_matches_reference(c);
@@ -179,7 +179,7 @@ TEST(CpuBackend, MaskBroadcastShapes) {
   for (int mask = 1; mask <= 4; ++mask)
     for (bool inf_rows : {false, true})
       for (bool mask_row : {false, true}) {
-        Case c;
+        CpuCase c;
         c.L = c.S = 101, c.H = 3, c.Hkv = 3, c.mask = mask, c.inf_rows = inf_rows, c.mask_row = mask_row;
         SCOPED_TRACE("mask=" + std::to_string(mask) + " inf_rows=" + std::to_string(inf_rows) +
                      " mask_row=" + std::to_string(mask_row));
@@ -199,7 +199,7 @@ TEST(CpuBackend, MaskRowEqualsExpandedMask) {
     if (policy == 1) cpu::chunk_policy().group_rows = 1;          // one batch per group
     if (policy == 2) cpu::chunk_policy() = {1000, 2 * 96, 1};  // chunked queries (one batch per group)
     for (bool plain : {false, true}) {
-      Case c;
+      CpuCase c;
       c.B = 3, c.L = c.S = 200, c.mask = 2, c.mask_row = true, c.causal = policy == 2;
       SCOPED_TRACE("policy " + std::to_string(policy) + (plain ? " plain" : " flash"));
       Problem p = make_problem(c);
@@ -232,7 +232,7 @@ TEST(CpuBackend, RopeOnEveryLayout) {
     for (int inputs = 0; inputs < 3; ++inputs)
       for (bool positions : {false, true})
         for (bool plain : {false, true}) {
-          Case c;
+          CpuCase c;
           c.B = 2, c.L = c.S = 230, c.H = 4, c.Hkv = 2, c.dh = c.dv = 16, c.causal = true, c.window = 50;
           c.rope = true, c.positions = positions;
           c.self = inputs == 0, c.kv_same = inputs == 1;
@@ -244,14 +244,14 @@ TEST(CpuBackend, RopeOnEveryLayout) {
         }
   }
   cpu::chunk_policy() = saved;
-  Case c;
+  CpuCase c;
   c.rope = true, c.self = false, c.S = 9;
   Problem p = make_problem(c);
   EXPECT_THROW(cpu_backend()->run(p.spec, p.in, {}), InputError);  // a rope needs S == L
 }
 
 TEST(CpuBackend, FullyMaskedRowsAreNaN) {
-  Case c;
+  CpuCase c;
   c.L = c.S = 10, c.mask = 1, c.inf_rows = true;
   Problem p = make_problem(c);
   AttentionResult r = cpu_backend()->run(p.spec, p.in, {});
@@ -264,7 +264,7 @@ TEST(CpuBackend, BiasKvAndZeroAttn) {
     for (bool zero_attn : {false, true})
       for (bool causal : {false, true})
         for (int mask : {0, 4}) {
-          Case c;
+          CpuCase c;
           c.L = c.S = 98, c.bias_kv = bias_kv, c.zero_attn = zero_attn, c.causal = causal, c.mask = mask;
           c.self = false;
           SCOPED_TRACE(std::to_string(bias_kv) + std::to_string(zero_attn) + std::to_string(causal) +
@@ -275,14 +275,14 @@ TEST(CpuBackend, BiasKvAndZeroAttn) {
 
 TEST(CpuBackend, GroupedQueryHeads) {
   for (auto [H, Hkv] : std::vector<std::pair<int64_t, int64_t>>{{4, 1}, {4, 2}, {6, 3}}) {
-    Case c;
+    CpuCase c;
     c.L = c.S = 150, c.H = H, c.Hkv = Hkv, c.dh = 8, c.dv = 12, c.causal = true;
     expect_matches_reference(c);
   }
 }
 
 TEST(CpuBackend, NoBiasNoOutputProjection) {
-  Case c;
+  CpuCase c;
   c.qkv_bias = false, c.out = false, c.L = c.S = 130;
   expect_matches_reference(c);
   c.dv = 6;  // context width differs from q's: not written in place
@@ -290,14 +290,14 @@ TEST(CpuBackend, NoBiasNoOutputProjection) {
 }
 
 TEST(CpuBackend, DropoutInTraining) {
-  Case c;
+  CpuCase c;
   c.L = c.S = 120, c.dropout = 0.3;
   expect_matches_reference(c);
   expect_matches_reference(c, {true, false});
 }
 
 TEST(CpuBackend, NeedWeights) {
-  Case c;
+  CpuCase c;
   c.L = c.S = 77, c.causal = true, c.bias_kv = true, c.zero_attn = true, c.mask = 2;
   expect_matches_reference(c, {true, false});
   c.H = 4, c.Hkv = 2;
@@ -305,7 +305,7 @@ TEST(CpuBackend, NeedWeights) {
 }
 
 TEST(CpuBackend, Stages) {
-  Case c;
+  CpuCase c;
   c.L = c.S = 33, c.window = 5, c.mask = 3, c.bias_kv = true, c.self = false, c.S = 40;
   c.causal = true;
   expect_matches_reference(c, {false, true});
@@ -313,7 +313,7 @@ TEST(CpuBackend, Stages) {
 }
 
 TEST(CpuBackend, LargeModelShape) {
-  Case c;
+  CpuCase c;
   c.B = 1, c.L = c.S = 300, c.H = 4, c.Hkv = 4, c.dh = c.dv = 64, c.q_in = c.k_in = c.v_in = 256, c.out_dim = 256;
   expect_matches_reference(c);
   c.causal = true;
@@ -321,7 +321,7 @@ TEST(CpuBackend, LargeModelShape) {
 }
 
 TEST(CpuBackend, RunsAreBitIdentical) {
-  Case c;
+  CpuCase c;
   c.B = 3, c.L = c.S = 257, c.H = 4, c.Hkv = 4, c.dh = c.dv = 32, c.q_in = c.k_in = c.v_in = 64, c.causal = true;
   Problem p = make_problem(c);
   auto cpu = cpu_backend();
@@ -336,7 +336,7 @@ TEST(CpuBackend, RunsAreBitIdentical) {
 }
 
 TEST(CpuBackend, PlanCacheHitsAndMisses) {
-  Case c;
+  CpuCase c;
   Problem p = make_problem(c);
   auto cpu = cpu_backend();
   EXPECT_EQ(cpu->cache_stats().misses, 0);
@@ -347,7 +347,7 @@ TEST(CpuBackend, PlanCacheHitsAndMisses) {
   EXPECT_EQ(cpu->cache_stats().hits, 2);
   cpu->run(p.spec, p.in, {true, false});  // a different path: its own plan
   EXPECT_EQ(cpu->cache_stats().misses, 2);
-  Case longer = c;
+  CpuCase longer = c;
   longer.L = longer.S = 9;
   Problem q = make_problem(longer);
   cpu->run(p.spec, q.in, {});  // same spec, new shapes
@@ -360,7 +360,7 @@ TEST(CpuBackend, PlanCacheHitsAndMisses) {
 }
 
 TEST(CpuBackend, NewSpecAtAFreedSpecsAddressIsNotStale) {
-  Case c;
+  CpuCase c;
   auto cpu = cpu_backend();
   std::optional<Problem> p;
   p.emplace(make_problem(c, 1));
@@ -388,7 +388,7 @@ TEST(CpuBackend, ChunkedQueryProjection) {
   for (bool self : {true, false})
     for (bool causal : {false, true})
       for (bool out : {true, false}) {
-        Case c;
+        CpuCase c;
         c.B = 2, c.L = c.S = 450, c.self = self, c.causal = causal, c.out = out, c.mask = 2, c.window = causal ? 0 : 130;
         c.bias_kv = !self, c.kv_same = !self && out;
         SCOPED_TRACE(std::to_string(self) + std::to_string(causal) + std::to_string(out));
@@ -411,7 +411,7 @@ TEST(CpuBackend, BatchGroups) {
     for (bool self : {true, false})
       for (bool out : {true, false}) {
         cpu::chunk_policy().group_rows = group_rows;
-        Case c;
+        CpuCase c;
         c.B = 5, c.L = c.S = 7, c.self = self, c.out = out, c.mask = self ? 4 : 2;
         c.bias_kv = !self, c.zero_attn = !self, c.kv_same = !self && out, c.dropout = out ? 0.25 : 0.0;
         SCOPED_TRACE(std::to_string(group_rows) + std::to_string(self) + std::to_string(out));
@@ -430,7 +430,7 @@ TEST(CpuBackend, NonFloat32InputsAreConverted) {
   // float64 inputs, shared as self-attention and key == value pass them, or
   // separate: each distinct tensor is converted once and used for its role.
   for (int layout : {0, 1, 2}) {
-    Case c;
+    CpuCase c;
     c.self = layout == 0, c.kv_same = layout == 1, c.B = 3;
     c.L = layout == 0 ? c.S : 5;
     Problem p = make_problem(c);
@@ -447,7 +447,7 @@ TEST(CpuBackend, NonFloat32InputsAreConverted) {
 }
 
 TEST(CpuBackend, SingleThreadMatchesReference) {
-  Case c;
+  CpuCase c;
   c.L = c.S = 200, c.causal = true;
   Problem p = make_problem(c);
   AttentionResult got = cpu_backend(1)->run(p.spec, p.in, {});
@@ -475,7 +475,7 @@ TEST(CpuBackend, Options) {
 }
 
 TEST(CpuBackend, RejectsBadInputs) {
-  Case c;
+  CpuCase c;
   Problem p = make_problem(c);
   p.in.query = Tensor(DType::F32, {2, 7, 5});
   EXPECT_THROW(cpu_backend()->run(p.spec, p.in, {}), InputError);

@@ -28,7 +28,7 @@
 namespace mha {
 namespace {
 
-struct Shape {
+struct ScoreShape {
   int64_t G, dh, j0, j1;
 };
 
@@ -109,10 +109,10 @@ TEST(DecodeBfpScores, IntegerScoresAreTheDocumentedRuleBitForBit) {
   // last units on both ISAs), 128; chunks of 1, 3 and 37 keys from j0 > 0.
   // G 36 x 128 is past the integer path's 4096 query elements: the float
   // scores, which these exact inputs must give the same bits.
-  const std::vector<Shape> shapes{{8, 128, 3, 40}, {4, 16, 0, 9},  {6, 48, 2, 5},  {3, 80, 1, 2}, {5, 144, 0, 37},
+  const std::vector<ScoreShape> shapes{{8, 128, 3, 40}, {4, 16, 0, 9},  {6, 48, 2, 5},  {3, 80, 1, 2}, {5, 144, 0, 37},
                                   {4, 112, 5, 8},  {8, 32, 0, 64}, {4, 64, 7, 8},  {36, 128, 0, 9}};
   for (CacheDtype dt : {CacheDtype::Bfloat8_b, CacheDtype::Bfloat4_b})
-    for (const Shape& sh : shapes) {
+    for (const ScoreShape& sh : shapes) {
       SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " G " + std::to_string(sh.G) + " dh " + std::to_string(sh.dh) +
                    " keys " + std::to_string(sh.j0) + ".." + std::to_string(sh.j1));
       const std::vector<float> q = exact_query(g, sh.G, sh.dh);

@@ -17,7 +17,7 @@
 namespace mha {
 namespace {
 
-struct Case {
+struct FlashCase {
   int64_t B, L, S, H, Hkv, dh, dv;
   bool causal;
   int64_t window;
@@ -29,7 +29,7 @@ struct Data {
   std::vector<float> q, k, v, bk, bv, mask;
 };
 
-Data make_data(const Case& c, std::mt19937& g) {
+Data make_data(const FlashCase& c, std::mt19937& g) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   auto fill = [&](int64_t n) {
     std::vector<float> x(n);
@@ -51,7 +51,7 @@ Data make_data(const Case& c, std::mt19937& g) {
   return d;
 }
 
-cpu::FlashArgs make_args(const Case& c, const Data& d, std::vector<float>& ctx) {
+cpu::FlashArgs make_args(const FlashCase& c, const Data& d, std::vector<float>& ctx) {
   cpu::FlashArgs a;
   a.B = c.B, a.L = c.L, a.S = c.S, a.St = c.S + c.bias_kv + c.zero_key;
   a.H = c.H, a.Hkv = c.Hkv, a.dh = c.dh, a.dv = c.dv;
@@ -70,7 +70,7 @@ cpu::FlashArgs make_args(const Case& c, const Data& d, std::vector<float>& ctx) 
 // softmax(q k^T * scale + mask) v per (b, h, i) in float64; key row S is
 // the bias row when there is one, rows past it zero; NaN where every key
 // is masked, as torch gives.
-std::vector<double> reference(const Case& c, const Data& d, const cpu::FlashArgs& a) {
+std::vector<double> reference(const FlashCase& c, const Data& d, const cpu::FlashArgs& a) {
   std::vector<double> out(c.B * c.L * c.H * c.dv);
   const int64_t G = c.H / c.Hkv;
   for (int64_t b = 0; b < c.B; ++b)
@@ -124,7 +124,7 @@ std::vector<float> run(cpu::FlashKernel kern, const cpu::FlashArgs& a) {
 }
 
 TEST(FlashKernel, EveryIsaMatchesFloat64AndTheOthersBitForBit) {
-  const std::vector<Case> cases = {
+  const std::vector<FlashCase> cases = {
       // B, L, S, H, Hkv, dh, dv, causal, window, mask, bias_kv, zero_key, mask_h
       {1, 200, 200, 8, 2, 64, 64, true, 0, false, false, false},      // GQA 4: one whole set
       {1, 150, 150, 16, 2, 32, 32, true, 0, false, false, false},     // GQA 8: two sets
@@ -135,7 +135,7 @@ TEST(FlashKernel, EveryIsaMatchesFloat64AndTheOthersBitForBit) {
       {1, 1, 300, 2, 1, 16, 16, false, 0, false, false, false},       // one query
   };
   std::mt19937 g(12);
-  for (const Case& c : cases) {
+  for (const FlashCase& c : cases) {
     SCOPED_TRACE("L " + std::to_string(c.L) + " S " + std::to_string(c.S) + " H " + std::to_string(c.H) + "/" +
                  std::to_string(c.Hkv) + " dh " + std::to_string(c.dh) + " dv " + std::to_string(c.dv));
     const Data d = make_data(c, g);
@@ -177,14 +177,14 @@ TEST(FlashKernel, EveryIsaMatchesFloat64AndTheOthersBitForBit) {
 // is padded, and so masked, on one ISA only, which changes how its
 // exponents round.)
 TEST(FlashKernel, PartialBlocksCarryTheStateOnEveryIsa) {
-  const std::vector<Case> cases = {
+  const std::vector<FlashCase> cases = {
       {2, 260, 260, 8, 2, 32, 32, true, 0, false, false, false},
       {1, 260, 260, 6, 1, 40, 24, true, 37, false, false, false},
       {1, 260, 260, 3, 3, 17, 9, false, 50, false, false, false},
       {1, 260, 260, 4, 2, 16, 16, false, 0, false, false, false},
   };
   std::mt19937 g(21);
-  for (const Case& c : cases) {
+  for (const FlashCase& c : cases) {
     SCOPED_TRACE("H " + std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " causal " + std::to_string(c.causal) +
                  " window " + std::to_string(c.window));
     const Data d = make_data(c, g);

@@ -131,7 +131,7 @@ NamedTensors mha_weights(const std::string& prefix, DType dtype = DType::F32) {
   return out;
 }
 
-std::string run_config(const TempDir& dir, const std::string& text, const std::string& extra = "") {
+std::string run_args(const TempDir& dir, const std::string& text, const std::string& extra = "") {
   write_text(dir.file("c.json"), text);
   return "run -n 1 --config c.json" + extra;
 }
@@ -155,11 +155,11 @@ TEST(HostileSizes, LlamaHeadsTimesHeadDimIsChecked) {
   };
   for (const auto& [params, needle] : cases)
     for (const char* backend : {"cpu", "reference"})
-      expect_refused(dir, run_config(dir, llama_config(params), std::string(" --backend ") + backend), needle);
+      expect_refused(dir, run_args(dir, llama_config(params), std::string(" --backend ") + backend), needle);
   // The other variants' fused widths (3 x embed_dim) and mha_wrapper's heads.
-  expect_refused(dir, run_config(dir, R"({"variant": "torch_mha", "params": {"embed_dim": 4611686018427387904, "num_heads": 1}})"),
+  expect_refused(dir, run_args(dir, R"({"variant": "torch_mha", "params": {"embed_dim": 4611686018427387904, "num_heads": 1}})"),
                  "params.embed_dim (4611686018427387904) x 3 (the fused q, k, v rows) overflows");
-  expect_refused(dir, run_config(dir, R"({"variant": "mha_wrapper", "params": {"d_in": 2, "d_out": 2, "context_length": 4, "dropout": 0.0, "num_heads": 1099511627776}})"),
+  expect_refused(dir, run_args(dir, R"({"variant": "mha_wrapper", "params": {"d_in": 2, "d_out": 2, "context_length": 4, "dropout": 0.0, "num_heads": 1099511627776}})"),
                  "params: num_heads (1099511627776) x 3 x d_out (2) x (d_in (2) + 1)");
 }
 
@@ -173,7 +173,7 @@ TEST(HostileSizes, BenchDepthPromptAndTokensShareDecodesBounds) {
   expect_refused(dir, "bench -r 1 --hidden 64 --heads 4 -n 1099511627776 -p 0", "exceed this machine's");
   write_text(dir.file("s.json"), R"([{"variant": "llama_attention", "test": "tg4", "hidden": 64, "heads": 4, "depth": 16777217}])");
   expect_refused(dir, "bench --suite s.json", "depth: expected at most 16777216 positions, found 16777217");
-  expect_refused(dir, run_config(dir, llama_config(R"("num_attention_heads": 4)", R"("inputs": {"seed": 1, "x": {"rand": [1, 4, 64]}}, "decode": {"prompt": 2, "depth": 16777217})")),
+  expect_refused(dir, run_args(dir, llama_config(R"("num_attention_heads": 4)", R"("inputs": {"seed": 1, "x": {"rand": [1, 4, 64]}}, "decode": {"prompt": 2, "depth": 16777217})")),
                  "decode.depth: expected at most 16777216 positions, found 16777217");
 }
 
@@ -181,7 +181,7 @@ TEST(HostileSizes, BenchDepthPromptAndTokensShareDecodesBounds) {
 // mid-allocation, with no word of which input).
 TEST(HostileSizes, RandomInputsAreSizedBeforeTheyAreDrawn) {
   TempDir dir;
-  expect_refused(dir, run_config(dir, llama_config(R"("num_attention_heads": 4)", R"("inputs": {"seed": 1, "x": {"rand": [1, 1000000000000, 64]}})")),
+  expect_refused(dir, run_args(dir, llama_config(R"("num_attention_heads": 4)", R"("inputs": {"seed": 1, "x": {"rand": [1, 1000000000000, 64]}})")),
                  "inputs.x.rand (1, 1000000000000, 64): 512000000000000 bytes");
 }
 
@@ -198,7 +198,7 @@ TEST(HostileSizes, OpOutputIsSizedBeforeAnythingIsPadded) {
 // Messages print the numbers as written, not wrapped negatives.
 TEST(HostileSizes, OverflowingNumbersArePrintedAsWritten) {
   TempDir dir;
-  expect_refused(dir, run_config(dir, llama_config(R"("num_attention_heads": 4)",
+  expect_refused(dir, run_args(dir, llama_config(R"("num_attention_heads": 4)",
                                                    R"("inputs": {"seed": 1, "x": {"rand": [1, 4, 64]}}, "decode": {"prompt": 9223372036854775807, "tokens": 9223372036854775807})")),
                  "decode.depth + decode.prompt + decode.tokens (0 + 9223372036854775807 + 9223372036854775807) overflows");
   // position_ids as uint64 2^64-1: a .npy written byte by byte (<u8, shape (1, 4)).
@@ -212,7 +212,7 @@ TEST(HostileSizes, OverflowingNumbersArePrintedAsWritten) {
   const uint64_t pos[4] = {0, 1, 2, std::numeric_limits<uint64_t>::max()};
   npy.append(reinterpret_cast<const char*>(pos), sizeof pos);
   write_text(dir.file("pos.npy"), npy);
-  expect_refused(dir, run_config(dir, llama_config(R"("num_attention_heads": 4)", R"("inputs": {"seed": 1, "x": {"rand": [1, 4, 64]}, "position_ids": "pos.npy"})")),
+  expect_refused(dir, run_args(dir, llama_config(R"("num_attention_heads": 4)", R"("inputs": {"seed": 1, "x": {"rand": [1, 4, 64]}, "position_ids": "pos.npy"})")),
                  "inputs.position_ids: expected positions of at most 9223372036854775807, found 18446744073709551615 at flat index 3");
 }
 
@@ -226,23 +226,23 @@ TEST(HostileFiles, FifosAnywhereAreRefusedWithoutBlocking) {
   for (const auto& nt : mha_weights("layer."))
     if (nt.first != "layer.in_proj_weight") index["weight_map"][nt.first] = "model-00001-of-00002.safetensors";
   write_text(dir.file("model.safetensors.index.json"), index.dump());
-  expect_refused(dir, run_config(dir, mha_config(R"({"file": "model.safetensors.index.json", "prefix": "layer."})")),
+  expect_refused(dir, run_args(dir, mha_config(R"({"file": "model.safetensors.index.json", "prefix": "layer."})")),
                  "model-00002-of-00002.safetensors: is a pipe (FIFO), expected a regular file");
   // A symlink to a FIFO is followed, and what it names refused.
   fs::create_symlink(dir.file("fifo"), dir.file("link.safetensors"));
-  expect_refused(dir, run_config(dir, mha_config(R"({"file": "link.safetensors"})")), "link.safetensors: is a pipe (FIFO)");
+  expect_refused(dir, run_args(dir, mha_config(R"({"file": "link.safetensors"})")), "link.safetensors: is a pipe (FIFO)");
   expect_refused(dir, "run -n 1 --config fifo", "fifo: is a pipe (FIFO)");
-  expect_refused(dir, run_config(dir, mha_config(R"({"file": "fifo"})")), "is a pipe (FIFO)");
-  expect_refused(dir, run_config(dir, std::string("{") + kMha + R"(, "inputs": {"query": "fifo", "key": "fifo", "value": "fifo"}})"),
+  expect_refused(dir, run_args(dir, mha_config(R"({"file": "fifo"})")), "is a pipe (FIFO)");
+  expect_refused(dir, run_args(dir, std::string("{") + kMha + R"(, "inputs": {"query": "fifo", "key": "fifo", "value": "fifo"}})"),
                  "fifo: is a pipe (FIFO)");
-  expect_refused(dir, run_config(dir, std::string("{") + kMha + ", " + kMhaInputs + R"(, "reference": {"file": "fifo"}})"),
+  expect_refused(dir, run_args(dir, std::string("{") + kMha + ", " + kMhaInputs + R"(, "reference": {"file": "fifo"}})"),
                  "fifo: is a pipe (FIFO)");
   expect_refused(dir, "bench --suite fifo", "fifo: is a pipe (FIFO)");
   expect_refused(dir, "compare fifo fifo", "fifo: is a pipe (FIFO)");
   expect_refused(dir, "inspect fifo", "fifo: is a pipe (FIFO)");
   fs::create_directory(dir.file("w"));
   fs::create_symlink(dir.file("fifo"), dir.file("w/in_proj_weight.npy"));
-  expect_refused(dir, run_config(dir, mha_config(R"({"dir": "w"})")), "is a pipe (FIFO)");
+  expect_refused(dir, run_args(dir, mha_config(R"({"dir": "w"})")), "is a pipe (FIFO)");
 }
 
 // Hugging Face's cache links snapshots/<rev>/*.safetensors into blobs/:
@@ -262,7 +262,7 @@ TEST(HostileFiles, SymlinkedHuggingFaceCacheLayoutLoads) {
   fs::create_symlink("../../blobs/1111", dir.file("snapshots/abc/model-00001-of-00001.safetensors"));
   fs::create_symlink("../../blobs/2222", dir.file("snapshots/abc/model.safetensors.index.json"));
   const Measured m = run_measured(
-      dir, run_config(dir, mha_config(R"({"file": "snapshots/abc/model.safetensors.index.json", "prefix": "model.layers.0.attn."})")));
+      dir, run_args(dir, mha_config(R"({"file": "snapshots/abc/model.safetensors.index.json", "prefix": "model.layers.0.attn."})")));
   EXPECT_EQ(m.exit_code, 0) << m.err;
 }
 
@@ -291,8 +291,8 @@ TEST(HostileLoading, MillionEntryIndexWithAPrefixIsLinear) {
   const std::string config = mha_config(R"({"file": "model.safetensors.index.json", "prefix": "model.layers.7.self_attn."})");
   write_big_index(small, 100'000);
   write_big_index(dir, 1'000'000);
-  const Measured s = run_measured(small, run_config(small, config));
-  const Measured m = run_measured(dir, run_config(dir, config));
+  const Measured s = run_measured(small, run_args(small, config));
+  const Measured m = run_measured(dir, run_args(dir, config));
   EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(m.exit_code, 0) << m.err;
   EXPECT_LE(m.seconds, 20 * s.seconds) << "1e6 entries: " << m.seconds << " s of CPU; 1e5: " << s.seconds << " s";
@@ -300,7 +300,7 @@ TEST(HostileLoading, MillionEntryIndexWithAPrefixIsLinear) {
     EXPECT_LT(m.peak_mb, 500.0);
   }
   // A prefix matching none of the million: the closest names, in one pass.
-  expect_refused(dir, run_config(dir, mha_config(R"({"file": "model.safetensors.index.json", "prefix": "model.layer.7."})")),
+  expect_refused(dir, run_args(dir, mha_config(R"({"file": "model.safetensors.index.json", "prefix": "model.layer.7."})")),
                  "matches none of its 1000004 tensors (closest: ", 500.0);
 }
 
@@ -314,7 +314,7 @@ TEST(HostileLoading, HundredThousandExtraTensorsAreRefusedFromTheHeader) {
   for (const auto& nt : mha_weights("")) entries.push_back({nt.first, "F32", nt.second.shape()});
   for (int i = 0; i < 100'000; ++i) entries.push_back({"extra." + std::to_string(i), "F32", {512}});
   write_safetensors_layout(dir.file("w.safetensors"), entries);
-  expect_refused(dir, run_config(dir, mha_config(R"({"file": "w.safetensors"})")),
+  expect_refused(dir, run_args(dir, mha_config(R"({"file": "w.safetensors"})")),
                  "unexpected tensor 'extra.0' of shape (512,) (not a state_dict entry of variant torch_mha)");
 }
 
@@ -327,19 +327,19 @@ TEST(HostileLoading, WrongShapeIsRefusedBeforeItsDataIsRead) {
   for (const auto& nt : mha_weights("layer."))
     entries.push_back({nt.first, "F32", nt.first == "layer.out_proj.weight" ? std::vector<int64_t>{23170, 23170} : nt.second.shape()});
   write_safetensors_layout(dir.file("w.safetensors"), entries);
-  expect_refused(dir, run_config(dir, mha_config(R"({"file": "w.safetensors", "prefix": "layer."})")),
+  expect_refused(dir, run_args(dir, mha_config(R"({"file": "w.safetensors", "prefix": "layer."})")),
                  "tensor 'out_proj.weight': expected shape (8, 8), found (23170, 23170)");
   entries.clear();
   for (const auto& nt : mha_weights(""))
     entries.push_back({nt.first, "F32", nt.first == "out_proj.weight" ? std::vector<int64_t>{23170, 23170} : nt.second.shape()});
   write_safetensors_layout(dir.file("u.safetensors"), entries);
-  expect_refused(dir, run_config(dir, mha_config(R"({"file": "u.safetensors"})")),
+  expect_refused(dir, run_args(dir, mha_config(R"({"file": "u.safetensors"})")),
                  "tensor 'out_proj.weight': expected shape (8, 8), found (23170, 23170)");
   // The same tensor in bfloat16 with the right shape but an int dtype.
   entries.clear();
   for (const auto& nt : mha_weights("")) entries.push_back({nt.first, nt.first == "out_proj.weight" ? "I16" : "F32", nt.second.shape()});
   write_safetensors_layout(dir.file("i.safetensors"), entries);
-  expect_refused(dir, run_config(dir, mha_config(R"({"file": "i.safetensors"})")),
+  expect_refused(dir, run_args(dir, mha_config(R"({"file": "i.safetensors"})")),
                  "tensor 'out_proj.weight': expected a floating-point dtype, found int16");
 }
 
@@ -353,7 +353,7 @@ TEST(HostileLoading, NonFiniteHalfPrecisionWeightsAreRefused) {
       if (name == "out_proj.weight") t.data<float>()[5] = dt == DType::BF16 ? NAN : INFINITY;
     for (auto& nt : w) nt.second = nt.second.cast(dt);
     io::write_safetensors(dir.file("w.safetensors"), w);
-    expect_refused(dir, run_config(dir, mha_config(R"({"file": "w.safetensors"})")),
+    expect_refused(dir, run_args(dir, mha_config(R"({"file": "w.safetensors"})")),
                    std::string("weight 'out_proj.weight' holds ") + (dt == DType::BF16 ? "NaN" : "Inf") +
                        " at flat index 5 (weights must be finite)");
   }
@@ -364,7 +364,7 @@ TEST(HostileLoading, NonFiniteHalfPrecisionWeightsAreRefused) {
 TEST(HostileSizes, OneRingRankRunsAnyLength) {
   TempDir dir;
   const Measured m = run_measured(
-      dir, run_config(dir, llama_config(R"("num_attention_heads": 4)", R"("inputs": {"seed": 1, "x": {"rand": [1, 15, 64]}}, "parallel": {"sequence": 1})")));
+      dir, run_args(dir, llama_config(R"("num_attention_heads": 4)", R"("inputs": {"seed": 1, "x": {"rand": [1, 15, 64]}}, "parallel": {"sequence": 1})")));
   EXPECT_EQ(m.exit_code, 0) << m.err;
 }
 
@@ -376,9 +376,9 @@ TEST(HostileSizes, MhaWrapperDecodesBitForBit) {
   const std::string base = R"({"variant": "mha_wrapper", "params": {"d_in": 4, "d_out": 2, "context_length": 8, "dropout": 0.0, "num_heads": 2}, "inputs": {"seed": 1, "x": {"rand": [2, 6, 4]}}})";
   std::string decode = base;
   decode.insert(decode.size() - 1, R"(, "decode": {"prompt": 3, "tokens": 3})");
-  const Measured m0 = run_measured(dir, run_config(dir, base, " --backend reference --output a.npy"));
+  const Measured m0 = run_measured(dir, run_args(dir, base, " --backend reference --output a.npy"));
   ASSERT_EQ(m0.exit_code, 0) << m0.err;
-  const Measured m = run_measured(dir, run_config(dir, decode, " --backend reference --output b.npy"));
+  const Measured m = run_measured(dir, run_args(dir, decode, " --backend reference --output b.npy"));
   ASSERT_EQ(m.exit_code, 0) << m.err;
   EXPECT_EQ(read_text(dir.file("a.npy")), read_text(dir.file("b.npy")));
 }

@@ -10,8 +10,6 @@ using namespace mha::test;
 
 namespace {
 
-std::string data(const std::string& name) { return source_dir() + "/data/" + name; }
-
 // Writes `config` into a temp dir and runs `mha run` on it.
 CommandResult run_config(const TempDir& dir, const std::string& config, const std::string& extra = "") {
   write_text(dir.file("c.json"), config);
@@ -20,17 +18,12 @@ CommandResult run_config(const TempDir& dir, const std::string& config, const st
 
 std::string book(const std::string& params, const std::string& extra = "") {
   return R"({"variant": "mha_causal", "params": )" + params +
-         R"(, "weights": {"init": "torch", "seed": 123}, "inputs": {"x": ")" + data("your_journey_batch2.npy") + "\"}" +
+         R"(, "weights": {"init": "torch", "seed": 123}, "inputs": {"x": ")" + data_file("your_journey_batch2.npy") + "\"}" +
          extra + "}";
 }
 
 const char* kGood = R"({"d_in": 3, "d_out": 2, "context_length": 6, "dropout": 0.0, "num_heads": 2})";
 
-void expect_input_error(const CommandResult& r, const std::string& needle) {
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "expected one line: " << r.err;
-}
 
 }  // namespace
 
@@ -65,10 +58,10 @@ TEST(RunErrors, WrongTypesAndImpossibleValues) {
   expect_input_error(run_config(dir, book(R"({"d_in": 3, "d_out": 2, "context_length": 6, "num_heads": 0})")),
                      "params.num_heads: expected a positive integer");
   expect_input_error(run_config(dir, R"({"variant": "mha_causal", "params": )" + std::string(kGood) +
-                                          R"(, "inputs": {"y": ")" + data("your_journey_batch2.npy") + "\"}}"),
+                                          R"(, "inputs": {"y": ")" + data_file("your_journey_batch2.npy") + "\"}}"),
                      "inputs.y: unknown input (expected x)");
   expect_input_error(run_config(dir, R"({"variant": "torch_mha", "params": {"embed_dim": 3, "num_heads": 1},
-    "inputs": {"query": ")" + data("your_journey_batch2.npy") + "\"}}"),
+    "inputs": {"query": ")" + data_file("your_journey_batch2.npy") + "\"}}"),
                      "inputs.key: required input is missing");
   expect_input_error(run_config(dir, "{\"variant\": \"nope\"}"), "unknown variant 'nope'");
   expect_input_error(run_config(dir, "{\"variant\": \"mha\", "), "invalid JSON");
@@ -98,7 +91,7 @@ TEST(RunErrors, WeightFilesNameMissingExtraAndMisshapenTensors) {
   ASSERT_EQ(py.exit_code, 0) << py.err;
   auto with = [&](const std::string& file) {
     return R"({"variant": "mha_causal", "params": )" + std::string(kGood) + R"(, "weights": {"file": ")" + file +
-           R"("}, "inputs": {"x": ")" + data("your_journey_batch2.npy") + "\"}}";
+           R"("}, "inputs": {"x": ")" + data_file("your_journey_batch2.npy") + "\"}}";
   };
   EXPECT_EQ(run_config(dir, with("ok.npz")).exit_code, 0);
   expect_input_error(run_config(dir, with("missing.npz")), "missing tensor 'W_key.weight' or 'W_k.weight' of shape (2, 3)");

@@ -14,7 +14,6 @@ namespace mha::test {
 namespace {
 
 std::string s(int64_t v) { return std::to_string(v); }
-std::string py(bool b) { return b ? "True" : "False"; }
 
 NamedTensors renamed(NamedTensors ts, const std::vector<std::pair<std::string, std::string>>& prefixes) {
   for (auto& [name, t] : ts)

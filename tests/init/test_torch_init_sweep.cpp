@@ -13,8 +13,6 @@
 namespace mha::test {
 namespace {
 
-std::string py(bool b) { return b ? "True" : "False"; }
-
 TEST(TorchInitSweep, RandomMultiheadAttentionShapes) {
   std::mt19937 pick(2024);
   struct C { uint64_t seed; TorchMhaParams p; };

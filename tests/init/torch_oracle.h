@@ -25,6 +25,8 @@ using OracleCase = std::vector<OracleTensor>;
 // The prelude defines dump(), the seed notebooks' module classes (000, 001,
 // 003) and their renamed seed-003 twins (CausalAttention003, ...).
 std::map<std::string, OracleCase> run_torch_oracle(const std::string& body);
+// A bool as the oracle's Python source spells it.
+inline std::string py(bool b) { return b ? "True" : "False"; }
 
 // Same names in the same order, same shapes, identical float bits.
 ::testing::AssertionResult same_bits(const NamedTensors& got, const OracleCase& want);

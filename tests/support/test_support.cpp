@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -82,6 +83,13 @@ CommandResult run_python(const std::string& script) {
 }
 
 std::string source_dir() { return MHA_SOURCE_DIR; }
+std::string data_file(const std::string& name) { return source_dir() + "/data/" + name; }
+
+void expect_input_error(const CommandResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "expected one line: " << r.err;
+}
 
 ::testing::AssertionResult tensors_close(const Tensor& a, const Tensor& b, double atol, double rtol) {
   if (a.shape() != b.shape())

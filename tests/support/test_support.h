@@ -29,6 +29,7 @@ std::string source_dir();  // the repository root
 // (BUILD/python/mha: CMake builds it when python3-dev and pybind11-dev are
 // installed); the scripts that run ops in process need it.
 bool python_package_built();
+std::string data_file(const std::string& name);  // <repository>/data/<name>
 // A fresh empty folder, removed when the TempDir is destroyed.
 class TempDir {
  public:
@@ -45,6 +46,8 @@ class TempDir {
 std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text);
 std::string shell_quote(const std::string& s);
+// Expects what bad input gives: exit code 2 and one line on stderr, holding `needle`.
+void expect_input_error(const CommandResult& r, const std::string& needle);
 
 // Expects equal shapes and |a - b| <= atol + rtol * |b| elementwise (NaN
 // matches NaN); reports the worst element on failure.

@@ -143,6 +143,12 @@ void sdpa_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, const flo
     sdpa_matmul_decoded(a, lda, rows, K, s.in1, 0, 0, N, m, s, out, ldo);
     return;
   }
+  sdpa_matmul_lanes(a, lda, rows, K, false, b, ks, ns, N, m, out, ldo);
+  for (int64_t r = 0; r < rows; ++r) sdpa_pack_bf16(out + r * ldo, N, m);
+}
+
+void sdpa_matmul_lanes(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32, const float* b, int64_t ks,
+                       int64_t ns, int64_t N, const TileMath& m, float* out, int64_t ldo) {
   float srcb[16], srca[16];
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < N; ++c) {
@@ -151,14 +157,14 @@ void sdpa_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, const flo
         for (int p = 0; p < m.phases; ++p)
           for (int64_t kf = kt; kf < kt + kTile; kf += kFace) {
             for (int i = 0; i < 16; ++i) {
-              srcb[i] = a[r * lda + kf + i];
+              const float x = a[r * lda + kf + i];
+              srcb[i] = a_f32 ? unpack_to_src(x, DataFormat::Float32, true) : x;
               srca[i] = b[(kf + i) * ks + c * ns];
             }
-            dst = fpu_dot16(srcb, srca, dst, p, m.fp32, false, m.arch);
+            dst = fpu_dot16(srcb, srca, dst, p, m.fp32, a_f32, m.arch);
           }
       out[r * ldo + c] = dst;
     }
-  for (int64_t r = 0; r < rows; ++r) sdpa_pack_bf16(out + r * ldo, N, m);
 }
 
 void sdpa_matmul_decoded(const float* a, int64_t lda, int64_t rows, int64_t K, const detail::In1Buffer& b1,

@@ -94,6 +94,14 @@ void sdpa_row_sums(const float* x, int64_t ld, int64_t rows, int64_t n, const Ti
 void sdpa_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, const float* b, int64_t ks, int64_t ns,
                  int64_t N, const TileMath& m, SdpaScratch& s, float* out, int64_t ldo);
 
+// The lane models' matmul_blocks with all of K in Dst (in0 in SrcB, in1 in
+// SrcA), the Dst left unpacked: per output, K tiles outer, fidelity phases,
+// faces inner. in0 is a Float32 CB (TF32 in Src; m.fp32 must hold) when
+// a_f32, else bf16-exact values; in1 element (k, c) is b[k*ks + c*ns].
+// sdpa_matmul's oracle, and the fp32-Dst kernel's (sdpa_standard.cpp).
+void sdpa_matmul_lanes(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32, const float* b, int64_t ks,
+                       int64_t ns, int64_t N, const TileMath& m, float* out, int64_t ldo);
+
 // The same with in1 already decoded (the vector kernels only; b1 rows
 // [k0, k0 + K), columns [c0, c0 + N), c0 a multiple of 16): the fast path
 // decodes K^T and V once per head and reuses them for every chunk.

@@ -111,21 +111,7 @@ void std_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32
                   reinterpret_cast<uint32_t*>(out), ldo);
     return;
   }
-  float srcb[16], srca[16];
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < N; ++c) {
-      float dst = 0.0f;
-      for (int64_t kt = 0; kt < K; kt += kTile)
-        for (int p = 0; p < m.phases; ++p)
-          for (int64_t kf = kt; kf < kt + kTile; kf += kFace) {
-            for (int i = 0; i < 16; ++i) {
-              srcb[i] = a_f32 ? tf32(a[r * lda + kf + i]) : a[r * lda + kf + i];
-              srca[i] = b[(kf + i) * ks + c * ns];
-            }
-            dst = fpu_dot16(srcb, srca, dst, p, true, a_f32, m.arch);
-          }
-      out[r * ldo + c] = dst;
-    }
+  sdpa_matmul_lanes(a, lda, rows, K, a_f32, b, ks, ns, N, m, out, ldo);
 }
 
 // QK = Q_chunk @ K_chunk^T into qk_im (Float32), then QK += mask: the

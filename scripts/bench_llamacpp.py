@@ -18,14 +18,15 @@ What it does, all under a cache folder outside the repo (--cache; nothing is com
    tool's parser lists only f16, bf16 and the quantized types). Builds scripts/llamacpp_check.cpp
    beside it.
 3. Writes a GGUF of one Llama layer of mha's shape (scripts/llamacpp_layer_gguf.py: random
-   weights, n_ff 32, 32-token vocab).
+   weights, an FFN of width 1, a 32-token vocab).
 4. Runs llamacpp_check (finite logits; flash attention against plain attention) and stops if
    it fails, then llama-bench: -fa 1, -ctk/-ctv as --kv-cache, -b 512 -ub 512, its own warmup,
    -r reps; every rep clears the cache, refills the depth (untimed; llama-bench restores its
    saved state after the first fill) and times -p tokens.
 Each llama-bench row becomes one jsonl line keyed like mha's (test, depth, threads,
 cache_dtype, tokens_per_s) plus median/min/max over the reps, the ggml CPU variant ggml loaded,
-and the llama.cpp release.
+and the llama.cpp release; with --mha FILE (mha bench's jsonl) also mha's median tokens/s for
+the same row and mha's over llama.cpp's.
 """
 import argparse
 import json
@@ -43,10 +44,13 @@ from pathlib import Path
 NODE_LLAMA_CPP = "3.22.1"
 SCRIPTS = Path(__file__).resolve().parent
 CACHE_DTYPES = {"f32": "float32", "f16": "float16"}
+SOURCE_PARTS = ("include", "ggml/include", "common", "vendor", "tools/llama-bench", "gguf-py")
 
 
-def fail(msg):
-    sys.exit(f"bench_llamacpp: error: {msg}")
+def fail(msg, code=1):
+    """One line on stderr and exit: 2 for bad input (as argparse and mha), 1 for a failed step."""
+    print(f"bench_llamacpp: error: {msg}", file=sys.stderr)
+    sys.exit(code)
 
 
 def int_list(s):
@@ -73,12 +77,13 @@ def parse_args(argv):
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--rope-theta", type=float, default=500000.0)
-    ap.add_argument("--n-ff", type=int, default=32)
+    ap.add_argument("--n-ff", type=int, default=1, help="FFN width (tiny: the bench times attention)")
     ap.add_argument("--weights", choices=["f32", "f16"], default="f32")
     ap.add_argument("--check-depth", type=int, default=512, help="depth the logits check runs at")
     ap.add_argument("--version", default=NODE_LLAMA_CPP, help="node-llama-cpp version (names the llama.cpp release)")
     ap.add_argument("--cache", type=Path, default=default_cache(), help="where packages, builds and the GGUF go")
     ap.add_argument("--progress", action="store_true", help="llama-bench's progress lines on stderr")
+    ap.add_argument("--mha", type=Path, help="mha bench -o jsonl rows: each row gains mha's median and the ratio")
     a = ap.parse_args(argv)
     a.kv_cache = a.kv_cache.split(",")
     bad = [t for t in a.kv_cache if t not in CACHE_DTYPES]
@@ -126,7 +131,9 @@ def fetch(root, version):
     src = root / "llama.cpp"
     if not (src / "include" / "llama.h").exists():
         with tempfile.TemporaryDirectory(dir=root) as tmp:
-            run(["git", "-c", "advice.detachedHead=false", "clone", "--quiet", str(main / "llama" / "gitRelease.bundle"), f"{tmp}/src"])
+            # only what the build and the GGUF writer read: a fifth of the tree
+            run(["git", "clone", "--quiet", "--no-checkout", str(main / "llama" / "gitRelease.bundle"), f"{tmp}/src"])
+            run(["git", "-C", f"{tmp}/src", "checkout", "--quiet", "HEAD", "--", *SOURCE_PARTS])
             os.replace(f"{tmp}/src", src)
     return bins, src, release
 
@@ -137,7 +144,7 @@ def shared_libs(bins):
 
 
 def compile_cpp(sources, out, src, bins, extra_libs=()):
-    inc = [f"-I{src / d}" for d in ("include", "ggml/include", "common", "vendor", "tools/llama-bench")]
+    inc = [f"-I{src / d}" for d in SOURCE_PARTS[:-1]]
     cmd = ["g++", "-std=c++17", "-O2", "-DNDEBUG", *inc, *map(str, sources), "-o", str(out) + ".tmp",
            f"-L{bins}", *extra_libs, *shared_libs(bins), "-Wl,-rpath,$ORIGIN", "-pthread"]
     run(cmd)
@@ -210,7 +217,34 @@ def row(lb, a, release, variant, check):
     }
 
 
-def bench(bench_bin, gguf, a, release, check, kv_type):
+def mha_rows(path):
+    """mha bench jsonl rows by (test, depth, threads, cache_dtype, hidden, heads, kv_heads)."""
+    if path is None:
+        return {}
+    if not path.is_file():
+        fail(f"--mha {path}: no such file (expected mha bench -o jsonl output)", 2)
+    rows = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            fail(f"{path}:{n}: expected one mha bench jsonl row per line", 2)
+        if "timing" in r:  # skipped rows have none
+            rows[(r["test"], r["depth"], r["threads"], r.get("cache_dtype"), r["hidden"], r["heads"], r["kv_heads"])] = r
+    return rows
+
+
+def with_mha(out, mha):
+    """out with mha's median tokens/s for the same row and mha's over llama.cpp's, when mha has it."""
+    m = mha.get((out["test"], out["depth"], out["threads"], out["cache_dtype"], out["hidden"], out["heads"], out["kv_heads"]))
+    if m:
+        out["mha_tokens_per_s_median"] = round(m["batch"] * m["seq"] / (m["timing"]["median_ms"] / 1e3), 3)
+        out["mha_over_llamacpp"] = round(out["mha_tokens_per_s_median"] / out["tokens_per_s_median"], 3)
+        out["mha_build"] = m.get("build")
+    return out
+
+
+def bench(bench_bin, gguf, a, release, check, kv_type, mha):
     """One llama-bench process per cache type: given lists, -ctk and -ctv would sweep K x V."""
     cmd = [str(bench_bin), "-m", str(gguf), "-o", "jsonl", "-fa", "1", "-r", str(a.repetitions),
            "-p", ",".join(map(str, a.n_prompt)), "-n", ",".join(map(str, a.n_gen)),
@@ -235,7 +269,7 @@ def bench(bench_bin, gguf, a, release, check, kv_type):
         if variant != check["ggml_cpu_variant"]:
             proc.kill()
             fail(f"llama-bench loaded libggml-cpu-{variant}, the logits check {check['ggml_cpu_variant']}")
-        print(json.dumps(row(json.loads(line), a, release, variant, check)), flush=True)
+        print(json.dumps(with_mha(row(json.loads(line), a, release, variant, check), mha)), flush=True)
     rc = proc.wait()
     reader.join()
     if rc != 0:
@@ -245,6 +279,7 @@ def bench(bench_bin, gguf, a, release, check, kv_type):
 
 def main(argv):
     a = parse_args(argv)
+    mha = mha_rows(a.mha)
     if platform.system() != "Linux" or platform.machine() != "x86_64":
         fail(f"{platform.system()} {platform.machine()}: the prebuilt package used here is Linux x86-64")
     root = a.cache / a.version
@@ -256,7 +291,7 @@ def main(argv):
     if check["check"] != "ok":
         fail("llama.cpp's logits failed the check above; no rows timed")
     for kv_type in a.kv_cache:
-        bench(bench_bin, gguf, a, release, check, kv_type)
+        bench(bench_bin, gguf, a, release, check, kv_type, mha)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,9 @@
 The shape is mha bench's llama_attention row (default: Llama-3-8B, hidden 4096, 32 query heads
 over 8 KV heads, head dim 128, RoPE theta 500000). llama.cpp has no attention-only model, so
 the layer also carries an FFN and the model an embedding and an output head: they are made as
-small as llama.cpp loads (n_ff 32, a 32-token vocab with no tokenizer, the output head tied to
+small as they go (n_ff 1, a 32-token vocab with no tokenizer, the output head tied to
 the embedding), which leaves the timed work the attention layer with its four projections plus
-two RMS norms, an FFN of n_ff 32 and one 32-logit head per batch (under 0.1 % of the FLOPs).
+two RMS norms, an FFN of width 1 (0.03 % of the projections' FLOPs) and 32 logits per batch.
 
 Weights are random (normal, 1/sqrt(fan_in)), seed fixed: the timed work does not depend on them.
 The writer is gguf-py from the llama.cpp release under test (pass its folder as --gguf-py), so
@@ -26,7 +26,7 @@ def parse_args(argv):
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--rope-theta", type=float, default=500000.0)
-    ap.add_argument("--n-ff", type=int, default=32, help="FFN width (tiny: the bench times attention)")
+    ap.add_argument("--n-ff", type=int, default=1, help="FFN width (tiny: the bench times attention)")
     ap.add_argument("--vocab", type=int, default=32)
     ap.add_argument("--context", type=int, default=131072, help="n_ctx_train")
     ap.add_argument("--weights", choices=["f32", "f16"], default="f32",

@@ -33,7 +33,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -85,6 +84,8 @@ def parse_args(argv):
     ap.add_argument("--progress", action="store_true", help="llama-bench's progress lines on stderr")
     ap.add_argument("--mha", type=Path, help="mha bench -o jsonl rows: each row gains mha's median and the ratio")
     a = ap.parse_args(argv)
+    if 0 in a.threads or a.repetitions < 1:
+        ap.error("-t and -r: expected at least 1")
     a.kv_cache = a.kv_cache.split(",")
     bad = [t for t in a.kv_cache if t not in CACHE_DTYPES]
     if bad:

@@ -28,7 +28,7 @@ def test_defaults_are_the_rows_set_against_mha_bench():
 
 
 def test_bad_flags_are_refused():
-    for argv in (["--kv-cache", "q8_0"], ["-d", "8192,x"], ["-t", "-1"]):
+    for argv in (["--kv-cache", "q8_0"], ["-d", "8192,x"], ["-t", "-1"], ["-t", "0,2"], ["-r", "0"]):
         with pytest.raises(SystemExit) as e:
             bench_llamacpp.parse_args(argv)
         assert e.value.code == 2

@@ -132,7 +132,7 @@ def fetch(root, version):
     src = root / "llama.cpp"
     if not (src / "include" / "llama.h").exists():
         with tempfile.TemporaryDirectory(dir=root) as tmp:
-            # only what the build and the GGUF writer read: a fifth of the tree
+            # only the parts the build and the GGUF writer read
             run(["git", "clone", "--quiet", "--no-checkout", str(main / "llama" / "gitRelease.bundle"), f"{tmp}/src"])
             run(["git", "-C", f"{tmp}/src", "checkout", "--quiet", "HEAD", "--", *SOURCE_PARTS])
             os.replace(f"{tmp}/src", src)

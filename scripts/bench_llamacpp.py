@@ -212,7 +212,7 @@ def row(lb, a, release, variant, check):
         "tokens_per_s": round(lb["avg_ts"], 3), "tokens_per_s_median": round(statistics.median(ts), 3),
         "tokens_per_s_min": min(ts), "tokens_per_s_max": max(ts), "samples_ts": ts,
         "median_ms": round(statistics.median(lb["samples_ns"]) / 1e6, 3),
-        "ggml_cpu_variant": variant, "llama_cpp_release": release, "llama_cpp_build": lb["build_commit"],
+        "ggml_cpu_variant": variant, "ggml_cpu_features": check.get("system_info", ""), "llama_cpp_release": release, "llama_cpp_build": lb["build_commit"],
         "node_llama_cpp": a.version, "cpu": lb["cpu_info"], "timestamp": lb["test_time"],
         "logits_check": check["check"], "logits_check_rel_l2": check["flash_vs_plain_rel_l2"],
     }

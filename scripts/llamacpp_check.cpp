@@ -8,7 +8,8 @@
 // Fills DEPTH positions, then decodes 512 more tokens with logits (one ubatch, so flash attention
 // takes the tiled path the bench times), once with flash attention and a float32 K/V cache
 // (what the bench times) and once without flash attention. Prints one JSON
-// line: the ggml CPU variant mapped into this process, whether every logit is finite, their
+// line: the ggml CPU variant mapped into this process and the features it was built with
+// (llama_print_system_info: AVX512, LLAMAFILE's sgemm, ...), whether every logit is finite, their
 // spread, and how far the two attention paths differ. Exit 1 when a logit is not finite, the
 // logits do not vary, or the two paths disagree beyond what float16 K/V rounding explains:
 // llama.cpp casts a float32 cache to float16 before flash attention (llama-graph.cpp,
@@ -45,6 +46,17 @@ std::string cpu_variant() {
     return line.substr(at + key.size(), end - at - key.size());
   }
   return "unknown";
+}
+
+// llama_print_system_info()'s "CPU : AVX2 = 1 | ... | " as one JSON string value.
+std::string system_info_json() {
+  std::string s = llama_print_system_info(), out;
+  while (!s.empty() && (s.back() == ' ' || s.back() == '|')) s.pop_back();
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c != '\n') out += c;
+  }
+  return '"' + out + '"';
 }
 
 bool decode(llama_context* ctx, const std::vector<llama_token>& tokens, int pos0, bool all_logits) {
@@ -127,8 +139,8 @@ int main(int argc, char** argv) {
   const bool ok = finite && sd > 0 && rel_l2 <= 2e-3;
   printf("{\"check\": \"%s\", \"ggml_cpu_variant\": \"%s\", \"depth\": %d, \"threads\": %d, "
          "\"logits_finite\": %s, \"logits_max_abs\": %.6g, \"logits_sd\": %.6g, "
-         "\"flash_vs_plain_max_abs_diff\": %.6g, \"flash_vs_plain_rel_l2\": %.6g}\n",
+         "\"flash_vs_plain_max_abs_diff\": %.6g, \"flash_vs_plain_rel_l2\": %.6g, \"system_info\": %s}\n",
          ok ? "ok" : "failed", cpu_variant().c_str(), depth, threads, finite ? "true" : "false", max_abs, sd, diff,
-         rel_l2);
+         rel_l2, system_info_json().c_str());
   return ok ? 0 : 1;
 }

@@ -16,6 +16,7 @@ for SDPA decode) are marked "mha" and use thresholds of our own.
   /usr/bin/python3 scripts/ttmetal_decode_tests.py --mha build/mha            # the subset (minutes)
   /usr/bin/python3 scripts/ttmetal_decode_tests.py --mha build/mha --full     # every parameterisation
   ... --quick                                                                  # a few cases (the ctest)
+  ... --tt-metal latest                                         # every op at that tt-metal profile
 
 Prints one markdown table row per case (docs/TTSIM.md keeps the table) and exits 1 if any fails.
 """
@@ -412,10 +413,14 @@ def main():
     g.add_argument("--quick", action="store_true", help="a few cases of each test (what ctest runs)")
     g.add_argument("--full", action="store_true", help="every parameterisation (long: 32768-token caches)")
     ap.add_argument("--only", choices=["sdpa_decode", "rotary", "cache", "paged_update_cache"], help="one family")
+    ap.add_argument("--tt-metal", choices=["2024", "latest"], help="the tt_metal profile of every op (default: the ops')")
     a = ap.parse_args()
     level = "quick" if a.quick else "full" if a.full else "subset"
     print("| test | case | tt-metal asserts | measured | result | s |\n|---|---|---|---|---|---|", flush=True)
     op = Ops(a.mha, a.threads)
+    if a.tt_metal:
+        plain = op
+        op = lambda name, *t, **o: plain(name, *t, **{"tt_metal": a.tt_metal, **o})  # noqa: E731
     if a.only in (None, "sdpa_decode"):
         sdpa_decode_tests(op, level)
         paged_gqa_tests(op, level)

@@ -167,7 +167,7 @@ TEST(OpDecodeCli, ErrorsAreOneLineExit2AndWriteNothing) {
       // ttnn.update_cache's users are the input's: 5 + 2 cache users past its 2.
       {"update-cache " + c + x2 + out + " --update-idx 3 --batch-offset 5",
        "update_cache: batch_offset 5 + 2 cache users passes the input's 2 users"},
-      {"sdpa-decode " + q + k + out + " --cur-pos 1,2", "sdpa-decode: expected inputs Q K V, found 2 inputs"},
+      {"sdpa-decode " + q + k + out + " --cur-pos 1,2", "sdpa-decode: expected inputs Q K V [MASK], found 2 inputs"},
       {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --option sliding_window_size=-1",
        "op options.sliding_window_size: expected 0 (none) or a positive number"},
       {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --option attention_sink=[1,2]",

@@ -121,6 +121,17 @@ TEST(OpDecodeCli, CacheOpsWriteTheCacheInItsDtype) {
   TileTensor want3 = to_tile_layout(cache, DataFormat::Bfloat16);
   tt_fill_cache(want3, to_tile_layout(x, DataFormat::Bfloat16), 3, 32, CacheWriteConfig{});
   EXPECT_TRUE(same_bits(r.op("fill-cache " + ci + " " + xi + " --batch-idx 3 --update-idx 32"), want3));
+  // paged_fill_cache: user 1's pages 3 and 1 (blocks of 64 rows).
+  const Tensor xf = randn({1, 2, 100, 64}, 9);
+  const std::vector<std::vector<int64_t>> ft = {{0, 2}, {3, 1}};
+  TileTensor want4 = to_tile_layout(cache, DataFormat::Bfloat16);
+  tt_paged_fill_cache(want4, to_tile_layout(xf, DataFormat::Bfloat16), ft, 1);
+  Tensor ftable(DType::I32, {2, 2});
+  const int32_t ft_ids[4] = {0, 2, 3, 1};
+  std::memcpy(ftable.data<int32_t>(), ft_ids, sizeof ft_ids);
+  EXPECT_TRUE(same_bits(r.op("paged-fill-cache " + ci + " " + r.in("xf.npy", xf) + " --batch-idx 1 --page-table " +
+                             r.in("ft.npy", ftable)),
+                        want4));
 }
 
 TEST(OpDecodeCli, RotaryBuildsTheTransformationTileWhenOmitted) {

@@ -97,7 +97,50 @@ TileTensor run_fill_cache_op(OpCall& c) {
   return cache;
 }
 
+// paged-fill-cache's params: ttnn.experimental.paged_fill_cache's runtime
+// arguments.
+struct PagedFillCacheParams {
+  std::optional<int64_t> batch_idx;
+  std::vector<std::vector<int64_t>> page_table;
+  template <class V>
+  void fields(V& v) {
+    const unsigned flag = fields::kRuntime | fields::kFlag;
+    v("batch_idx", batch_idx, "the user, a page table row (--batch-idx), required", flag);
+    v("page_table", page_table, "[b][blocks] block ids (--page-table FILE), required", flag);
+  }
+};
+
+PagedFillCacheParams paged_fill_params(const nlohmann::ordered_json& p) {
+  PagedFillCacheParams f;
+  fields::parse_into(f, p, "op options", "paged-fill-cache option");
+  if (!f.page_table.empty()) check_page_table(f.page_table);
+  return f;
+}
+
+void check_paged_fill_cache(const OpCheck& c) {
+  require_4d(c, "paged-fill-cache");
+  const PagedFillCacheParams f = paged_fill_params(c.params);
+  if (!f.batch_idx) throw InputError("paged-fill-cache: --batch-idx N (the batch_idx param) is required");
+  if (f.page_table.empty()) throw InputError("paged-fill-cache: --page-table FILE (the page_table param) is required");
+}
+
+TileTensor run_paged_fill_cache_op(OpCall& c) {
+  if (c.out_format != c.in[0].format)
+    throw InputError("paged-fill-cache: the output is the cache, in its dtype; --output-dtype does not apply");
+  const PagedFillCacheParams f = paged_fill_params(c.params);
+  TileTensor cache = c.in[0];
+  run_paged_fill_cache(c.dev, cache, c.in[1], f.page_table, *f.batch_idx);
+  return cache;
+}
+
 }  // namespace
+
+extern const TtOpDesc kOpPagedFillCache = {
+    "paged-fill-cache", "CACHE X",
+    "ttnn.experimental.paged_fill_cache: X [1, nkv, s, dh] copied tile by tile into user batch_idx's pages of CACHE "
+    "[blocks, nkv, block_size, dh] through --page-table (same dtype); writes the updated cache",
+    "a tile copy (no compute config)", 2, 2, false, false, op_params_of(PagedFillCacheParams{}),
+    check_paged_fill_cache, nullptr, run_paged_fill_cache_op};
 
 extern const TtOpDesc kOpUpdateCache = {
     "update-cache", "CACHE X",

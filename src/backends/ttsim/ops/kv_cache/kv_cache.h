@@ -27,6 +27,10 @@ void run_update_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x, int
 // [, page_table]); -1 skips a user.
 void run_paged_update_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x, const std::vector<int64_t>& cur_pos,
                             const std::vector<std::vector<int64_t>>* page_table, const CacheAttributes& attrs);
+// ttnn.experimental.paged_fill_cache(cache [blocks, nkv, block_size, dh],
+// x [1, nkv, s, dh], page_table, batch_idx): a tile copy through the table.
+void run_paged_fill_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x,
+                          const std::vector<std::vector<int64_t>>& page_table, int64_t batch_idx);
 // ttnn.fill_cache(cache [b, nkv, S, dh], x [1, nkv, s, dh], batch_idx)
 // from row update_idx (a tile copy: no compute config).
 void run_fill_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x, int64_t batch_idx, int64_t update_idx);

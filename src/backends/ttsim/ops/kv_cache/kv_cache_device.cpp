@@ -35,6 +35,14 @@ void run_paged_update_cache(TtDevice& dev, TileTensor& cache, const TileTensor& 
   tt_paged_update_cache(cache, x, cur_pos, page_table, at.write);
 }
 
+void run_paged_fill_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x,
+                          const std::vector<std::vector<int64_t>>& page_table, int64_t batch_idx) {
+  const std::string op = "ttnn.experimental.paged_fill_cache";
+  TtDevice::OpTimer timer(dev, op);
+  launch(dev, op, "", cache, x);
+  tt_paged_fill_cache(cache, x, page_table, batch_idx);
+}
+
 void run_fill_cache(TtDevice& dev, TileTensor& cache, const TileTensor& x, int64_t batch_idx, int64_t update_idx) {
   const std::string op = "ttnn.fill_cache";
   TtDevice::OpTimer timer(dev, op);

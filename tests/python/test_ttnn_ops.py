@@ -263,6 +263,30 @@ def test_rotary_embedding_llama(device, cli):
     assert_same_bits(out_of(got), want)
 
 
+def test_fused_qk_rotary_and_fused_cache_update(device, cli):
+    """tt_transformers' decode calls: Q's and K's rotations in one op, both caches in one op."""
+    torch.manual_seed(12)
+    q, k = torch.randn(1, 2, 8, 64), torch.randn(1, 2, 2, 64)
+    cos, sin = torch.randn(1, 2, 1, 64), torch.randn(1, 2, 1, 64)
+    trans = torch.zeros(1, 1, 32, 32)
+    trans[..., torch.arange(0, 32, 2), torch.arange(1, 32, 2)] = 1
+    trans[..., torch.arange(1, 32, 2), torch.arange(0, 32, 2)] = -1
+    qo, ko = ttnn.experimental.rotary_embedding_llama_fused_qk(
+        dev_tensor(device, q), dev_tensor(device, k), dev_tensor(device, cos), dev_tensor(device, sin),
+        dev_tensor(device, trans))
+    assert_same_bits(out_of(qo), cli.op("rotary-llama", q, cos, sin, trans, is_decode_mode=True))
+    assert_same_bits(out_of(ko), cli.op("rotary-llama", k, cos, sin, trans, is_decode_mode=True))
+    ck, cv, xk, xv = torch.randn(4, 2, 64, 64), torch.randn(4, 2, 64, 64), torch.randn(1, 2, 8, 64), torch.randn(1, 2, 8, 64)
+    table = torch.tensor([[3, 0], [1, 2]], dtype=torch.int32)
+    tk, tv = dev_tensor(device, ck, ttnn.bfloat8_b), dev_tensor(device, cv, ttnn.bfloat8_b)
+    ttnn.experimental.paged_fused_update_cache(tk, dev_tensor(device, xk), tv, dev_tensor(device, xv),
+                                               update_idxs=[70, 5], page_table=ttnn.from_torch(table))
+    for got, cache, x in ((tk, ck, xk), (tv, cv, xv)):
+        want = cli.op("update-cache", cache, x, dtypes=["bfloat8_b", "bfloat16"], cur_pos=[70, 5],
+                      page_table=table.numpy())
+        assert_same_bits(out_of(got), want)
+
+
 def test_data_movement(device, cli):
     torch.manual_seed(11)
     x = torch.randn(2, 64, 3 * 4 * 32)

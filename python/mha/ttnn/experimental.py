@@ -3,8 +3,8 @@ rotary_embedding_llama (`mha op rotary-llama`) and the paged cache ops
 (`mha op update-cache`, `mha op paged-fill-cache`)."""
 from .. import Error
 from .operations import moved, run_op
-from .tensor import require_device
-from .types import not_modelled
+from .tensor import Tensor, require_device
+from .types import TILE_LAYOUT, not_modelled
 
 
 def nlp_create_qkv_heads(input_tensor, input_tensor_kv=None, *, num_heads, num_kv_heads=None, transpose_k_heads=True,
@@ -55,6 +55,47 @@ def rotary_embedding_llama(input_tensor, cos_cache, sin_cache, trans_mat, is_dec
     return run_op("experimental.rotary_embedding_llama", "rotary-llama", [input_tensor, cos_cache, sin_cache, trans_mat],
                   memory_config=memory_config, compute_kernel_config=compute_kernel_config,
                   params={"is_decode_mode": bool(is_decode_mode)})
+
+
+def rotary_embedding_llama_fused_qk(q_input_tensor, k_input_tensor, cos_cache, sin_cache, trans_mat,
+                                    compute_kernel_config=None, row_major_QK=False):  # noqa: N803
+    """Q's and K's decode rotations in one program (`mha op rotary-llama-fused-qk`): (q_out, k_out)."""
+    op = "experimental.rotary_embedding_llama_fused_qk"
+    if row_major_QK:
+        not_modelled(op, "row_major_QK=True")
+    both = run_op(op, "rotary-llama-fused-qk", [q_input_tensor, k_input_tensor, cos_cache, sin_cache, trans_mat],
+                  compute_kernel_config=compute_kernel_config)
+    nh = q_input_tensor.values().shape[2]
+    v = both.values()
+    return tuple(Tensor(part.contiguous(), both.dtype, TILE_LAYOUT, both._device, src.memory_config_)
+                 for part, src in ((v[:, :, :nh], q_input_tensor), (v[:, :, nh:], k_input_tensor)))
+
+
+def paged_fused_update_cache(cache_tensor1, input_tensor1, cache_tensor2, input_tensor2, *, update_idxs=None,
+                             update_idxs_tensor=None, share_cache=None, page_table=None, batch_offset=0,
+                             compute_kernel_config=None, mesh_coords=None):
+    """Both caches updated in one program (`mha op paged-fused-update-cache`), in place."""
+    op = "experimental.paged_fused_update_cache"
+    if share_cache:
+        not_modelled(op, "share_cache=True")
+    if mesh_coords is not None:
+        not_modelled(op, "the argument mesh_coords")
+    if batch_offset:
+        not_modelled(op, f"batch_offset={batch_offset}")
+    if update_idxs_tensor is not None:
+        pos = [int(x) for x in update_idxs_tensor.values().reshape(-1).tolist()]
+    elif update_idxs:
+        pos = [int(x) for x in update_idxs]
+    else:
+        raise Error(f"ttnn.{op}: expected update_idxs (a list) or update_idxs_tensor")
+    params = {"cur_pos": pos}
+    if page_table is not None:
+        params["page_table"] = page_table.values().tolist()
+    out = run_op(op, "paged-fused-update-cache", [cache_tensor1, input_tensor1, cache_tensor2, input_tensor2],
+                 compute_kernel_config=compute_kernel_config, params=params)
+    both = out.values()
+    cache_tensor1._values, cache_tensor2._values = both[0].contiguous(), both[1].contiguous()
+    return cache_tensor1, cache_tensor2
 
 
 def _write_back(cache, out):

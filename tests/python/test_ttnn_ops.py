@@ -212,6 +212,31 @@ def test_sdpa_decode_contiguous_and_paged(device, cli):
     assert_same_bits(out_of(got), want)
 
 
+def test_decode_non_causal_with_mask_at_latest(cli):
+    """is_causal=False with attn_mask: tt_metal latest's decode (the 2024 profile refuses it)."""
+    torch.manual_seed(13)
+    q, k, v = torch.randn(1, 2, 8, 64), torch.randn(2, 1, 128, 64), torch.randn(2, 1, 128, 64)
+    mask = torch.zeros(2, 1, 8, 128)
+    mask[..., 100:] = float("-inf")
+    cfg = ttnn.SDPAProgramConfig(compute_with_storage_grid_size=ttnn.CoreCoord(8, 8), q_chunk_size=32,
+                                 k_chunk_size=64)
+    for profile in ["latest", "2024"]:
+        dev = ttnn.open_device(device_id=0, options={"tt_metal": profile})
+        try:
+            args = [dev_tensor(dev, x) for x in (q, k, v)]
+            call = lambda: ttnn.transformer.scaled_dot_product_attention_decode(  # noqa: E731
+                *args, is_causal=False, attn_mask=dev_tensor(dev, mask), program_config=cfg)
+            if profile == "2024":
+                with pytest.raises(mha.Error, match="modelled at tt_metal latest only"):
+                    call()
+                continue
+            want = cli.op("sdpa-decode", q, k, v, mask, is_causal=False, k_chunk_size=64, tt_metal="latest",
+                          core_grid=[8, 8])
+            assert_same_bits(out_of(call()), want)
+        finally:
+            ttnn.close_device(dev)
+
+
 def test_cache_ops_write_in_place(device, cli):
     torch.manual_seed(8)
     cache, x = torch.randn(4, 2, 128, 64), torch.randn(1, 2, 4, 64)

@@ -72,7 +72,8 @@ TileTensor run_sdpa_decode_op(OpCall& c) {
   TileTensor out = run_sdpa_decode(c.dev, c.in[0], c.in[1], c.in[2], mask, d.cur_pos, pt, cfg);
   const int64_t block = pt && cfg.compute.tt_metal == TtMetal::Latest ? c.in[1].prows : c.in[1].shape[2];
   const int64_t S = pt ? block * static_cast<int64_t>((*pt)[0].size()) : c.in[1].shape[2];
-  const int64_t pos0 = !cfg.is_causal ? S - 1 : d.cur_pos[0];
+  const int64_t pos0 = !cfg.is_causal ? S - 1 : pt ? sdpa_decode_padded_position(d.cur_pos[0], c.in[1].shape[2])
+                                                     : d.cur_pos[0];
   const SdpaDecodeGrid dg = sdpa_decode_grid(cfg, c.in[0].shape[1], c.in[1].shape[1]);
   c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.compute.math_fidelity)},
                                      {"math_approx_mode", cfg.compute.math_approx_mode},

@@ -57,7 +57,10 @@ TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor&
   const bool latest = cfg.compute.tt_metal == TtMetal::Latest;
   const int64_t block = page_table && latest ? k.prows : k.shape[2];
   const int64_t S = page_table ? block * static_cast<int64_t>((*page_table)[0].size()) : k.shape[2];
-  const int64_t pos0 = !cfg.is_causal ? S - 1 : cur_pos.empty() ? 0 : cur_pos[0];
+  const int64_t pos0 = !cfg.is_causal     ? S - 1
+                       : cur_pos.empty()   ? 0
+                       : page_table        ? sdpa_decode_padded_position(cur_pos[0], k.shape[2])
+                                           : cur_pos[0];
   const int64_t chunk = sdpa_decode_k_chunk_size(cfg, S, page_table != nullptr, pos0);
   const int64_t cb = latest ? cb_bytes_latest(q, k, v, mask, chunk,
                                               sdpa_decode_grid(cfg, q.shape[1], k.shape[1]).cores_per_head, cfg)

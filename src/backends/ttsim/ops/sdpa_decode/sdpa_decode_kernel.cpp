@@ -269,6 +269,10 @@ int64_t sdpa_decode_k_chunk_size(const SdpaDecodeConfig& cfg, int64_t S, bool pa
   return std::min<int64_t>(512, int64_t{1} << i);
 }
 
+int64_t sdpa_decode_padded_position(int64_t p, int64_t block_size) {
+  return block_size > 0 && block_size < kTile ? p / block_size * kTile + p % block_size : p;
+}
+
 SdpaDecodeGrid sdpa_decode_grid(const SdpaDecodeConfig& cfg, int64_t batch, int64_t nkv) {
   const int64_t avail = int64_t{cfg.grid_x} * cfg.grid_y;
   const int64_t max_per_head = cfg.max_cores_per_head_batch > 0 ? cfg.max_cores_per_head_batch : avail;
@@ -431,8 +435,7 @@ std::vector<int64_t> kernel_positions(const std::vector<int64_t>& cur_pos, int64
                                       bool causal) {
   if (!causal) return std::vector<int64_t>(static_cast<size_t>(B), S_k - 1);
   std::vector<int64_t> pos = cur_pos;
-  if (bs > 0)
-    for (int64_t& p : pos) p = p / bs * kTile + p % bs;
+  for (int64_t& p : pos) p = sdpa_decode_padded_position(p, bs);
   return pos;
 }
 

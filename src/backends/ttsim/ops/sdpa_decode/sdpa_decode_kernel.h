@@ -65,6 +65,11 @@ struct SdpaDecodeConfig {
 // 8 tiles (4 with an fp32 Dst), times 32.
 int64_t sdpa_decode_k_chunk_size(const SdpaDecodeConfig& cfg, int64_t S, bool paged, int64_t cur_pos);
 
+// The kernel's position for cur_pos p when a paged cache's blocks hold
+// block_size < 32 rows (block padding: each block fills a tile):
+// (p / block_size) * 32 + p % block_size; p itself for any other block size.
+int64_t sdpa_decode_padded_position(int64_t p, int64_t block_size);
+
 // How the program factory lays one batch out on the grid.
 struct SdpaDecodeGrid {
   int64_t cores_per_batch = 0, cores_per_head = 0, heads_per_core = 0;

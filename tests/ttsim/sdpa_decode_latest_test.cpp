@@ -396,6 +396,8 @@ TEST(TtsimSdpaDecodeLatest, OpBitForBitWithTheCore) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["tt_metal"]["profile"], "latest");
   EXPECT_EQ(j["attributes"]["is_causal"], false);
+  // fp32 Dst with several cores per head: the device's merge at this revision is wrong (tt-metal #56171).
+  EXPECT_NE(j["notes"].dump().find("tt-metal #56171"), std::string::npos) << j["notes"];
   // 2024 refuses what it does not emulate, naming the way out.
   r = test::run_mha("op sdpa-decode " + qkv + " --option is_causal=false -o " + out);
   EXPECT_EQ(r.exit_code, 2);

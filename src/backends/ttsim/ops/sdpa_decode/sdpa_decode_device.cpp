@@ -77,6 +77,12 @@ TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor&
              " gives SDPA decode's exp(m_old - m_new) the " + (cfg.exp_approx_mode ? "accurate" : "polynomial") +
              " exp at tt_metal latest (inverted at the first-column sites, tt-metal PR #56925); the tree merge's "
              "exps are accurate whatever the flag");
+    // The device's wrong result that the emulation does not reproduce
+    // (docs/TTSIM-STUDY.md: tt-sim models the arithmetic, not Dst capacity).
+    if (cfg.compute.fp32_dest_acc_en && sdpa_decode_grid(cfg, q.shape[1], k.shape[1]).cores_per_head > 1)
+      dev.note("SDPA decode's tree merge at tt_metal latest loads a fifth Dst tile that an fp32 half-sync Dst "
+               "lacks (tt-metal #56171, fixed after this revision by PR #56225): the device's merged result is "
+               "wrong there; tt-sim gives the merge's arithmetic");
   }
   return tt_sdpa_decode(q, k, v, mask, cur_pos, page_table, cfg, dev.exec());
 }

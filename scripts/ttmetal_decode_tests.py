@@ -16,6 +16,7 @@ for SDPA decode) are marked "mha" and use thresholds of our own.
   /usr/bin/python3 scripts/ttmetal_decode_tests.py --mha build/mha            # the subset (minutes)
   /usr/bin/python3 scripts/ttmetal_decode_tests.py --mha build/mha --full     # every parameterisation
   ... --quick                                                                  # a few cases (the ctest)
+  ... --tt-metal latest                                         # every op at that tt-metal profile
 
 Prints one markdown table row per case (docs/TTSIM.md keeps the table) and exits 1 if any fails.
 """
@@ -66,9 +67,15 @@ def sdpa_decode_min_pcc(b, grid, kv_dtype, q_dtype):
     return 0.97 if kv_dtype == "bfloat4_b" else pcc
 
 
-def sdpa_decode_case(op, b, nh, nkv, d, grid, dtype_id, start_idx, seed=1234):
+MASK_DTYPES = {"all_bfp8": "bfloat8_b", "all_bfp16": "bfloat16", "kv_bfp8_mask_bfp4": "bfloat4_b",
+               "kvmask_bfp4": "bfloat4_b"}
+
+
+def sdpa_decode_case(op, b, nh, nkv, d, grid, dtype_id, start_idx, seed=1234, masked=False):
     """One start_idx of run_test_sdpa_decode(_single_iter): K/V [b, nkv, S, d] cut at the padded
-    layer length (the kernel reads nothing past it), Q [1, b, nh, d], HiFi4, approx off."""
+    layer length (the kernel reads nothing past it), Q [1, b, nh, d], HiFi4, approx off. masked
+    (tt_metal latest): the test's own form, is_causal=False with its mask (0 before start_idx,
+    -inf from it) in the id's mask dtype, instead of cur_pos."""
     kv_dtype, q_dtype = DTYPES[dtype_id]
     torch.manual_seed(seed)
     chunk = get_chunk_size(start_idx)
@@ -77,9 +84,16 @@ def sdpa_decode_case(op, b, nh, nkv, d, grid, dtype_id, start_idx, seed=1234):
     V = torch.randn(b, nkv, layer, d)
     Q = torch.randn(1, b, nh, d)
     t0 = time.time()
-    out = op("sdpa-decode", Q, K, V, cur_pos=[start_idx - 1] * b, dtypes=[q_dtype, kv_dtype, kv_dtype],
-             math_fidelity="HiFi4", math_approx_mode=False, core_grid=[grid[1], grid[0]], k_chunk_size=chunk,
-             scale=d ** -0.5)
+    if masked:
+        M = torch.zeros(b, 1, nh, layer)
+        M[..., start_idx:] = float("-inf")
+        out = op("sdpa-decode", Q, K, V, M, dtypes=[q_dtype, kv_dtype, kv_dtype, MASK_DTYPES[dtype_id]],
+                 math_fidelity="HiFi4", math_approx_mode=False, core_grid=[grid[1], grid[0]], k_chunk_size=chunk,
+                 scale=d ** -0.5, is_causal=False)
+    else:
+        out = op("sdpa-decode", Q, K, V, cur_pos=[start_idx - 1] * b, dtypes=[q_dtype, kv_dtype, kv_dtype],
+                 math_fidelity="HiFi4", math_approx_mode=False, core_grid=[grid[1], grid[0]], k_chunk_size=chunk,
+                 scale=d ** -0.5)
     rep = nh // nkv
     Kr = K[:, :, :start_idx].repeat_interleave(rep, dim=1)
     Vr = V[:, :, :start_idx].repeat_interleave(rep, dim=1)
@@ -87,11 +101,12 @@ def sdpa_decode_case(op, b, nh, nkv, d, grid, dtype_id, start_idx, seed=1234):
     expect = torch.softmax((q @ Kr.transpose(-1, -2)) * d ** -0.5, dim=-1) @ Vr
     got = comp_pcc(expect.squeeze(2), out[0])
     want = sdpa_decode_min_pcc(b, grid, kv_dtype, q_dtype)
-    report("sdpa_decode", f"b={b} nh={nh} nkv={nkv} d={d} grid={grid[0]}x{grid[1]} {dtype_id} pos={start_idx - 1} "
-           f"k_chunk={chunk}", f"PCC >= {want}", f"{got:.6f}", got >= want, time.time() - t0)
+    report("sdpa_decode", f"b={b} nh={nh} nkv={nkv} d={d} grid={grid[0]}x{grid[1]} {dtype_id} "
+           + (f"mask -inf from {start_idx} (non-causal) " if masked else f"pos={start_idx - 1} ")
+           + f"k_chunk={chunk}", f"PCC >= {want}", f"{got:.6f}", got >= want, time.time() - t0)
 
 
-def sdpa_decode_tests(op, level):
+def sdpa_decode_tests(op, level, masked=False):
     shapes = [  # b, nh, nkv, s, d, grid, single_iter (test_sdpa_decode's parameterisation: Llama2-70B)
         (32, 8, 1, 32768, 128, (8, 8), True),
         (16, 8, 1, 32768, 128, (8, 8), False),
@@ -105,11 +120,12 @@ def sdpa_decode_tests(op, level):
             if level == "quick" and dtype_id not in ("all_bfp16", "kvmask_bfp4"):
                 continue
             if single:
-                sdpa_decode_case(op, b, nh, nkv, d, grid, dtype_id, s // 2 if level == "full" else s // 16)
+                sdpa_decode_case(op, b, nh, nkv, d, grid, dtype_id, s // 2 if level == "full" else s // 16,
+                                 masked=masked)
             else:
                 start = 31
                 while start < s:
-                    sdpa_decode_case(op, b, nh, nkv, d, grid, dtype_id, start)
+                    sdpa_decode_case(op, b, nh, nkv, d, grid, dtype_id, start, masked=masked)
                     start += 601 if start < 4096 else 3001
                     if level != "full" and start > 2000:
                         break
@@ -412,12 +428,18 @@ def main():
     g.add_argument("--quick", action="store_true", help="a few cases of each test (what ctest runs)")
     g.add_argument("--full", action="store_true", help="every parameterisation (long: 32768-token caches)")
     ap.add_argument("--only", choices=["sdpa_decode", "rotary", "cache", "paged_update_cache"], help="one family")
+    ap.add_argument("--tt-metal", choices=["2024", "latest"], help="the tt_metal profile of every op (default: the ops')")
     a = ap.parse_args()
     level = "quick" if a.quick else "full" if a.full else "subset"
     print("| test | case | tt-metal asserts | measured | result | s |\n|---|---|---|---|---|---|", flush=True)
     op = Ops(a.mha, a.threads)
+    if a.tt_metal:
+        plain = op
+        op = lambda name, *t, **o: plain(name, *t, **{"tt_metal": a.tt_metal, **o})  # noqa: E731
     if a.only in (None, "sdpa_decode"):
         sdpa_decode_tests(op, level)
+        if a.tt_metal == "latest":  # the stored test's own masked, non-causal form
+            sdpa_decode_tests(op, level, masked=True)
         paged_gqa_tests(op, level)
         sliding_window_tests(op, level)
     if a.only in (None, "rotary"):

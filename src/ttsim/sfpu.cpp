@@ -33,10 +33,6 @@ float sfpu_store(float v, bool fp32_dest) {
   return f32_from_bits(f32_bits(v) & mask);
 }
 
-namespace {
-
-// SFP_STOCH_RND FP32 -> FP16B with stochastic rounding off: half away from
-// zero on the magnitude, exponent-0 flushed to +0, Inf/NaN -> Inf.
 float sfpu_round_bf16(float v) {
   uint32_t u = f32_bits(v);
   uint32_t e = (u >> 23) & 255u;
@@ -47,6 +43,8 @@ float sfpu_round_bf16(float v) {
   if (low >= 0x8000u) u += 0x10000u;
   return f32_from_bits(u);
 }
+
+namespace {
 
 // SFP_STOCH_RND FP32 -> unsigned int16: half away from zero, negatives to 0,
 // saturating at 65535.

@@ -26,6 +26,10 @@ ExpAlgorithm exp_algorithm(bool math_approx_mode, bool fp32_dest_acc_en);
 // SFPSTORE into Dst: identity for FP32 Dst, truncation to bf16 otherwise.
 float sfpu_store(float v, bool fp32_dest);
 
+// SFP_STOCH_RND FP32 -> FP16B with stochastic rounding off: half away from
+// zero on the magnitude, exponent-0 flushed to +0, Inf/NaN -> Inf.
+float sfpu_round_bf16(float v);
+
 // exp of one lane value, FP32 result before the store.
 float sfpu_exp_lane(float x, ExpAlgorithm algo, Arch arch = Arch::Wormhole);
 // exp_tile on one Dst value: algorithm chosen from the flags, then stored.

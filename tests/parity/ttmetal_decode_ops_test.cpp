@@ -23,4 +23,16 @@ TEST(TtMetalDecodeOps, QuickSubsetPassesTtMetalsThresholds) {
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
 }
 
+// The same at tt_metal latest, with the stored SDPA decode test also in its
+// own form (is_causal=False with its -inf mask), which only latest runs.
+TEST(TtMetalDecodeOps, QuickSubsetAtLatestPassesTtMetalsThresholds) {
+  if (!python_package_built()) GTEST_SKIP() << "the script runs its ops through the Python package, not built here";
+  const CommandResult r = run_command("cd " + shell_quote(source_dir()) +
+                                      " && /usr/bin/python3 scripts/ttmetal_decode_tests.py --quick --only sdpa_decode "
+                                      "--tt-metal latest --mha " + shell_quote(MHA_BINARY));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("(non-causal)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
 }  // namespace mha::test

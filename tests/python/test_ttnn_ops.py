@@ -212,6 +212,31 @@ def test_sdpa_decode_contiguous_and_paged(device, cli):
     assert_same_bits(out_of(got), want)
 
 
+def test_decode_non_causal_with_mask_at_latest(cli):
+    """is_causal=False with attn_mask: tt_metal latest's decode (the 2024 profile refuses it)."""
+    torch.manual_seed(13)
+    q, k, v = torch.randn(1, 2, 8, 64), torch.randn(2, 1, 128, 64), torch.randn(2, 1, 128, 64)
+    mask = torch.zeros(2, 1, 8, 128)
+    mask[..., 100:] = float("-inf")
+    cfg = ttnn.SDPAProgramConfig(compute_with_storage_grid_size=ttnn.CoreCoord(8, 8), q_chunk_size=32,
+                                 k_chunk_size=64)
+    for profile in ["latest", "2024"]:
+        dev = ttnn.open_device(device_id=0, options={"tt_metal": profile})
+        try:
+            args = [dev_tensor(dev, x) for x in (q, k, v)]
+            call = lambda: ttnn.transformer.scaled_dot_product_attention_decode(  # noqa: E731
+                *args, is_causal=False, attn_mask=dev_tensor(dev, mask), program_config=cfg)
+            if profile == "2024":
+                with pytest.raises(mha.Error, match="modelled at tt_metal latest only"):
+                    call()
+                continue
+            want = cli.op("sdpa-decode", q, k, v, mask, is_causal=False, k_chunk_size=64, tt_metal="latest",
+                          core_grid=[8, 8])
+            assert_same_bits(out_of(call()), want)
+        finally:
+            ttnn.close_device(dev)
+
+
 def test_cache_ops_write_in_place(device, cli):
     torch.manual_seed(8)
     cache, x = torch.randn(4, 2, 128, 64), torch.randn(1, 2, 4, 64)
@@ -261,6 +286,30 @@ def test_rotary_embedding_llama(device, cli):
     want = cli.op("rotary-llama", x, cos, sin, trans, is_decode_mode=False, math_fidelity="HiFi4",
                   math_approx_mode=True, fp32_dest_acc_en=True, packer_l1_acc=True)
     assert_same_bits(out_of(got), want)
+
+
+def test_fused_qk_rotary_and_fused_cache_update(device, cli):
+    """tt_transformers' decode calls: Q's and K's rotations in one op, both caches in one op."""
+    torch.manual_seed(12)
+    q, k = torch.randn(1, 2, 8, 64), torch.randn(1, 2, 2, 64)
+    cos, sin = torch.randn(1, 2, 1, 64), torch.randn(1, 2, 1, 64)
+    trans = torch.zeros(1, 1, 32, 32)
+    trans[..., torch.arange(0, 32, 2), torch.arange(1, 32, 2)] = 1
+    trans[..., torch.arange(1, 32, 2), torch.arange(0, 32, 2)] = -1
+    qo, ko = ttnn.experimental.rotary_embedding_llama_fused_qk(
+        dev_tensor(device, q), dev_tensor(device, k), dev_tensor(device, cos), dev_tensor(device, sin),
+        dev_tensor(device, trans))
+    assert_same_bits(out_of(qo), cli.op("rotary-llama", q, cos, sin, trans, is_decode_mode=True))
+    assert_same_bits(out_of(ko), cli.op("rotary-llama", k, cos, sin, trans, is_decode_mode=True))
+    ck, cv, xk, xv = torch.randn(4, 2, 64, 64), torch.randn(4, 2, 64, 64), torch.randn(1, 2, 8, 64), torch.randn(1, 2, 8, 64)
+    table = torch.tensor([[3, 0], [1, 2]], dtype=torch.int32)
+    tk, tv = dev_tensor(device, ck, ttnn.bfloat8_b), dev_tensor(device, cv, ttnn.bfloat8_b)
+    ttnn.experimental.paged_fused_update_cache(tk, dev_tensor(device, xk), tv, dev_tensor(device, xv),
+                                               update_idxs=[70, 5], page_table=ttnn.from_torch(table))
+    for got, cache, x in ((tk, ck, xk), (tv, cv, xv)):
+        want = cli.op("update-cache", cache, x, dtypes=["bfloat8_b", "bfloat16"], cur_pos=[70, 5],
+                      page_table=table.numpy())
+        assert_same_bits(out_of(got), want)
 
 
 def test_data_movement(device, cli):

@@ -121,6 +121,17 @@ TEST(OpDecodeCli, CacheOpsWriteTheCacheInItsDtype) {
   TileTensor want3 = to_tile_layout(cache, DataFormat::Bfloat16);
   tt_fill_cache(want3, to_tile_layout(x, DataFormat::Bfloat16), 3, 32, CacheWriteConfig{});
   EXPECT_TRUE(same_bits(r.op("fill-cache " + ci + " " + xi + " --batch-idx 3 --update-idx 32"), want3));
+  // paged_fill_cache: user 1's pages 3 and 1 (blocks of 64 rows).
+  const Tensor xf = randn({1, 2, 100, 64}, 9);
+  const std::vector<std::vector<int64_t>> ft = {{0, 2}, {3, 1}};
+  TileTensor want4 = to_tile_layout(cache, DataFormat::Bfloat16);
+  tt_paged_fill_cache(want4, to_tile_layout(xf, DataFormat::Bfloat16), ft, 1);
+  Tensor ftable(DType::I32, {2, 2});
+  const int32_t ft_ids[4] = {0, 2, 3, 1};
+  std::memcpy(ftable.data<int32_t>(), ft_ids, sizeof ft_ids);
+  EXPECT_TRUE(same_bits(r.op("paged-fill-cache " + ci + " " + r.in("xf.npy", xf) + " --batch-idx 1 --page-table " +
+                             r.in("ft.npy", ftable)),
+                        want4));
 }
 
 TEST(OpDecodeCli, RotaryBuildsTheTransformationTileWhenOmitted) {
@@ -167,7 +178,7 @@ TEST(OpDecodeCli, ErrorsAreOneLineExit2AndWriteNothing) {
       // ttnn.update_cache's users are the input's: 5 + 2 cache users past its 2.
       {"update-cache " + c + x2 + out + " --update-idx 3 --batch-offset 5",
        "update_cache: batch_offset 5 + 2 cache users passes the input's 2 users"},
-      {"sdpa-decode " + q + k + out + " --cur-pos 1,2", "sdpa-decode: expected inputs Q K V, found 2 inputs"},
+      {"sdpa-decode " + q + k + out + " --cur-pos 1,2", "sdpa-decode: expected inputs Q K V [MASK], found 2 inputs"},
       {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --option sliding_window_size=-1",
        "op options.sliding_window_size: expected 0 (none) or a positive number"},
       {"sdpa-decode " + q + k + k + out + " --cur-pos 1,2 --option attention_sink=[1,2]",
@@ -191,4 +202,77 @@ TEST(OpDecodeCli, ErrorsAreOneLineExit2AndWriteNothing) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(std::ifstream(dir.file("o.npy")).good()) << args;
   }
+}
+
+// paged_fused_update_cache: both caches written as paged_update_cache
+// writes each, stacked [2, ...]; caches of different dtypes are refused.
+TEST(OpDecodeCli, PagedFusedUpdateCacheIsTwoPagedUpdates) {
+  OpFiles r;
+  const Tensor k = randn({4, 2, 64, 64}, 21), v = randn({4, 2, 64, 64}, 22);
+  const Tensor xk = randn({1, 2, 8, 64}, 23), xv = randn({1, 2, 8, 64}, 24);
+  Tensor table(DType::I32, {2, 2});
+  const int32_t ids[4] = {2, 0, 1, 3};
+  std::memcpy(table.data<int32_t>(), ids, sizeof ids);
+  const std::vector<std::vector<int64_t>> pt = {{2, 0}, {1, 3}};
+  CacheWriteConfig w;
+  w.fp32_dest_acc_en = true;
+  TileTensor wk = to_tile_layout(k, DataFormat::Bfp8_b), wv = to_tile_layout(v, DataFormat::Bfp8_b);
+  tt_paged_update_cache(wk, to_tile_layout(xk, DataFormat::Bfloat16), {70, 5}, &pt, w);
+  tt_paged_update_cache(wv, to_tile_layout(xv, DataFormat::Bfloat16), {70, 5}, &pt, w);
+  const std::string args = "paged-fused-update-cache " + r.in("k.npy", k) + " " + r.in("xk.npy", xk) + " " +
+                           r.in("v.npy", v) + " " + r.in("xv.npy", xv) + " --cur-pos 70,5 --page-table " +
+                           r.in("t.npy", table) + " --in0-dtype bfloat8_b --in2-dtype bfloat8_b --fp32-dest-acc-en";
+  const Tensor got = r.op(args);
+  ASSERT_EQ(got.shape(), (Shape{2, 4, 2, 64, 64}));
+  const Tensor want_k = to_tensor(wk), want_v = to_tensor(wv);
+  EXPECT_EQ(0, std::memcmp(got.data<float>(), want_k.data<float>(), want_k.numel() * 4));
+  EXPECT_EQ(0, std::memcmp(got.data<float>() + want_k.numel(), want_v.data<float>(), want_v.numel() * 4));
+  CommandResult bad = run_mha("op paged-fused-update-cache " + r.in("k.npy", k) + " " + r.in("xk.npy", xk) + " " +
+                              r.in("v.npy", v) + " " + r.in("xv.npy", xv) + " --cur-pos 70,5 --in0-dtype bfloat8_b -o " +
+                              shell_quote(r.dir.file("bad.npy")));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("the program takes cache1's shape and dtype for both"), std::string::npos) << bad.err;
+}
+
+// rotary_embedding_llama_fused_qk: Q's and K's decode rotations in one op,
+// the heads concatenated, bit for bit with the lane models' rotary_llama on
+// each (the op runs the vector kernels, 1 and 3 threads), across dtypes,
+// fidelities and Dst modes.
+TEST(OpDecodeCli, RotaryFusedQkIsRotaryDecodeOnQAndK) {
+  OpFiles r;
+  const Tensor q = randn({1, 3, 8, 128}, 31), k = randn({1, 3, 2, 128}, 32);
+  const Tensor cos = randn({1, 3, 1, 128}, 33), sin = randn({1, 3, 1, 128}, 34);
+  const std::string in = r.in("q.npy", q) + " " + r.in("k.npy", k) + " " + r.in("c.npy", cos) + " " + r.in("s.npy", sin);
+  const Exec oracle{simd::Isa::Scalar, nullptr};
+  struct Cfg {
+    const char* flags;
+    DataFormat x;
+    MathFidelity fid;
+    bool fp32;
+  };
+  for (const Cfg& cf : {Cfg{"", DataFormat::Bfloat16, MathFidelity::HiFi4, false},
+                        Cfg{" --option threads=3", DataFormat::Bfloat16, MathFidelity::HiFi4, false},
+                        Cfg{" --in0-dtype bfloat8_b --in1-dtype bfloat8_b --math-fidelity HiFi2 --fp32-dest-acc-en",
+                            DataFormat::Bfp8_b, MathFidelity::HiFi2, true}}) {
+    ComputeConfig c;
+    c.math_fidelity = cf.fid;
+    c.fp32_dest_acc_en = cf.fp32;
+    c.output = cf.x;
+    const TileTensor tc = to_tile_layout(cos, DataFormat::Bfloat16), ts = to_tile_layout(sin, DataFormat::Bfloat16);
+    const TileTensor T = rotary_llama_trans_mat(cf.x);
+    const Tensor wq = to_tensor(tt_rotary_llama(to_tile_layout(q, cf.x), tc, ts, T, RotaryMode::Decode, c, oracle));
+    const Tensor wk = to_tensor(tt_rotary_llama(to_tile_layout(k, cf.x), tc, ts, T, RotaryMode::Decode, c, oracle));
+    const Tensor got = r.op("rotary-llama-fused-qk " + in + cf.flags);
+    ASSERT_EQ(got.shape(), (Shape{1, 3, 10, 128})) << cf.flags;
+    for (int64_t u = 0; u < 3; ++u) {
+      EXPECT_EQ(0, std::memcmp(got.data<float>() + u * 10 * 128, wq.data<float>() + u * 8 * 128, 8 * 128 * 4))
+          << cf.flags << " user " << u;
+      EXPECT_EQ(0, std::memcmp(got.data<float>() + (u * 10 + 8) * 128, wk.data<float>() + u * 2 * 128, 2 * 128 * 4))
+          << cf.flags << " user " << u;
+    }
+  }
+  CommandResult bad = run_mha("op rotary-llama-fused-qk " + in + " --in1-dtype bfloat8_b -o " +
+                              shell_quote(r.dir.file("bad.npy")));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("the program takes Q's dtype for K's buffers"), std::string::npos) << bad.err;
 }

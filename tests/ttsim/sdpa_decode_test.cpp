@@ -284,6 +284,31 @@ TEST(TtsimKvCache, FillCopiesTilesOfTheSameDtype) {
   EXPECT_THROW(tt_fill_cache(cache, x, 0, 96, CacheWriteConfig{}), InputError);  // past the cache
 }
 
+// paged_fill_cache: whole input tiles, padding rows included, land in the
+// pages user batch_idx's table row names; other blocks keep their bits.
+TEST(TtsimKvCache, PagedFillCopiesTilesThroughThePageTable) {
+  const TileTensor before = randn_tile({6, 2, 64, 32}, DataFormat::Bfp8_b, 42);
+  TileTensor cache = before;
+  const TileTensor x = randn_tile({1, 2, 80, 32}, DataFormat::Bfp8_b, 43);  // 80 rows: 3 tiles
+  const std::vector<std::vector<int64_t>> table = {{0, 1}, {4, 2}};
+  tt_paged_fill_cache(cache, x, table, 1);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t r = 0; r < 96; ++r)  // the third tile's padding rows too
+      EXPECT_EQ(0, std::memcmp(cache.matrix((r < 64 ? 4 : 2) * 2 + h) + (r % 64) * 32, x.matrix(h) + r * 32, 32 * 4))
+          << r;
+  for (int64_t blk : {0, 1, 3, 5})
+    for (int64_t h = 0; h < 2; ++h)
+      EXPECT_EQ(0, std::memcmp(cache.matrix(blk * 2 + h), before.matrix(blk * 2 + h), 64 * 32 * 4));
+  for (int64_t r = 32; r < 64; ++r)  // block 2's second tile: untouched
+    EXPECT_EQ(0, std::memcmp(cache.matrix(2 * 2) + r * 32, before.matrix(2 * 2) + r * 32, 32 * 4));
+  EXPECT_THROW(tt_paged_fill_cache(cache, randn_tile({1, 2, 80, 32}, DataFormat::Bfloat16, 1), table, 1), InputError);
+  EXPECT_THROW(tt_paged_fill_cache(cache, x, table, 2), InputError);                          // no such user
+  EXPECT_THROW(tt_paged_fill_cache(cache, x, {{0}, {1}}, 0), InputError);                      // one page: too short
+  EXPECT_THROW(tt_paged_fill_cache(cache, x, {{0, 9}, {1, 2}}, 0), InputError);                // no block 9
+  TileTensor odd = make_tile_tensor({6, 2, 16, 32}, DataFormat::Bfp8_b);
+  EXPECT_THROW(tt_paged_fill_cache(odd, x, table, 0), InputError);                            // blocks of 16 rows
+}
+
 TEST(TtsimRotaryLlama, TransMatSwapsPairsExactlyAndVectorEqualsOracle) {
   const TileTensor t = rotary_llama_trans_mat(DataFormat::Bfloat16);
   EXPECT_EQ(t.at(0, 0, 1), 1.0f);

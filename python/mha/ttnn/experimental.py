@@ -1,11 +1,10 @@
 """ttnn.experimental on tt-sim: the llama-style head ops (data movement),
 rotary_embedding_llama (`mha op rotary-llama`) and the paged cache ops
-(`mha op update-cache`; paged_fill_cache as the tile copy tt-sim's
-fill-cache is)."""
+(`mha op update-cache`, `mha op paged-fill-cache`)."""
 from .. import Error
 from .operations import moved, run_op
-from .tensor import require_device
-from .types import not_modelled
+from .tensor import Tensor, require_device
+from .types import TILE_LAYOUT, not_modelled
 
 
 def nlp_create_qkv_heads(input_tensor, input_tensor_kv=None, *, num_heads, num_kv_heads=None, transpose_k_heads=True,
@@ -58,6 +57,47 @@ def rotary_embedding_llama(input_tensor, cos_cache, sin_cache, trans_mat, is_dec
                   params={"is_decode_mode": bool(is_decode_mode)})
 
 
+def rotary_embedding_llama_fused_qk(q_input_tensor, k_input_tensor, cos_cache, sin_cache, trans_mat,
+                                    compute_kernel_config=None, row_major_QK=False):  # noqa: N803
+    """Q's and K's decode rotations in one program (`mha op rotary-llama-fused-qk`): (q_out, k_out)."""
+    op = "experimental.rotary_embedding_llama_fused_qk"
+    if row_major_QK:
+        not_modelled(op, "row_major_QK=True")
+    both = run_op(op, "rotary-llama-fused-qk", [q_input_tensor, k_input_tensor, cos_cache, sin_cache, trans_mat],
+                  compute_kernel_config=compute_kernel_config)
+    nh = q_input_tensor.values().shape[2]
+    v = both.values()
+    return tuple(Tensor(part.contiguous(), both.dtype, TILE_LAYOUT, both._device, src.memory_config_)
+                 for part, src in ((v[:, :, :nh], q_input_tensor), (v[:, :, nh:], k_input_tensor)))
+
+
+def paged_fused_update_cache(cache_tensor1, input_tensor1, cache_tensor2, input_tensor2, *, update_idxs=None,
+                             update_idxs_tensor=None, share_cache=None, page_table=None, batch_offset=0,
+                             compute_kernel_config=None, mesh_coords=None):
+    """Both caches updated in one program (`mha op paged-fused-update-cache`), in place."""
+    op = "experimental.paged_fused_update_cache"
+    if share_cache:
+        not_modelled(op, "share_cache=True")
+    if mesh_coords is not None:
+        not_modelled(op, "the argument mesh_coords")
+    if batch_offset:
+        not_modelled(op, f"batch_offset={batch_offset}")
+    if update_idxs_tensor is not None:
+        pos = [int(x) for x in update_idxs_tensor.values().reshape(-1).tolist()]
+    elif update_idxs:
+        pos = [int(x) for x in update_idxs]
+    else:
+        raise Error(f"ttnn.{op}: expected update_idxs (a list) or update_idxs_tensor")
+    params = {"cur_pos": pos}
+    if page_table is not None:
+        params["page_table"] = page_table.values().tolist()
+    out = run_op(op, "paged-fused-update-cache", [cache_tensor1, input_tensor1, cache_tensor2, input_tensor2],
+                 compute_kernel_config=compute_kernel_config, params=params)
+    both = out.values()
+    cache_tensor1._values, cache_tensor2._values = both[0].contiguous(), both[1].contiguous()
+    return cache_tensor1, cache_tensor2
+
+
 def _write_back(cache, out):
     """The cache ops write the cache in place, as on the device."""
     cache._values = out.values()
@@ -88,40 +128,14 @@ def paged_update_cache(cache_tensor, input_tensor, *, update_idxs=None, update_i
 
 
 def paged_fill_cache(cache_tensor, input_tensor, page_table, *, batch_idx=0, batch_idx_tensor=None):
-    """User batch_idx's rows of input [1, nkv, s, dh] copied into the blocks
-    its page table row names (cache [blocks, nkv, block_size, dh]): the tile
-    copy tt-sim's fill-cache runs, block by block. The input must already be
-    in the cache's dtype (tt-sim's fill-cache rule)."""
-    op = "experimental.paged_fill_cache"
-    require_device(op, cache_tensor, input_tensor)
+    """User batch_idx's rows of input [1, nkv, s, dh] copied into the blocks its page table row
+    names (cache [blocks, nkv, block_size, dh]), tile by tile: `mha op paged-fill-cache`. The input
+    must already be in the cache's dtype (TT-NN's rule)."""
     if batch_idx_tensor is not None:
         batch_idx = int(batch_idx_tensor.values().reshape(-1)[0])
-    cache, x = cache_tensor.values(), input_tensor.values()
-    if input_tensor.dtype is not cache_tensor.dtype:
-        raise Error(f"ttnn.{op}: input is {input_tensor.dtype.name}, the cache {cache_tensor.dtype.name}: "
-                    "expected the cache's dtype")
-    if cache.dim() != 4 or x.dim() != 4 or x.shape[0] != 1 or x.shape[1] != cache.shape[1] or x.shape[3] != cache.shape[3]:
-        raise Error(f"ttnn.{op}: expected input [1, nkv, s, dh] for cache [blocks, nkv, block_size, dh], found "
-                    f"{tuple(x.shape)} and {tuple(cache.shape)}")
-    block = cache.shape[2]
-    if block % 32:
-        not_modelled(op, f"block_size {block} (a multiple of 32: whole tiles)")
-    table = page_table.values()
-    if not 0 <= batch_idx < table.shape[0]:
-        raise Error(f"ttnn.{op}: batch_idx {batch_idx} is outside the page table's {table.shape[0]} users")
-    s = x.shape[2]
-    if -(-s // block) > table.shape[1]:
-        raise Error(f"ttnn.{op}: {s} rows need {-(-s // block)} blocks, the page table has {table.shape[1]}")
-    new = cache.clone()
-    for j in range(0, s, block):
-        blk = int(table[batch_idx, j // block])
-        if not 0 <= blk < cache.shape[0]:
-            raise Error(f"ttnn.{op}: page_table[{batch_idx}, {j // block}] = {blk} is outside the cache's "
-                        f"{cache.shape[0]} blocks")
-        n = min(block, s - j)
-        new[blk, :, :n, :] = x[0, :, j:j + n, :]
-    cache_tensor._values = new
-    return cache_tensor
+    out = run_op("experimental.paged_fill_cache", "paged-fill-cache", [cache_tensor, input_tensor],
+                 params={"batch_idx": int(batch_idx), "page_table": page_table.values().tolist()})
+    return _write_back(cache_tensor, out)
 
 
 def _cache_op(op, cache_tensor, input_tensor, params, compute_kernel_config=None):

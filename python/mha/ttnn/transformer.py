@@ -126,16 +126,16 @@ def _positions(op, cur_pos, cur_pos_tensor):
 
 def _decode(op, q, k, v, page_table, is_causal, attn_mask, cur_pos, cur_pos_tensor, attention_sink, scale,
             sliding_window_size, memory_config, program_config, compute_kernel_config):
-    if not is_causal:
-        not_modelled(op, "is_causal=False")
-    if attn_mask is not None:
-        not_modelled(op, "the argument attn_mask")
+    # is_causal=False (no positions) and attn_mask run at tt_metal latest; the 2024 profile refuses
+    # them in one line (sdpa-decode's device operation).
     params = _program(op, program_config, decode=True)
-    params.update({"cur_pos": _positions(op, cur_pos, cur_pos_tensor), "scale": scale,
+    params.update({"cur_pos": _positions(op, cur_pos, cur_pos_tensor) if is_causal else None,
+                   "is_causal": None if is_causal else False, "scale": scale,
                    "sliding_window_size": sliding_window_size, "attention_sink": _sink(attention_sink)})
     if page_table is not None:
         params["page_table"] = page_table.values().tolist()
-    return run_op(op, "sdpa-decode", [q, k, v], memory_config=memory_config,
+    inputs = [q, k, v] if attn_mask is None else [q, k, v, attn_mask]
+    return run_op(op, "sdpa-decode", inputs, memory_config=memory_config,
                   compute_kernel_config=compute_kernel_config,
                   params={key: val for key, val in params.items() if val is not None})
 

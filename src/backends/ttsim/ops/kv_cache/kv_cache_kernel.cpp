@@ -78,6 +78,33 @@ void tt_fill_cache(TileTensor& cache, const TileTensor& x, int64_t batch_idx, in
     }
 }
 
+void tt_paged_fill_cache(TileTensor& cache, const TileTensor& x, const std::vector<std::vector<int64_t>>& page_table,
+                         int64_t batch_idx) {
+  check_4d(cache, "paged_fill_cache cache");
+  check_4d(x, "paged_fill_cache input");
+  const Shape& cs = cache.shape;
+  const Shape& xs = x.shape;
+  const int64_t block = cs[2];
+  if (block % kTile != 0)
+    throw InputError("paged_fill_cache: block_size " + std::to_string(block) + " is not a multiple of 32");
+  check_position(batch_idx, static_cast<int64_t>(page_table.size()), "paged_fill_cache batch_idx (page table rows)");
+  const std::vector<int64_t>& pages = page_table[static_cast<size_t>(batch_idx)];
+  if (xs[0] != 1 || xs[1] != cs[1] || xs[3] != cs[3] || x.prows > block * static_cast<int64_t>(pages.size()))
+    throw InputError("paged_fill_cache: input " + shape_str(xs) + " does not fit cache " + shape_str(cs) + " through " +
+                     std::to_string(pages.size()) + " pages (expected [1, nkv, s, dh] with the cache's nkv and dh, "
+                     "s <= block_size * pages)");
+  if (x.format != cache.format)
+    throw InputError(std::string("paged_fill_cache: input dtype ") + format_name(x.format) + " differs from the cache's " +
+                     format_name(cache.format) + " (TT-NN copies raw tiles: cast to the cache's dtype first)");
+  for (int64_t p = 0; p < x.prows; p += block)
+    check_position(pages[static_cast<size_t>(p / block)], cs[0], "paged_fill_cache page_table block id");
+  for (int64_t h = 0; h < cs[1]; ++h)
+    for (int64_t r = 0; r < x.prows; ++r) {
+      const float* in = row_ptr(x, h, r);
+      std::copy(in, in + cache.pcols, row_ptr(cache, pages[static_cast<size_t>(r / block)] * cs[1] + h, r % block));
+    }
+}
+
 void tt_update_cache(TileTensor& cache, const TileTensor& x, int64_t update_idx, int64_t batch_offset,
                      const CacheWriteConfig& cfg) {
   check_4d(cache, "update_cache cache");

@@ -34,6 +34,16 @@ struct CacheWriteConfig {
 void tt_fill_cache(TileTensor& cache, const TileTensor& x, int64_t batch_idx, int64_t update_idx,
                    const CacheWriteConfig& cfg);
 
+// ttnn.experimental.paged_fill_cache(cache, x, page_table, batch_idx): cache
+// [blocks, nkv, block_size, dh] (block_size a multiple of 32), x [1, nkv, s,
+// dh] of the cache's dtype (float32 too): x's tile rows (its padding
+// included) are copied to user batch_idx's pages, row p to block
+// page_table[batch_idx][p / block_size], row p % block_size (a raw tile
+// copy, as the kernel's reader and writer move them). InputError on shapes,
+// dtypes, indices or a page table too short for s.
+void tt_paged_fill_cache(TileTensor& cache, const TileTensor& x, const std::vector<std::vector<int64_t>>& page_table,
+                         int64_t batch_idx);
+
 // ttnn.update_cache(cache, x, update_idx, batch_offset): cache [b, nkv, S, dh],
 // x [1, nkv, users, dh] (users padded to a tile of 32 on the device): every
 // cache user u < b takes input row batch_offset + u, cache[u, h, update_idx,

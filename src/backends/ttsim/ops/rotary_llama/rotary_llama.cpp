@@ -3,6 +3,7 @@
 // builds it when omitted.
 #include "backends/ttsim/ops/op_table.h"
 #include "backends/ttsim/ops/rotary_llama/rotary_llama.h"
+#include "util/error.h"
 
 namespace mha::ttsim {
 
@@ -37,7 +38,37 @@ TileTensor run_rotary_op(OpCall& c) {
   return out;
 }
 
+void check_rotary_fused(const OpCheck& c) { require_4d(c, "rotary-llama-fused-qk"); }
+
+// Decode only (the fused op has no prefill mode): is_decode_mode is fixed.
+TileTensor run_rotary_fused_op(OpCall& c) {
+  if (c.params.contains("is_decode_mode"))
+    throw InputError("rotary-llama-fused-qk: is_decode_mode does not apply (the fused op is decode only)");
+  RotaryAttributes at;
+  at.is_decode_mode = true;
+  ComputeConfig& cfg = at.compute;
+  cfg.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi4);
+  cfg.math_approx_mode = c.opt.math_approx_mode.value_or(true);
+  cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
+  apply_device(cfg, c.opt);
+  cfg.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
+  cfg.output = c.out_format;
+  const TileTensor trans = c.in.size() == 5 ? c.in[4] : rotary_llama_trans_mat(c.in[0].format);
+  TileTensor out = run_rotary_llama_fused_qk(c.dev, c.in[0], c.in[1], c.in[2], c.in[3], trans, at);
+  c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.math_fidelity)},
+                                     {"fp32_dest_acc_en", cfg.fp32_dest_acc_en}};
+  c.info["attributes"] = fields::json_of(at);
+  return out;
+}
+
 }  // namespace
+
+extern const TtOpDesc kOpRotaryLlamaFusedQk = {
+    "rotary-llama-fused-qk", "Q K COS SIN [TRANS]",
+    "ttnn.experimental.rotary_embedding_llama_fused_qk: rotary_embedding_llama's decode on Q [1, b, nh, dh] and "
+    "K [1, b, nkv, dh] (one dtype) in one program, COS/SIN [1, b, 1, dh]; writes both, heads concatenated: "
+    "[1, b, nh + nkv, dh]",
+    "HiFi4, fp32 Dst off", 4, 5, false, false, {}, check_rotary_fused, nullptr, run_rotary_fused_op};
 
 extern const TtOpDesc kOpRotaryLlama = {
     "rotary-llama", "X COS SIN [TRANS]",

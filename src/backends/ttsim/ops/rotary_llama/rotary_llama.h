@@ -24,4 +24,15 @@ struct RotaryAttributes {
 TileTensor run_rotary_llama(TtDevice& dev, const TileTensor& x, const TileTensor& cos, const TileTensor& sin,
                             const TileTensor& trans, const RotaryAttributes& attrs);
 
+// ttnn.experimental.rotary_embedding_llama_fused_qk(q [1, b, nh, dh], k [1,
+// b, nkv, dh], cos, sin [1, b, 1 or 32, dh], trans): one program whose q
+// cores and k cores run the decode kernel (rotary_embedding_llama_sharded.cpp,
+// the intermediates in x's, cos's and sin's formats as the non-fused op's),
+// so each output is rotary_embedding_llama's decode output; the factory
+// takes q's dtype for k's buffers, so q and k must share it. Returns both,
+// the heads concatenated: [1, b, nh + nkv, dh] (q's heads, then k's), in
+// attrs.compute.output.
+TileTensor run_rotary_llama_fused_qk(TtDevice& dev, const TileTensor& q, const TileTensor& k, const TileTensor& cos,
+                                     const TileTensor& sin, const TileTensor& trans, const RotaryAttributes& attrs);
+
 }  // namespace mha::ttsim

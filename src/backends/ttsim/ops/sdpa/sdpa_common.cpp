@@ -1,15 +1,57 @@
 #include "backends/ttsim/ops/sdpa/sdpa_common.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "tensor/half.h"
 #include "ttsim/fpu_internal.h"
 #include "ttsim/packer.h"
 #include "ttsim/sfpu.h"
+#include "ttsim/sfpu_mad.h"
 #include "ttsim/tile.h"
 
 namespace mha::ttsim {
+
+namespace {
+
+// SFP_STOCH_RND to a sign-magnitude integer, round to nearest even,
+// saturating at +-lim (FP32_TO_INT8: 127; FP32_TO_UINT8: 0..255).
+float sfpu_round_int(float x, float lo, float hi) { return std::min(hi, std::max(lo, std::nearbyint(x))); }
+
+// calculate_exponential_polynomial<SCALE_EN, .., no SFPARECIP, degree 4
+// with an fp32 Dst (2 otherwise)> (ckernel_sfpu_sdpa.h at 637d956c): x times
+// the bf16 scale, k = round(x / ln2) as int8, r = x - k ln2, a polynomial in
+// r, times 2^k built from k + 127 as the exponent field; 0 where k + 127 is
+// not positive. The value before the store.
+float exp_polynomial(float x, float scale_bf16, bool fp32, Arch a) {
+  static const float c2p[3] = {0.999848792924395313327307061545061386175496934006f,
+                               1.01508760098521056684783640695492761469306929535975f,
+                               0.50628367056745568861842335616023694454759126020461f};
+  static const float c4p[5] = {1.0000001510806179002040134468008959160576106495165f,
+                               0.99996228117047652035114096488703457970402030983204f,
+                               0.49998365704615426417337683145647067790385638465486f,
+                               0.16792157982882225102649214918047336097544632172075f,
+                               4.1959439860014343843000081999668024587178974865521e-2f};
+  x = sfpu_mul(x, scale_bf16, a);
+  const float k = sfpu_round_int(sfpu_mul(x, 1.44269504088896340736f, a), -127.0f, 127.0f);
+  const float r = sfpu_mad(k, -0.69314718055994530942f, x, a);
+  float p;
+  if (fp32) {
+    p = sfpu_mad(r, c4p[4], c4p[3], a);
+    for (int i = 2; i >= 0; --i) p = sfpu_mad(r, p, c4p[i], a);
+  } else {
+    p = sfpu_mad(r, sfpu_mad(r, c2p[2], c2p[1], a), c2p[0], a);
+  }
+  const float kb = sfpu_add(k, 127.0f, a);  // SFPADDI 0x42fe
+  const uint32_t e = static_cast<uint32_t>(sfpu_round_int(kb, 0.0f, 255.0f));
+  float y = sfpu_mul(p, f32_from_bits(e << 23), a);  // SFPSETEXP on +0
+  if (!(kb > 0.0f)) y = 0.0f;                        // SFPSETCC, SFPLOADI 0
+  return fp32 ? y : sfpu_round_bf16(y);  // SFP_STOCH_RND to FP16B before the 16-bit store
+}
+
+}  // namespace
 
 float sdpa_truncate_bf16(float x) {
   uint32_t u;
@@ -18,6 +60,16 @@ float sdpa_truncate_bf16(float x) {
   float t;
   std::memcpy(&t, &u, 4);
   return t;
+}
+
+float sdpa_exp_first_column(float d, float scale_bf16, bool exp_approx_mode, bool fp32, Arch arch) {
+  if (!exp_approx_mode) return exp_polynomial(d, scale_bf16, fp32, arch);
+  return sfpu_store(sdpa_exp_accurate_scaled(d, scale_bf16, fp32, arch), fp32);
+}
+
+float sdpa_exp_accurate_scaled(float d, float scale_bf16, bool fp32, Arch arch) {
+  return sfpu_exp_lane(sfpu_mul(d, scale_bf16, arch), fp32 ? ExpAlgorithm::AccurateFp32 : ExpAlgorithm::Accurate21f,
+                       arch);
 }
 
 TileMath::TileMath(MathFidelity f, bool fp32_dest, bool math_approx, const simd::KernelTable* k, Arch a)

@@ -48,6 +48,21 @@ void sdpa_mul_bcast(float* x, int64_t n, float s, const TileMath& m);
 // (scale_fp32 >> 16).
 float sdpa_truncate_bf16(float x);
 
+// calculate_exponential_first_column<exp_approx_mode, scale_bf16, fp32>
+// (ckernel_sfpu_sdpa.h of compute_common.hpp's 637d956c generation): what
+// sub_exp_block gives exp((m_old - m_new) * scale) at tt_metal latest, d
+// the ELWSUB result. The flag is inverted there (tt-metal PR #56925): true
+// runs _ckernel_sfpu_exp_accurate_ (below), false
+// calculate_exponential_polynomial (d times the bf16 scale, k = round(x/ln2)
+// as int8, a polynomial in x - k ln2 of degree 4 with an fp32 Dst and 2 with
+// a 16-bit one (rounded to bf16 by SFP_STOCH_RND), times 2^k from k + 127
+// as the exponent field, 0 where that is not positive). The stored Dst value.
+float sdpa_exp_first_column(float d, float scale_bf16, bool exp_approx_mode, bool fp32, Arch arch);
+// _ckernel_sfpu_exp_accurate_<SCALE_EN>: d times the bf16 scale on the SFPU,
+// then the fp32 exp (fp32 Dst) or exp_21f (16-bit Dst); the LReg value,
+// before any store (correction_block's exps take it whatever the flag).
+float sdpa_exp_accurate_scaled(float d, float scale_bf16, bool fp32, Arch arch);
+
 // add_block_inplace: a = pack(ELWADD(a, b)), n values.
 void sdpa_add(float* a, const float* b, int64_t n, const TileMath& m);
 

@@ -38,42 +38,6 @@ float pack_bf16(float x) {
   return x;
 }
 
-// SFP_STOCH_RND to a sign-magnitude integer, round to nearest even,
-// saturating at +-lim (FP32_TO_INT8: 127; FP32_TO_UINT8: 0..255).
-float sfpu_round_int(float x, float lo, float hi) { return std::min(hi, std::max(lo, std::nearbyint(x))); }
-
-// calculate_exponential_polynomial<SCALE_EN, .., no SFPARECIP, degree 4
-// with an fp32 Dst (2 otherwise)> (ckernel_sfpu_sdpa.h at 637d956c): x times
-// the bf16 scale, k = round(x / ln2) as int8, r = x - k ln2, a polynomial in
-// r, times 2^k built from k + 127 as the exponent field; 0 where k + 127 is
-// not positive. What exp_approx_mode=false runs for exp(m_old - m_new) (the
-// flag is inverted at that site).
-float exp_poly(float x, float scale_bf16, bool fp32, Arch a) {
-  static const float c2p[3] = {0.999848792924395313327307061545061386175496934006f,
-                               1.01508760098521056684783640695492761469306929535975f,
-                               0.50628367056745568861842335616023694454759126020461f};
-  static const float c4p[5] = {1.0000001510806179002040134468008959160576106495165f,
-                               0.99996228117047652035114096488703457970402030983204f,
-                               0.49998365704615426417337683145647067790385638465486f,
-                               0.16792157982882225102649214918047336097544632172075f,
-                               4.1959439860014343843000081999668024587178974865521e-2f};
-  x = sfpu_mul(x, scale_bf16, a);
-  const float k = sfpu_round_int(sfpu_mul(x, 1.44269504088896340736f, a), -127.0f, 127.0f);
-  const float r = sfpu_mad(k, -0.69314718055994530942f, x, a);
-  float p;
-  if (fp32) {
-    p = sfpu_mad(r, c4p[4], c4p[3], a);
-    for (int i = 2; i >= 0; --i) p = sfpu_mad(r, p, c4p[i], a);
-  } else {
-    p = sfpu_mad(r, sfpu_mad(r, c2p[2], c2p[1], a), c2p[0], a);
-  }
-  const float kb = sfpu_add(k, 127.0f, a);  // SFPADDI 0x42fe
-  const uint32_t e = static_cast<uint32_t>(sfpu_round_int(kb, 0.0f, 255.0f));
-  float y = sfpu_mul(p, f32_from_bits(e << 23), a);  // SFPSETEXP on +0
-  if (!(kb > 0.0f)) y = 0.0f;                        // SFPSETCC, SFPLOADI 0
-  return fp32 ? y : pack_bf16(y);
-}
-
 // One kernel call's constants.
 struct Job {
   const TileTensor &q, &k, &v;
@@ -183,9 +147,7 @@ void rescale(const Job& j, const float* m_prev, const float* m, const float* sum
   for (int64_t r = 0; r < j.QC; ++r) {
     const float d = fpu_add(m_prev[r], -m[r], true, tm.arch);
     // EXP_APPROX_MODE on: _ckernel_sfpu_exp_accurate_; off: the polynomial.
-    const float alpha = pack_bf16(j.cfg.exp_approx_mode
-                                      ? sfpu_exp_lane(sfpu_mul(d, j.scale_bf16, tm.arch), ExpAlgorithm::AccurateFp32, tm.arch)
-                                      : exp_poly(d, j.scale_bf16, true, tm.arch));
+    const float alpha = pack_bf16(sdpa_exp_first_column(d, j.scale_bf16, j.cfg.exp_approx_mode, true, tm.arch));
     float sp[kTile], cur[kTile];
     for (int64_t c = 0; c < kTile; ++c) sp[c] = tf32(sum_prev[r * kTile + c]), cur[c] = tf32(sum[r * kTile + c]);
     if (tm.kern) tm.kern->elwmul(sp, &alpha, 0, kTile, tm.phases, true, sp);

@@ -21,7 +21,7 @@ struct SdpaDecodeParams {
   template <class V>
   void fields(V& v) {
     const unsigned flag = fields::kRuntime | fields::kFlag;
-    v("cur_pos", cur_pos, "one position per user (--cur-pos P,...), required", flag);
+    v("cur_pos", cur_pos, "one position per user (--cur-pos P,...), required unless is_causal=false", flag);
     v("page_table", page_table, "the paged variant's [b][blocks] block ids (--page-table FILE)", flag);
     cfg.fields(v);
   }
@@ -44,16 +44,16 @@ SdpaDecodeParams decode_params(const nlohmann::ordered_json& p) {
   if (cfg.scale && !(*cfg.scale > 0))
     throw InputError("op options.scale: expected a positive number, found " + std::to_string(*cfg.scale));
   for (float& s : cfg.attention_sink) s = host_round_bf16(s);
-  check_positions(d.cur_pos, false);
+  if (!d.cur_pos.empty()) check_positions(d.cur_pos, false);
   if (!d.page_table.empty()) check_page_table(d.page_table);
   return d;
 }
 
 void check_sdpa_decode(const OpCheck& c) {
   require_4d(c, "sdpa-decode");
-  if (!c.params.contains("cur_pos"))
+  const SdpaDecodeParams d = decode_params(c.params);
+  if (d.cfg.is_causal && !c.params.contains("cur_pos"))
     throw InputError("sdpa-decode: --cur-pos P,... (the cur_pos param) is required: one position per user");
-  decode_params(c.params);
 }
 
 TileTensor run_sdpa_decode_op(OpCall& c) {
@@ -68,14 +68,18 @@ TileTensor run_sdpa_decode_op(OpCall& c) {
   cfg.grid_x = g.x;
   cfg.compute.output = c.out_format;
   const auto* pt = d.page_table.empty() ? nullptr : &d.page_table;
-  TileTensor out = run_sdpa_decode(c.dev, c.in[0], c.in[1], c.in[2], d.cur_pos, pt, cfg);
-  const int64_t S = pt ? c.in[1].shape[2] * static_cast<int64_t>((*pt)[0].size()) : c.in[1].shape[2];
+  const TileTensor* mask = c.in.size() > 3 ? &c.in[3] : nullptr;
+  TileTensor out = run_sdpa_decode(c.dev, c.in[0], c.in[1], c.in[2], mask, d.cur_pos, pt, cfg);
+  const int64_t block = pt && cfg.compute.tt_metal == TtMetal::Latest ? c.in[1].prows : c.in[1].shape[2];
+  const int64_t S = pt ? block * static_cast<int64_t>((*pt)[0].size()) : c.in[1].shape[2];
+  const int64_t pos0 = !cfg.is_causal ? S - 1 : pt ? sdpa_decode_padded_position(d.cur_pos[0], c.in[1].shape[2])
+                                                     : d.cur_pos[0];
   const SdpaDecodeGrid dg = sdpa_decode_grid(cfg, c.in[0].shape[1], c.in[1].shape[1]);
   c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.compute.math_fidelity)},
                                      {"math_approx_mode", cfg.compute.math_approx_mode},
                                      {"fp32_dest_acc_en", cfg.compute.fp32_dest_acc_en}};
   c.info["program_config"] = {{"compute_with_storage_grid_size", {cfg.grid_x, cfg.grid_y}},
-                              {"k_chunk_size", sdpa_decode_k_chunk_size(cfg, S, pt != nullptr, d.cur_pos[0])},
+                              {"k_chunk_size", sdpa_decode_k_chunk_size(cfg, S, pt != nullptr, pos0)},
                               {"exp_approx_mode", cfg.exp_approx_mode},
                               {"cores_per_head", dg.cores_per_head}};
   c.info["attributes"] = fields::json_of(cfg);
@@ -87,12 +91,13 @@ TileTensor run_sdpa_decode_op(OpCall& c) {
 }  // namespace
 
 extern const TtOpDesc kOpSdpaDecode = {
-    "sdpa-decode", "Q K V",
+    "sdpa-decode", "Q K V [MASK]",
     "ttnn.transformer.scaled_dot_product_attention_decode (Flash-Decode): Q [1, b, nh, dh], K/V caches "
-    "[b, nkv, S, dh] (paged: [blocks, nkv, block_size, dh] with --page-table), attention over 0..cur_pos per user; "
+    "[b, nkv, S, dh] (paged: [blocks, nkv, block_size, dh] with --page-table), attention over 0..cur_pos per user (tt_metal latest: is_causal=false over the whole cache, with an optional "
+    "MASK [b, 1, nh, S]); "
     "K/V chunks dealt to the grid's cores, partials merged on the reduction tree",
     "HiFi2, approx on, fp32 Dst off, exp_approx_mode on, k_chunk_size = largest power of 2 dividing S up to 512 "
     "(paged: dynamic), scale 1/sqrt(dh), the device's grid",
-    3, 3, false, false, op_params_of(SdpaDecodeParams{}), check_sdpa_decode, nullptr, run_sdpa_decode_op};
+    3, 4, false, false, op_params_of(SdpaDecodeParams{}), check_sdpa_decode, nullptr, run_sdpa_decode_op};
 
 }  // namespace mha::ttsim

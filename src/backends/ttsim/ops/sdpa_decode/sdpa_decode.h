@@ -26,5 +26,9 @@ int64_t sdpa_decode_cb_bytes(const TileTensor& q, const TileTensor& k, const Til
 TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor& k, const TileTensor& v,
                            const std::vector<int64_t>& cur_pos, const std::vector<std::vector<int64_t>>* page_table,
                            const SdpaDecodeConfig& cfg);
+// The same with an attention mask (nullptr: none; tt_metal latest, is_causal false).
+TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                           const TileTensor* mask, const std::vector<int64_t>& cur_pos,
+                           const std::vector<std::vector<int64_t>>* page_table, const SdpaDecodeConfig& cfg);
 
 }  // namespace mha::ttsim

@@ -34,6 +34,7 @@ struct Ctx {
   float scale, scale_bf16;  // fp32 scale (scores' exp), bf16-cut scale (statistics)
   bool fp32;
   int64_t G, dh, C;  // q rows per kv head, head dim (padded), chunk length
+  bool latest;       // tt_metal latest: compute_common.hpp's 637d956c helpers
 };
 
 // A Dst value packed to a bfloat16 circular buffer.
@@ -56,17 +57,32 @@ float stat_exp_lane(float d, const Ctx& c) {
 }
 
 // sub_exp_block: ELWSUB of the two bf16 operands into Dst, the statistics
-// exp on the SFPU, stored to Dst and packed to bf16.
+// exp on the SFPU, stored to Dst and packed to bf16. At latest the exp is
+// exp_tile_first_column<EXP_APPROX_MODE>: accurate when the flag is on,
+// the polynomial when off (inverted: tt-metal PR #56925).
 float sub_exp_stat(float a, float b, const Ctx& c) {
-  return pack_bf16(sfpu_store(stat_exp_lane(fpu_add(a, -b, c.fp32, c.tm.arch), c), c.fp32), c);
+  const float d = fpu_add(a, -b, c.fp32, c.tm.arch);
+  if (c.latest) return pack_bf16(sdpa_exp_first_column(d, c.scale_bf16, c.cfg.exp_approx_mode, c.fp32, c.tm.arch), c);
+  return pack_bf16(sfpu_store(stat_exp_lane(d, c), c.fp32), c);
+}
+
+// correction_block's two exps (lane values): at latest its fused SFPU
+// function (calculate_fused_max_sub_exp_add_tile) always takes
+// _ckernel_sfpu_exp_accurate_, whatever exp_approx_mode says.
+float merge_exp_lane(float d, const Ctx& c) {
+  return c.latest ? sdpa_exp_accurate_scaled(d, c.scale_bf16, c.fp32, c.tm.arch) : stat_exp_lane(d, c);
 }
 
 // The scores' exp in sub_exp_block_bcast_cols_inplace: ELWSUB of the row max
 // (broadcast over columns) into Dst, exp_tile<true, true> with the fp32 scale
 // folded into the fast approx constants, stored and packed to bf16.
 // (sdpa_common.h's sdpa_sub_exp is the prefill kernel's unscaled exp.)
+// At latest (InputClamping::None) the packer's ReLU zeroes negative outputs,
+// which the clamped model gives as 0 already: only the sign of a zero moves.
 float sub_exp_scores(float s, float m, const Ctx& c) {
-  return pack_bf16(sfpu_store(sfpu_exp_fast_approx_scaled(fpu_add(s, -m, c.fp32, c.tm.arch), c.scale, c.tm.arch), c.fp32), c);
+  float y = sfpu_store(sfpu_exp_fast_approx_scaled(fpu_add(s, -m, c.fp32, c.tm.arch), c.scale, c.tm.arch), c.fp32);
+  if (c.latest && std::signbit(y)) y = 0.0f;
+  return pack_bf16(y, c);
 }
 
 // tree_reduction.hpp's binary tree over N ranks (rank 0 the root): the child
@@ -100,21 +116,48 @@ void core_chunks(int64_t num_chunks, int64_t core, int64_t N, int64_t& start, in
   end = start + per + (rev < res ? 1 : 0);
 }
 
+// What a core adds to a chunk's scores before the row max, in the kernel's
+// order: the block-padding mask on every chunk (paged blocks under 32 rows:
+// -inf on each tile's rows past the block), the causal mask on the range's
+// last chunk (-inf past cur_pos, which core 0 owns) or the user's mask on
+// every chunk, then the window's mask on its first chunk (-inf below
+// window_start > 0). Each is add_block_inplace: ELWADD, packed.
+struct ChunkMasks {
+  int64_t first = 0, last = 0;  // the range's chunks (absolute indices)
+  int64_t cur_pos = 0;          // in the kernel's (padded) positions
+  bool causal = true;
+  int64_t window_start = 0;
+  int64_t block = 0;              // original_block_size under 32, else 0
+  const float* user = nullptr;    // row r's mask at user + r * user_ld, position p at column p
+  int64_t user_ld = 0;
+};
+
 // Reused buffers of one worker thread (cores run one after another on it).
 struct Scratch {
   SdpaScratch mm;  // the shared matmul / reduce steps' work space
   std::vector<float> qk, p, mask, cur_max, sums, pv, kchunk, vchunk;
 };
 
+void add_masks(const Ctx& c, int64_t j, const ChunkMasks& mk, Scratch& s) {
+  const int64_t C = c.C, G = c.G;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  s.mask.resize(static_cast<size_t>(C));
+  auto add_generated = [&](const auto& masked) {
+    for (int64_t x = 0; x < C; ++x) s.mask[x] = masked(j * C + x) ? neg_inf : 0.0f;
+    for (int64_t r = 0; r < G; ++r) sdpa_add(&s.qk[r * C], s.mask.data(), C, c.tm);
+  };
+  if (mk.block > 0) add_generated([&](int64_t p) { return p % kTile >= mk.block; });
+  if (mk.causal && j == mk.last) add_generated([&](int64_t p) { return p > mk.cur_pos; });
+  if (mk.user)
+    for (int64_t r = 0; r < G; ++r) sdpa_add(&s.qk[r * C], mk.user + r * mk.user_ld + j * C, C, c.tm);
+  if (j == mk.first && mk.window_start > 0) add_generated([&](int64_t p) { return p < mk.window_start; });
+}
+
 // The flash loop of one core over chunks [c0, c1) of one (user, kv head)
-// (absolute chunk indices; the range's chunks are [first, last]): q (G rows
-// of dh, Q's format), K and V rows of position `pos` at kv_row(false/true,
-// pos). The mask (-inf past cur_pos) is added on the range's last chunk,
-// which core 0 owns; with a sliding window starting at window_start > 0 the
-// range's first chunk then gets the window's mask (-inf below window_start).
+// (absolute chunk indices): q (G rows of dh, Q's format), K and V rows of
+// position `pos` at kv_row(false/true, pos), the masks of mk.
 void run_core(const Ctx& c, const float* q, const std::function<const float*(bool v, int64_t pos)>& kv_row,
-              int64_t ld_kv, int64_t c0, int64_t c1, int64_t first, int64_t last, int64_t cur_pos,
-              int64_t window_start, Scratch& s, Partial& out) {
+              int64_t ld_kv, int64_t c0, int64_t c1, const ChunkMasks& mk, Scratch& s, Partial& out) {
   const int64_t C = c.C, G = c.G, dh = c.dh;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   out.has_data = true;
@@ -144,15 +187,7 @@ void run_core(const Ctx& c, const float* q, const std::function<const float*(boo
     }
     // QK = Q @ K_chunk^T (element (d, x) is row x's d), packed to bf16.
     sdpa_matmul(q, dh, G, dh, k0, 1, ld_kv, C, c.tm, s.mm, s.qk.data(), C);
-    s.mask.resize(static_cast<size_t>(C));
-    if (j == last) {  // QK += MASK (add_block_inplace: ELWADD, packed)
-      for (int64_t x = 0; x < C; ++x) s.mask[x] = j * C + x > cur_pos ? neg_inf : 0.0f;
-      for (int64_t r = 0; r < G; ++r) sdpa_add(&s.qk[r * C], s.mask.data(), C, c.tm);
-    }
-    if (j == first && window_start > 0) {  // QK += SLIDING_WINDOW_MASK
-      for (int64_t x = 0; x < C; ++x) s.mask[x] = j * C + x < window_start ? neg_inf : 0.0f;
-      for (int64_t r = 0; r < G; ++r) sdpa_add(&s.qk[r * C], s.mask.data(), C, c.tm);
-    }
+    add_masks(c, j, mk, s);
     for (int64_t r = 0; r < G; ++r) {
       // reduce_c MAX over the chunk, then the eltwise max with the previous max.
       float m = sdpa_row_max(&s.qk[r * C], C);
@@ -190,8 +225,8 @@ void merge_child(Partial& acc, const Partial& child, const Ctx& c) {
   std::vector<float> child_o(static_cast<size_t>(c.dh));
   for (int64_t r = 0; r < c.G; ++r) {
     const float m = std::max(acc.m[r], child.m[r]);
-    const float e_prev = stat_exp_lane(sfpu_add(acc.m[r], -m, c.tm.arch), c);
-    const float e_child = stat_exp_lane(sfpu_add(child.m[r], -m, c.tm.arch), c);
+    const float e_prev = merge_exp_lane(sfpu_add(acc.m[r], -m, c.tm.arch), c);
+    const float e_child = merge_exp_lane(sfpu_add(child.m[r], -m, c.tm.arch), c);
     const float l_child = sfpu_store(sfpu_mul(e_child, child.l[r], c.tm.arch), fp32);
     const float l_prev = sfpu_store(sfpu_mul(e_prev, acc.l[r], c.tm.arch), fp32);
     acc.l[r] = pack_bf16(sfpu_store(sfpu_add(l_child, l_prev, c.tm.arch), fp32), c);
@@ -234,6 +269,10 @@ int64_t sdpa_decode_k_chunk_size(const SdpaDecodeConfig& cfg, int64_t S, bool pa
   return std::min<int64_t>(512, int64_t{1} << i);
 }
 
+int64_t sdpa_decode_padded_position(int64_t p, int64_t block_size) {
+  return block_size > 0 && block_size < kTile ? p / block_size * kTile + p % block_size : p;
+}
+
 SdpaDecodeGrid sdpa_decode_grid(const SdpaDecodeConfig& cfg, int64_t batch, int64_t nkv) {
   const int64_t avail = int64_t{cfg.grid_x} * cfg.grid_y;
   const int64_t max_per_head = cfg.max_cores_per_head_batch > 0 ? cfg.max_cores_per_head_batch : avail;
@@ -245,6 +284,39 @@ SdpaDecodeGrid sdpa_decode_grid(const SdpaDecodeConfig& cfg, int64_t batch, int6
 }
 
 namespace {
+
+// The features only the latest profile emulates, checked as TT-NN checks
+// them (sdpa_decode_device_operation.cpp): the mask only non-causal, with a
+// k_chunk_size dividing its length; the paged non-causal op with a chunk
+// size; block padding only for a paged cache.
+void check_latest_args(const TileTensor& q, const TileTensor& k, const TileTensor* mask, bool paged, int64_t S,
+                       const std::vector<int64_t>& cur_pos, const SdpaDecodeConfig& cfg) {
+  const bool latest = cfg.compute.tt_metal == TtMetal::Latest;
+  const bool padded_blocks = k.shape[2] % kTile != 0;
+  if (!latest && (!cfg.is_causal || mask || padded_blocks))
+    throw InputError(std::string("sdpa_decode: ") +
+                     (mask ? "an attention mask" : !cfg.is_causal ? "is_causal=false" : "a paged block size under 32") +
+                     " is modelled at tt_metal latest only; run it with tt_metal=latest");
+  if (padded_blocks && (!paged || k.shape[2] > kTile))
+    throw InputError("sdpa_decode: K/V length " + std::to_string(k.shape[2]) +
+                     " is not a multiple of 32 (only a paged cache's blocks may be shorter than 32)");
+  if (!cfg.is_causal && !cur_pos.empty())
+    throw InputError("sdpa_decode: cur_pos is for causal decode; is_causal=false attends the whole cache");
+  if (!cfg.is_causal && paged && cfg.k_chunk_size == 0)
+    throw InputError("sdpa_decode: the paged op with is_causal=false needs k_chunk_size > 0 (TT-NN's check)");
+  if (!mask) return;
+  if (cfg.is_causal)
+    throw InputError("sdpa_decode: an attention mask needs is_causal=false (TT-NN refuses it on the causal op)");
+  const Shape want{q.shape[1], 1, q.shape[2], S};
+  if (mask->shape != want)
+    throw InputError("sdpa_decode: the mask is " + shape_str(mask->shape) + ", expected " + shape_str(want) +
+                     " ([b, 1, nh, S])");
+  if (mask->format == DataFormat::Float32)
+    throw InputError("sdpa_decode: the mask is float32; expected bfloat16, bfloat8_b or bfloat4_b");
+  if (cfg.k_chunk_size == 0 || S % cfg.k_chunk_size != 0)
+    throw InputError("sdpa_decode: an attention mask needs a k_chunk_size dividing its length " + std::to_string(S) +
+                     ", found " + std::to_string(cfg.k_chunk_size));
+}
 
 // Validates the operands as the device op does (one line naming what and
 // where); returns the cache length S each user's positions index.
@@ -266,13 +338,11 @@ int64_t check_decode_args(const TileTensor& q, const TileTensor& k, const TileTe
   if (nkv < 1 || nh % nkv != 0)
     throw InputError("sdpa_decode: " + std::to_string(nh) + " q heads are not a multiple of " + std::to_string(nkv) +
                      " kv heads");
-  if (k.shape[2] % kTile != 0)
-    throw InputError("sdpa_decode: K/V length " + std::to_string(k.shape[2]) + " is not a multiple of 32");
   if (page_table ? static_cast<int64_t>(page_table->size()) != B : k.shape[0] != B)
     throw InputError("sdpa_decode: " + std::string(page_table ? "page table rows " : "K/V batch ") +
                      std::to_string(page_table ? page_table->size() : k.shape[0]) + " differ from Q's batch " +
                      std::to_string(B));
-  if (static_cast<int64_t>(cur_pos.size()) != B)
+  if (cfg.is_causal && static_cast<int64_t>(cur_pos.size()) != B)
     throw InputError("sdpa_decode: expected " + std::to_string(B) + " cur_pos values (one per user), found " +
                      std::to_string(cur_pos.size()));
   if (cfg.k_chunk_size < 0 || (cfg.k_chunk_size > 0 && (cfg.k_chunk_size % kTile != 0 ||
@@ -299,7 +369,7 @@ int64_t check_decode_args(const TileTensor& q, const TileTensor& k, const TileTe
           throw InputError("sdpa_decode: page_table[" + std::to_string(u) + "] holds block " + std::to_string(id) +
                            ", expected [0, " + std::to_string(k.shape[0]) + ")");
     }
-  for (int64_t b = 0; b < B; ++b)
+  for (int64_t b = 0; b < static_cast<int64_t>(cur_pos.size()); ++b)
     if (cur_pos[b] < 0 || cur_pos[b] >= S)
       throw InputError("sdpa_decode: cur_pos[" + std::to_string(b) + "] = " + std::to_string(cur_pos[b]) +
                        ", expected [0, " + std::to_string(S) + ")");
@@ -357,13 +427,38 @@ void finish_job(const Job& jb, Partial& acc, const Ctx& c, const SdpaDecodeConfi
   }
 }
 
+// The positions the kernel works in, one per user: with paged blocks of bs
+// < 32 rows each block fills a tile (block padding), so the causal op's
+// cur_pos p becomes (p / bs) * 32 + p % bs; the non-causal op attends up to
+// the last (padded) position, S_k - 1.
+std::vector<int64_t> kernel_positions(const std::vector<int64_t>& cur_pos, int64_t B, int64_t S_k, int64_t bs,
+                                      bool causal) {
+  if (!causal) return std::vector<int64_t>(static_cast<size_t>(B), S_k - 1);
+  std::vector<int64_t> pos = cur_pos;
+  for (int64_t& p : pos) p = sdpa_decode_padded_position(p, bs);
+  return pos;
+}
+
 }  // namespace
 
 TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTensor& v,
                           const std::vector<int64_t>& cur_pos, const std::vector<std::vector<int64_t>>* page_table,
                           const SdpaDecodeConfig& cfg, const Exec& ex) {
+  return tt_sdpa_decode(q, k, v, nullptr, cur_pos, page_table, cfg, ex);
+}
+
+TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
+                          const std::vector<int64_t>& cur_pos, const std::vector<std::vector<int64_t>>* page_table,
+                          const SdpaDecodeConfig& cfg, const Exec& ex) {
   const int64_t S = check_decode_args(q, k, v, cur_pos, page_table, cfg);
-  const int64_t B = q.shape[1], nh = q.shape[2], nkv = k.shape[1], block = k.shape[2];
+  const int64_t B = q.shape[1], nh = q.shape[2], nkv = k.shape[1];
+  // A paged block under 32 rows is read as the tile that holds it (its rows
+  // past the block are the tile's padding, masked on every chunk).
+  const int64_t bs = k.shape[2] % kTile != 0 ? k.shape[2] : 0, block = page_table ? k.prows : k.shape[2];
+  const int64_t S_k = page_table ? S / k.shape[2] * block : S;
+  check_latest_args(q, k, mask, page_table != nullptr, S_k, cur_pos, cfg);
+  const std::vector<int64_t> pos = kernel_positions(cur_pos, B, S_k, bs, cfg.is_causal);
+  const bool latest = cfg.compute.tt_metal == TtMetal::Latest;
   const SdpaDecodeGrid grid = sdpa_decode_grid(cfg, B, nkv);
   if (grid.cores_per_head > (int64_t{1} << kMaxRounds))
     throw InputError("sdpa_decode: " + std::to_string(grid.cores_per_head) +
@@ -371,7 +466,7 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
   const int64_t G = nh / nkv, N = grid.cores_per_head;
   const float scale = cfg.scale ? *cfg.scale : 1.0f / std::sqrt(static_cast<float>(q.pcols));
   const float scale_bf16 = sdpa_truncate_bf16(scale);
-  const std::vector<Job> jobs = plan_jobs(cur_pos, S, nkv, page_table != nullptr, cfg);
+  const std::vector<Job> jobs = plan_jobs(pos, S_k, nkv, page_table != nullptr, cfg);
   std::vector<std::vector<Partial>> parts(jobs.size(), std::vector<Partial>(static_cast<size_t>(N)));
   const TileMath tm(cfg.compute.math_fidelity, cfg.compute.fp32_dest_acc_en, cfg.compute.math_approx_mode,
                     ex.kernels(cfg.compute.arch), cfg.compute.arch);
@@ -383,20 +478,22 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     core_chunks(jb.num_chunks, core, N, c0, c1);
     if (c0 == c1) return;
     c0 += jb.first, c1 += jb.first;
-    Ctx c{cfg, tm, scale, scale_bf16, cfg.compute.fp32_dest_acc_en, G, q.pcols, jb.C};
+    Ctx c{cfg, tm, scale, scale_bf16, cfg.compute.fp32_dest_acc_en, G, q.pcols, jb.C, latest};
     auto kv_row = [&](bool is_v, int64_t pos) -> const float* {
       const TileTensor& t = is_v ? v : k;
       const int64_t mb = page_table ? (*page_table)[static_cast<size_t>(jb.b)][static_cast<size_t>(pos / block)] : jb.b;
       return t.matrix(mb * nkv + jb.h) + (pos % block) * t.pcols;
     };
-    run_core(c, q.matrix(jb.b) + jb.h * G * q.pcols, kv_row, k.pcols, c0, c1, jb.first,
-             jb.first + jb.num_chunks - 1, cur_pos[static_cast<size_t>(jb.b)], jb.window_start,
-             scratch[static_cast<size_t>(th)], parts[static_cast<size_t>(t / N)][static_cast<size_t>(core)]);
+    const ChunkMasks mk{jb.first, jb.first + jb.num_chunks - 1, pos[static_cast<size_t>(jb.b)], cfg.is_causal,
+                        jb.window_start, bs, mask ? mask->matrix(jb.b) + jb.h * G * mask->pcols : nullptr,
+                        mask ? mask->pcols : 0};
+    run_core(c, q.matrix(jb.b) + jb.h * G * q.pcols, kv_row, k.pcols, c0, c1, mk, scratch[static_cast<size_t>(th)],
+             parts[static_cast<size_t>(t / N)][static_cast<size_t>(core)]);
   });
   TileTensor out = make_tile_tensor(q.shape, cfg.compute.output);
   ex.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j, int) {
     const Job& jb = jobs[static_cast<size_t>(j)];
-    Ctx c{cfg, tm, scale, scale_bf16, cfg.compute.fp32_dest_acc_en, G, q.pcols, jb.C};
+    Ctx c{cfg, tm, scale, scale_bf16, cfg.compute.fp32_dest_acc_en, G, q.pcols, jb.C, latest};
     Partial acc = reduce_rank(parts[static_cast<size_t>(j)], 0, static_cast<uint32_t>(N), jb.num_chunks, c);
     finish_job(jb, acc, c, cfg, G, q.pcols, out);
   });

@@ -21,6 +21,7 @@ namespace mha::ttsim {
 // TT-NN's SDPAProgramConfig and compute kernel config for the op.
 struct SdpaDecodeConfig {
   int64_t k_chunk_size = 0;            // 0: TT-NN's default (see sdpa_decode_k_chunk_size)
+  bool is_causal = true;               // false (tt_metal latest): attend the whole cache, no cur_pos
   bool exp_approx_mode = true;         // program config; TT-NN's default true
   int grid_x = 8, grid_y = 8;          // compute_with_storage_grid_size
   int max_cores_per_head_batch = 0;    // 0: the whole grid
@@ -43,6 +44,8 @@ struct SdpaDecodeConfig {
   void fields(V& v) {
     v("k_chunk_size", k_chunk_size, "0 (default) or a power of 2, multiple of 32");
     v("exp_approx_mode", exp_approx_mode, "true (default) or false: the statistics' exp");
+    v("is_causal", is_causal,
+      "true (default): positions 0..cur_pos; false: the whole cache, an optional MASK (tt_metal latest)");
     v("max_cores_per_head_batch", max_cores_per_head_batch, "cores per head at most (default: the grid)");
     v("scale", scale, "the softmax scale (default 1/sqrt(dh))");
     v("sliding_window_size", sliding_window_size,
@@ -62,6 +65,11 @@ struct SdpaDecodeConfig {
 // 8 tiles (4 with an fp32 Dst), times 32.
 int64_t sdpa_decode_k_chunk_size(const SdpaDecodeConfig& cfg, int64_t S, bool paged, int64_t cur_pos);
 
+// The kernel's position for cur_pos p when a paged cache's blocks hold
+// block_size < 32 rows (block padding: each block fills a tile):
+// (p / block_size) * 32 + p % block_size; p itself for any other block size.
+int64_t sdpa_decode_padded_position(int64_t p, int64_t block_size);
+
 // How the program factory lays one batch out on the grid.
 struct SdpaDecodeGrid {
   int64_t cores_per_batch = 0, cores_per_head = 0, heads_per_core = 0;
@@ -76,6 +84,13 @@ SdpaDecodeGrid sdpa_decode_grid(const SdpaDecodeConfig& cfg, int64_t batch, int6
 // the cores of all heads run as tasks on ex's pool.
 // Throws InputError on shapes, positions, chunk sizes or grids TT-NN refuses.
 TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                          const std::vector<int64_t>& cur_pos, const std::vector<std::vector<int64_t>>* page_table,
+                          const SdpaDecodeConfig& cfg, const Exec& ex = Exec{});
+// The same with an attention mask [b, 1, nh, S] (nullptr: none) added to
+// the scores of every chunk: tt_metal latest's non-causal op (cur_pos then
+// empty). At latest a paged cache's blocks may also be under 32 rows (block
+// padding).
+TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
                           const std::vector<int64_t>& cur_pos, const std::vector<std::vector<int64_t>>* page_table,
                           const SdpaDecodeConfig& cfg, const Exec& ex = Exec{});
 

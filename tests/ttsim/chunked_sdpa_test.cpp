@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/ttsim/ops/sdpa/sdpa_kernel.h"
+#include "backends/ttsim/ops/sdpa/sdpa_standard.h"
+#include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
 #include "backends/ttsim/ttsim_single_op.h"
 #include "io/tensor_file.h"
 #include "support/test_support.h"
@@ -126,7 +128,9 @@ TEST(ChunkedSdpa, StartZeroOnAnIdentityPageTableIsCausalSdpa) {
     }
 }
 
-TEST(ChunkedSdpa, ChunkAtAnOffsetIsTheSameRowsOfTheFullCausalSdpa) {
+// At `profile`: the fp32-Dst cases run sdpa_standard at latest, the others
+// the streaming kernel.
+void expect_offset_chunks_match_full_sdpa(const char* profile) {
   // One user of 256 positions, GQA; a shuffled cache with spare blocks.
   const Tensor q = randn({1, 4, 256, 64}, 11), k = randn({1, 2, 256, 64}, 12), v = randn({1, 2, 256, 64}, 13);
   const Paged pk = page(k, 32, 7, 2), pv = page(v, 32, 7, 2);
@@ -144,6 +148,7 @@ TEST(ChunkedSdpa, ChunkAtAnOffsetIsTheSameRowsOfTheFullCausalSdpa) {
                         Case{32, 64, 192, 64, json::object(), DataFormat::Bfp8_b},
                         Case{32, 128, 128, 32, json{{"exp_approx_mode", false}}, DataFormat::Bfloat16}}) {
     json pc = c.compute;
+    pc["tt_metal"] = profile;
     pc["q_chunk_size"] = c.qc;
     pc["k_chunk_size"] = c.kc;
     const int64_t len = (c.start + c.s + c.kc - 1) / c.kc * c.kc;
@@ -151,8 +156,55 @@ TEST(ChunkedSdpa, ChunkAtAnOffsetIsTheSameRowsOfTheFullCausalSdpa) {
     const Tensor got = run("chunked-sdpa", rows(q, c.start, c.start + c.s), pk.cache, pv.cache,
                            chunked(pk.table, c.start, pc), c.kv);
     EXPECT_TRUE(same_bits(got, rows(full, c.start, c.start + c.s)))
-        << "q/k " << c.qc << "/" << c.kc << " at " << c.start << " + " << c.s;
+        << profile << " q/k " << c.qc << "/" << c.kc << " at " << c.start << " + " << c.s;
   }
+}
+
+TEST(ChunkedSdpa, ChunkAtAnOffsetIsTheSameRowsOfTheFullCausalSdpa) { expect_offset_chunks_match_full_sdpa("2024"); }
+
+TEST(ChunkedSdpa, ChunkAtAnOffsetIsTheSameRowsOfTheFullCausalSdpaAtLatest) {
+  expect_offset_chunks_match_full_sdpa("latest");
+}
+
+TEST(ChunkedSdpa, LatestKernelsFastPathEqualsOracleAtAnOffset) {
+  // Both latest programs on gathered keys (positions [128, 192) of Q, keys
+  // to the last k chunk's end): the fast path on both ISAs, 1 and 3
+  // threads, against the oracle, over program and compute configs.
+  const TileTensor q = to_tile_layout(randn({2, 4, 64, 64}, 41), DataFormat::Bfloat16);
+  auto keys = [](int64_t len, uint32_t seed) { return to_tile_layout(randn({2, 2, len, 64}, seed), DataFormat::Bfp8_b); };
+  static ThreadPool three(3);
+  for (bool fp32 : {false, true})
+    for (const auto& [qc, kc] : {std::pair<int, int>{32, 128}, {64, 64}, {32, 32}}) {
+      SdpaConfig cfg;
+      cfg.q_chunk_size = qc;
+      cfg.k_chunk_size = kc;
+      cfg.compute.tt_metal = TtMetal::Latest;
+      cfg.compute.fp32_dest_acc_en = fp32;
+      cfg.compute.math_fidelity = fp32 ? MathFidelity::HiFi4 : MathFidelity::HiFi2;
+      const int64_t len = (192 + kc - 1) / kc * kc;
+      const TileTensor k = keys(len, 42), v = keys(len, 43);
+      TileTensor want;
+      if (fp32) tt_sdpa_standard_oracle(q, k, v, nullptr, want, cfg, 128);
+      else tt_sdpa_streaming_oracle(q, k, v, nullptr, want, cfg, 128);
+      for (simd::Isa isa : {simd::Isa::Avx2, simd::Isa::Avx512}) {
+        if (!simd::kernels_for(isa)) continue;
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &three}) {
+          TileTensor got;
+          if (fp32) tt_sdpa_standard(q, k, v, nullptr, got, cfg, Exec{isa, pool}, 128);
+          else tt_sdpa_streaming(q, k, v, nullptr, got, cfg, Exec{isa, pool}, 128);
+          ASSERT_EQ(got.data.size(), want.data.size());
+          EXPECT_EQ(std::memcmp(got.data.data(), want.data.data(), 4 * want.data.size()), 0)
+              << simd::isa_name(isa) << (fp32 ? " standard" : " streaming") << " q/k " << qc << "/" << kc;
+        }
+      }
+      // The offset moves the causal bounds: at 0 over the first 64 keys the
+      // rows differ.
+      if (kc > 64) continue;
+      TileTensor at0;
+      if (fp32) tt_sdpa_standard_oracle(q, keys(64, 42), keys(64, 43), nullptr, at0, cfg);
+      else tt_sdpa_streaming_oracle(q, keys(64, 42), keys(64, 43), nullptr, at0, cfg);
+      EXPECT_NE(std::memcmp(at0.data.data(), want.data.data(), 4 * want.data.size()), 0);
+    }
 }
 
 TEST(ChunkedSdpa, FastPathEqualsOracleAtAnOffset) {
@@ -209,14 +261,22 @@ TEST(ChunkedSdpa, RefusesWhatTtnnRefusesInOneLine) {
       {refusal(q, k, k, json{{"chunk_start_idx", 0}}), "--page-table (the page_table param) is required"},
       {refusal(q, k, k, chunked({{0, -1, 2, 3}}, 0, pc)), "non-negative integers"},
       {refusal(q, k, k, chunked(t, 0, json{{"is_causal", false}})), "unknown"},
-      {refusal(q, k, k, chunked(t, 64, json{{"q_chunk_size", 32}, {"k_chunk_size", 64}, {"tt_metal", "latest"}})),
-       "chunked-sdpa: chunked prefill is not modelled at tt_metal latest; run it with tt_metal=2024"},
+      {refusal(q, k, k, chunked(t, 64, json{{"k_chunk_size", 64}, {"tt_metal", "latest"}}), DataFormat::Float32),
+       "Q is float32"},
+      {refusal(q, k, k, chunked(t, 96, json{{"q_chunk_size", 32}, {"k_chunk_size", 64}, {"tt_metal", "latest"}})),
+       "not a multiple of k_chunk_size 64"},
   };
   for (const auto& [msg, want] : cases) {
     EXPECT_NE(msg.find(want), std::string::npos) << "'" << msg << "' lacks '" << want << "'";
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
   EXPECT_EQ(refusal(q, k, k, chunked(t, 64, pc)), "");  // the same operands at a valid start run
+  for (bool fp32 : {false, true}) {  // and at latest, on either program
+    json lp = pc;
+    lp["tt_metal"] = "latest";
+    lp["fp32_dest_acc_en"] = fp32;
+    EXPECT_EQ(refusal(q, k, k, chunked(t, 64, lp)), "") << fp32;
+  }
 }
 
 TEST(ChunkedSdpa, MhaOpCli) {

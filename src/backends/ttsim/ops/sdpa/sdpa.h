@@ -19,6 +19,23 @@ void validate_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v
 int64_t sdpa_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
                       const SdpaConfig& cfg);
 
+// The program the factory picks. tt_metal latest (15a15bf5): the streaming
+// kernel with a 16-bit Dst, compute_common.hpp's sdpa_standard with an fp32
+// one (docs/TTSIM.md "tt-metal revisions"); 2024's kernel never stands in
+// for either. Plain and chunked SDPA share it, as they share the factory.
+enum class SdpaProgram { Kernel2024, Standard, Streaming };
+SdpaProgram sdpa_program(const SdpaConfig& cfg);
+// That program's circular buffers per core.
+int64_t sdpa_program_cb_bytes(SdpaProgram program, const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                              const TileTensor* mask, const SdpaConfig& cfg);
+// That program's compute kernel (chunk_start as tt_sdpa's), on ex.
+void sdpa_program_run(SdpaProgram program, const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                      const TileTensor* mask, TileTensor& out, const SdpaConfig& cfg, const Exec& ex,
+                      int64_t chunk_start = 0);
+// The one-line notes where that program ignores or inverts a flag (item 6
+// of issue 27), on the device.
+void sdpa_program_notes(TtDevice& dev, const SdpaConfig& cfg, SdpaProgram program);
+
 // validate, the frame (device_op.h), the program the factory picks for
 // the profile (2024's kernel; at latest the streaming kernel with a 16-bit
 // Dst, sdpa_standard with an fp32 one): [b, nqh, s, dh] in

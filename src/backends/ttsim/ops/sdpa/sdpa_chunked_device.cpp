@@ -1,11 +1,13 @@
 // Chunked prefill: the SDPA device operation with a page table (tt-metal's
-// is_chunked program). The compute kernel is SDPA's own (sdpa_kernel.h),
-// the chunk's offset moving its causal bounds; what is new here is what
-// the reader does: it fetches K and V through the page table.
+// is_chunked program). The compute kernel is the one SDPA's factory picks
+// for the profile (sdpa_program), the chunk's offset moving its causal
+// bounds; what is new here is what the reader does: it fetches K and V
+// through the page table.
 #include <algorithm>
 
 #include "backends/ttsim/ops/sdpa/sdpa.h"
-#include "ttsim/revision.h"
+#include "backends/ttsim/ops/sdpa/sdpa_standard.h"
+#include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
 #include "util/error.h"
 
 namespace mha::ttsim {
@@ -64,10 +66,6 @@ TileTensor gather_keys(const TileTensor& paged, const PageTable& pt, int64_t val
 
 void validate_chunked_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, const PageTable& pt,
                            int64_t chunk_start, const SdpaConfig& cfg) {
-  // The chunked path is modelled on 2024's kernel only; latest's kernels
-  // take the chunk offset too, but never as 2024's stand-in.
-  if (cfg.compute.tt_metal != TtMetal::R2024)
-    refuse_unmodelled("chunked-sdpa", "chunked prefill", cfg.compute.tt_metal);
   for (const TileTensor* t : {&q, &k, &v})
     if (t->format == DataFormat::Float32)
       refuse(std::string(t == &q ? "Q" : t == &k ? "K" : "V") +
@@ -77,8 +75,17 @@ void validate_chunked_sdpa(const TileTensor& q, const TileTensor& k, const TileT
   const int64_t kc = std::max<int64_t>(cfg.k_chunk_size, 1);
   const int64_t len = (chunk_start + q.shape[2] + kc - 1) / kc * kc;
   const Shape gathered{q.shape[0], k.shape[1], len, k.shape[3]};
-  const std::string p = sdpa_problem(q.shape, gathered, gathered, nullptr, cfg, chunk_start);
+  // The program's own rules on top (at latest: the streaming kernel's head
+  // dim, the fp32-Dst kernel's gaps).
+  const SdpaProgram program = sdpa_program(cfg);
+  const std::string p = program == SdpaProgram::Streaming
+                            ? sdpa_streaming_problem(q.shape, gathered, gathered, nullptr, cfg, chunk_start)
+                            : sdpa_problem(q.shape, gathered, gathered, nullptr, cfg, chunk_start);
   if (!p.empty()) refuse(p);
+  if (program == SdpaProgram::Standard) {
+    const std::string gap = sdpa_standard_gap(q, cfg);
+    if (!gap.empty()) refuse(gap + "; run it with tt_metal=2024");
+  }
 }
 
 TileTensor run_chunked_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
@@ -89,12 +96,14 @@ TileTensor run_chunked_sdpa(TtDevice& dev, const std::string& op, const TileTens
   const TileTensor kg = gather_keys(k, pt, valid, len), vg = gather_keys(v, pt, valid, len);
   // SDPA's buffers, and one page-table row (int32 ids, a 32-byte aligned stick).
   const int64_t stick = (static_cast<int64_t>(pt.front().size()) * 4 + 31) / 32 * 32;
-  const int64_t cb = sdpa_cb_bytes(q, kg, vg, nullptr, cfg) + stick;
+  const SdpaProgram program = sdpa_program(cfg);
+  const int64_t cb = sdpa_program_cb_bytes(program, q, kg, vg, nullptr, cfg) + stick;
   check_cb_budget(dev, op, cb, "smaller q_chunk_size / k_chunk_size fit");
   TtDevice::OpTimer timer(dev, op);
   launch_program(dev, op, program_key(cfg), {&q, &k, &v}, q.shape, cfg.compute.output, cb);
+  sdpa_program_notes(dev, cfg, program);
   TileTensor out;
-  tt_sdpa(q, kg, vg, nullptr, out, cfg, dev.exec(), chunk_start);
+  sdpa_program_run(program, q, kg, vg, nullptr, out, cfg, dev.exec(), chunk_start);
   return out;
 }
 

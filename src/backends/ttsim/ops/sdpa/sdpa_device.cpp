@@ -17,18 +17,12 @@ void refuse_float32(const TileTensor& q, const TileTensor& k, const TileTensor& 
                        " is float32; TT-NN's SDPA takes bfloat16, bfloat8_b or bfloat4_b");
 }
 
-// The program the factory picks. tt_metal latest (15a15bf5): the streaming
-// kernel with a 16-bit Dst, compute_common.hpp's sdpa_standard with an fp32
-// one (docs/TTSIM.md "tt-metal revisions"); 2024's kernel never stands in
-// for either.
-enum class SdpaProgram { Kernel2024, Standard, Streaming };
+}  // namespace
 
 SdpaProgram sdpa_program(const SdpaConfig& cfg) {
   if (cfg.compute.tt_metal == TtMetal::R2024) return SdpaProgram::Kernel2024;
   return cfg.compute.fp32_dest_acc_en ? SdpaProgram::Standard : SdpaProgram::Streaming;
 }
-
-}  // namespace
 
 void validate_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
                    const SdpaConfig& cfg) {
@@ -54,14 +48,32 @@ int64_t sdpa_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor
   return b;
 }
 
-namespace {
+int64_t sdpa_program_cb_bytes(SdpaProgram program, const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                              const TileTensor* mask, const SdpaConfig& cfg) {
+  switch (program) {
+    case SdpaProgram::Standard: return sdpa_standard_cb_bytes(q, k, v, mask, cfg);
+    case SdpaProgram::Streaming: return sdpa_streaming_cb_bytes(q, k, v, mask, cfg);
+    case SdpaProgram::Kernel2024: break;
+  }
+  return sdpa_cb_bytes(q, k, v, mask, cfg);
+}
+
+void sdpa_program_run(SdpaProgram program, const TileTensor& q, const TileTensor& k, const TileTensor& v,
+                      const TileTensor* mask, TileTensor& out, const SdpaConfig& cfg, const Exec& ex,
+                      int64_t chunk_start) {
+  switch (program) {
+    case SdpaProgram::Standard: tt_sdpa_standard(q, k, v, mask, out, cfg, ex, chunk_start); break;
+    case SdpaProgram::Streaming: tt_sdpa_streaming(q, k, v, mask, out, cfg, ex, chunk_start); break;
+    case SdpaProgram::Kernel2024: tt_sdpa(q, k, v, mask, out, cfg, ex, chunk_start); break;
+  }
+}
 
 // Flags the emulated kernel does not honour, said once per device (item 6
 // of issue 27): the score exp is hard-coded approximate in every revision
 // (2024: exp_tile<true>; latest: tt-metal #56710), and at latest the flag
 // is inverted where it does reach (exp(m_old - m_new): PR #56925), whose
 // approximation differs per kernel.
-void note_ignored_flags(TtDevice& dev, const SdpaConfig& cfg, SdpaProgram program) {
+void sdpa_program_notes(TtDevice& dev, const SdpaConfig& cfg, SdpaProgram program) {
   if (program == SdpaProgram::Streaming) {
     for (const std::string& n : sdpa_streaming_flag_notes(cfg)) dev.note(n);
     return;
@@ -76,27 +88,19 @@ void note_ignored_flags(TtDevice& dev, const SdpaConfig& cfg, SdpaProgram progra
              " exp at tt_metal latest (inverted at the first-column sites, tt-metal PR #56925)");
 }
 
-}  // namespace
-
 TileTensor run_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
                     const TileTensor& v, const TileTensor* mask, const SdpaConfig& cfg) {
   validate_sdpa(q, k, v, mask, cfg);
   std::vector<const TileTensor*> ins = {&q, &k, &v};
   if (mask) ins.push_back(mask);
   const SdpaProgram program = sdpa_program(cfg);
-  const int64_t cb = program == SdpaProgram::Standard    ? sdpa_standard_cb_bytes(q, k, v, mask, cfg)
-                     : program == SdpaProgram::Streaming ? sdpa_streaming_cb_bytes(q, k, v, mask, cfg)
-                                                         : sdpa_cb_bytes(q, k, v, mask, cfg);
+  const int64_t cb = sdpa_program_cb_bytes(program, q, k, v, mask, cfg);
   check_cb_budget(dev, op, cb, "smaller q_chunk_size / k_chunk_size fit");
   TtDevice::OpTimer timer(dev, op);
   launch_program(dev, op, program_key(cfg), ins, q.shape, cfg.compute.output, cb);
-  note_ignored_flags(dev, cfg, program);
+  sdpa_program_notes(dev, cfg, program);
   TileTensor out;
-  switch (program) {
-    case SdpaProgram::Standard: tt_sdpa_standard(q, k, v, mask, out, cfg, dev.exec()); break;
-    case SdpaProgram::Streaming: tt_sdpa_streaming(q, k, v, mask, out, cfg, dev.exec()); break;
-    case SdpaProgram::Kernel2024: tt_sdpa(q, k, v, mask, out, cfg, dev.exec()); break;
-  }
+  sdpa_program_run(program, q, k, v, mask, out, cfg, dev.exec());
   return out;
 }
 

@@ -44,6 +44,7 @@ struct Job {
   const TileTensor* mask;
   const SdpaConfig& cfg;
   int64_t NQH, NKH, D, VD, QC, KC, Skt;
+  int64_t chunk_start;  // chunked prefill: Q's row 0 is this sequence position
   float scale;       // scale_fp32: the scores' exp takes it whole
   float scale_bf16;  // scale_fp32 >> 16: exp(m_old - m_new) takes it cut
 };
@@ -84,7 +85,7 @@ void std_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32
 // diagonal, or a given mask by ELWADD on every chunk.
 void scores(const Job& j, int64_t nb, int64_t bh, int64_t kvh, int64_t q_low, int64_t k_low, const TileMath& tm,
             Scratch& s) {
-  const int64_t QC = j.QC, KC = j.KC;
+  const int64_t QC = j.QC, KC = j.KC, q_pos = j.chunk_start + q_low;  // the mask's frame: sequence positions
   std_matmul(j.q.matrix(bh) + q_low * j.D, j.D, QC, j.D, false, j.k.matrix(kvh) + k_low * j.D, 1, j.D, KC, tm, s.mm,
              s.S.data(), KC);
   pack_dst(s.S.data(), s.S.data(), QC * KC, DataFormat::Float32, true, PackSrc::Float32);
@@ -94,9 +95,9 @@ void scores(const Job& j, int64_t nb, int64_t bh, int64_t kvh, int64_t q_low, in
       const float* mrow = j.mask->matrix(mh) + (q_low + r) * j.mask->pcols + k_low;
       for (int64_t c = 0; c < KC; ++c) s.S[r * KC + c] = pack_f32(fpu_add(tf32(s.S[r * KC + c]), mrow[c], true, tm.arch));
     }
-  } else if (j.cfg.is_causal && q_low / kTile < (k_low + KC) / kTile) {
+  } else if (j.cfg.is_causal && q_pos / kTile < (k_low + KC) / kTile) {
     for (int64_t r = 0; r < QC; ++r) {
-      const int64_t qp = q_low + r;
+      const int64_t qp = q_pos + r;
       for (int64_t c = 0; c < KC; ++c) {
         const int64_t kp = k_low + c;
         if (kp / kTile < qp / kTile) continue;  // left of the diagonal tile: no stamp
@@ -215,7 +216,9 @@ void normalize(const Job& j, int64_t bh, int64_t q_low, const float* sum, const 
 // normalisation (the kernel's per-Q-chunk body).
 void q_chunk(const Job& j, int64_t bh, int64_t qc, const TileMath& tm, Scratch& s, TileTensor& out) {
   const int64_t nb = bh / j.NQH, nq = bh % j.NQH, kvh = nb * j.NKH + nq / (j.NQH / j.NKH);
-  const int64_t q_low = qc * j.QC, q_tile = q_low / kTile, kct = j.KC / kTile;
+  // is_chunked: q_chunk = chunked_q_chunk_offset + q_chunk sets the causal
+  // bounds; Q's rows are read from the chunk's own tensor.
+  const int64_t q_low = qc * j.QC, q_tile = (j.chunk_start + q_low) / kTile, kct = j.KC / kTile;
   const int64_t q_high_tile = j.cfg.is_causal ? std::min(q_tile + j.QC / kTile, j.Skt) : j.Skt;
   const int64_t k_end = (q_high_tile + kct - 1) / kct;
   s.S.resize(static_cast<size_t>(j.QC * j.KC));
@@ -243,15 +246,15 @@ void q_chunk(const Job& j, int64_t bh, int64_t qc, const TileMath& tm, Scratch& 
 }
 
 Job make_job(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-             const SdpaConfig& cfg) {
-  const std::string p = sdpa_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg);
+             const SdpaConfig& cfg, int64_t chunk_start) {
+  const std::string p = sdpa_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg, chunk_start);
   if (!p.empty()) throw InputError("sdpa: " + p);
   const std::string gap = sdpa_standard_gap(q, cfg);
   if (!gap.empty()) throw InputError("sdpa: " + gap);
   // The factory's default scale: 1/sqrt of the padded head dim, in float32.
   const float scale = cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.pcols)));
   return Job{q, k, v, mask, cfg, q.shape[1], k.shape[1], q.pcols, v.pcols, cfg.q_chunk_size, cfg.k_chunk_size,
-             k.rows / kTile, scale, sdpa_truncate_bf16(scale)};
+             k.rows / kTile, chunk_start, scale, sdpa_truncate_bf16(scale)};
 }
 
 }  // namespace
@@ -277,13 +280,13 @@ int64_t sdpa_standard_cb_bytes(const TileTensor& q, const TileTensor& k, const T
 }
 
 void tt_sdpa_standard_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-                             TileTensor& out, const SdpaConfig& cfg) {
-  tt_sdpa_standard(q, k, v, mask, out, cfg, Exec{simd::Isa::Scalar, nullptr});
+                             TileTensor& out, const SdpaConfig& cfg, int64_t chunk_start) {
+  tt_sdpa_standard(q, k, v, mask, out, cfg, Exec{simd::Isa::Scalar, nullptr}, chunk_start);
 }
 
 void tt_sdpa_standard(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-                      TileTensor& out, const SdpaConfig& cfg, const Exec& ex) {
-  const Job j = make_job(q, k, v, mask, cfg);
+                      TileTensor& out, const SdpaConfig& cfg, const Exec& ex, int64_t chunk_start) {
+  const Job j = make_job(q, k, v, mask, cfg, chunk_start);
   const ComputeConfig& cc = cfg.compute;
   const TileMath tm(cc.math_fidelity, true, cc.math_approx_mode, ex.kernels(cc.arch), cc.arch);
   out = make_tile_tensor(q.shape, cc.output);

@@ -42,11 +42,14 @@ int64_t sdpa_standard_cb_bytes(const TileTensor& q, const TileTensor& k, const T
                                const SdpaConfig& cfg);
 
 // out = SDPA(q, k, v[, mask]) as the kernel computes it: the lane models.
+// chunk_start > 0 is chunked prefill, as tt_sdpa's (sdpa_kernel.h): the
+// kernel's is_chunked adds chunked_q_chunk_offset to the q chunk before it
+// takes the causal bounds and the diagonal stamp, nothing else.
 void tt_sdpa_standard_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-                             TileTensor& out, const SdpaConfig& cfg);
+                             TileTensor& out, const SdpaConfig& cfg, int64_t chunk_start = 0);
 // The same on the vector kernels of ex's ISA and its pool (Scalar: the
 // oracle's lane models), bit-identical.
 void tt_sdpa_standard(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-                      TileTensor& out, const SdpaConfig& cfg, const Exec& ex);
+                      TileTensor& out, const SdpaConfig& cfg, const Exec& ex, int64_t chunk_start = 0);
 
 }  // namespace mha::ttsim

@@ -30,9 +30,10 @@ SdpaStreamingPlan sdpa_streaming_plan(const SdpaConfig& cfg);
 // Sequence lengths need not be multiples of the chunk sizes (the kernel
 // pads them), but must be multiples of 32; the chunk sizes must satisfy the
 // kernel's static_asserts; sliding windows and attention sinks are not
-// emulated on this path.
+// emulated on this path. chunk_start > 0 (chunked prefill) takes the
+// chunked rules of sdpa_problem instead of the padding.
 std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
-                                   const SdpaConfig& cfg);
+                                   const SdpaConfig& cfg, int64_t chunk_start = 0);
 
 // Circular buffers per core as the factory (15a15bf5) sizes them for this
 // kernel: Q (two chunks), K and V double-buffered, the mask palette (or a
@@ -45,14 +46,16 @@ int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const 
                                 const TileTensor* mask, const SdpaConfig& cfg);
 
 // out = SDPA(q, k, v [+ mask]) by the streaming kernel; same contract as
-// tt_sdpa (sdpa_kernel.h). Work is split over (batch x head, q chunk) on
-// ex's pool; ex.isa Scalar runs the lane models.
+// tt_sdpa (sdpa_kernel.h), chunk_start included: 15a15bf5's kernel passes
+// chunked_q_chunk_offset to sdpa_standard_v2, which offsets the q chunk's
+// causal bounds and diagonal as sdpa_standard does. Work is split over
+// (batch x head, q chunk) on ex's pool; ex.isa Scalar runs the lane models.
 void tt_sdpa_streaming(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-                       TileTensor& out, const SdpaConfig& cfg, const Exec& ex = Exec{});
+                       TileTensor& out, const SdpaConfig& cfg, const Exec& ex = Exec{}, int64_t chunk_start = 0);
 
 // The oracle: the kernel's loops on the scalar lane models, one thread.
 void tt_sdpa_streaming_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-                              TileTensor& out, const SdpaConfig& cfg);
+                              TileTensor& out, const SdpaConfig& cfg, int64_t chunk_start = 0);
 
 // The lane steps the kernel runs on one score, kept apart for tests:
 // the score exp, exp_packthread_tile<approx, fast, no input clamping> with

@@ -37,9 +37,14 @@ SdpaStreamingPlan sdpa_streaming_plan(const SdpaConfig& cfg) {
 }
 
 std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
-                                   const SdpaConfig& cfg) {
+                                   const SdpaConfig& cfg, int64_t chunk_start) {
   if (cfg.compute.fp32_dest_acc_en)
     return "the streaming kernel runs only with fp32_dest_acc_en off (TT-NN picks the standard kernel otherwise)";
+  if (chunk_start != 0) {  // chunked prefill: whole q chunks, keys gathered to a whole k chunk
+    if (q.size() == 4 && v.size() == 4 && v[3] > 8 * kTile)
+      return "head dim " + std::to_string(v[3]) + ": the kernel takes at most 256 (8 tiles)";
+    return sdpa_problem(q, k, v, mask, cfg, chunk_start);
+  }
   if (cfg.sliding_window_size != 0) return "sliding_window_size is not emulated on the streaming kernel";
   if (!cfg.attention_sink.empty()) return "attention_sink is not emulated on the streaming kernel";
   if (q.size() != 4 || k.size() != 4 || v.size() != 4) return "expected Q (b, nqh, s, dh) and K, V (b, nkv, s, dh), 4-D each";
@@ -86,12 +91,13 @@ int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const 
 }
 
 void tt_sdpa_streaming(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-                       TileTensor& out, const SdpaConfig& cfg, const Exec& ex) {
-  const std::string p = sdpa_streaming_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg);
+                       TileTensor& out, const SdpaConfig& cfg, const Exec& ex, int64_t chunk_start) {
+  const std::string p =
+      sdpa_streaming_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg, chunk_start);
   if (!p.empty()) throw InputError("sdpa: " + p);
   const StreamingInputs in = streaming_pad(q, k, v, mask, cfg);
   out = make_tile_tensor(q.shape, cfg.compute.output);
-  const StreamingRun run = streaming_run(in, cfg, ex.kernels(cfg.compute.arch), out);
+  const StreamingRun run = streaming_run(in, cfg, ex.kernels(cfg.compute.arch), out, chunk_start);
   const int64_t BH = q.shape[0] * q.shape[1], NQC = in.q.rows / cfg.q_chunk_size;
   std::vector<StreamingWork> work(static_cast<size_t>(ex.threads()));
   // Tasks: (bh, q chunk), the longest (last) causal chunks first.

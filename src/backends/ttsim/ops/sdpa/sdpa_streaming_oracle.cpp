@@ -8,12 +8,13 @@
 namespace mha::ttsim {
 
 void tt_sdpa_streaming_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-                              TileTensor& out, const SdpaConfig& cfg) {
-  const std::string p = sdpa_streaming_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg);
+                              TileTensor& out, const SdpaConfig& cfg, int64_t chunk_start) {
+  const std::string p =
+      sdpa_streaming_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg, chunk_start);
   if (!p.empty()) throw InputError("sdpa: " + p);
   const StreamingInputs in = streaming_pad(q, k, v, mask, cfg);
   out = make_tile_tensor(q.shape, cfg.compute.output);
-  const StreamingRun run = streaming_run(in, cfg, nullptr, out);
+  const StreamingRun run = streaming_run(in, cfg, nullptr, out, chunk_start);
   StreamingWork w;
   for (int64_t bh = 0; bh < q.shape[0] * q.shape[1]; ++bh)
     for (int64_t qc = 0; qc < in.q.rows / cfg.q_chunk_size; ++qc) streaming_q_chunk(run, bh, qc, w);

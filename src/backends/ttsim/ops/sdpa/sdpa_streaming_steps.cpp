@@ -68,7 +68,7 @@ void mask_chunk(const StreamingRun& r, int64_t bh, int64_t q_low, int64_t k_low,
     given = m.matrix(m.shape[1] == 1 ? bh / r.NQH : bh) + k_low;
   }
   for (int64_t i = 0; i < r.QC; ++i) {
-    const int64_t qt = (q_low + i) / kTile;
+    const int64_t qp = r.chunk_start + q_low + i, qt = qp / kTile;  // the row's sequence position
     for (int64_t t = 0; t < KC / kTile; ++t) {
       const int64_t kt = k_low / kTile + t;
       float* x = &w.S[static_cast<size_t>(i * KC + t * kTile)];
@@ -80,7 +80,7 @@ void mask_chunk(const StreamingRun& r, int64_t bh, int64_t q_low, int64_t k_low,
       const bool diag = r.cfg.is_causal && kt == qt;
       if (!neginf && !diag) continue;
       for (int64_t c = 0; c < kTile; ++c)
-        w.row[static_cast<size_t>(c)] = neginf || c > (q_low + i) % kTile ? kNegInf : 0.0f;
+        w.row[static_cast<size_t>(c)] = neginf || c > qp % kTile ? kNegInf : 0.0f;
       l1acc(x, w.row.data(), kTile, r.tm);
     }
   }
@@ -225,7 +225,7 @@ StreamingInputs streaming_pad(const TileTensor& q, const TileTensor& k, const Ti
 }
 
 StreamingRun streaming_run(const StreamingInputs& in, const SdpaConfig& cfg, const simd::KernelTable* kern,
-                           TileTensor& out) {
+                           TileTensor& out, int64_t chunk_start) {
   const ComputeConfig& cc = cfg.compute;
   StreamingRun r{in, cfg, TileMath(cc.math_fidelity, cc.fp32_dest_acc_en, cc.math_approx_mode, kern, cc.arch),
                  sdpa_streaming_plan(cfg)};
@@ -240,6 +240,7 @@ StreamingRun streaming_run(const StreamingInputs& in, const SdpaConfig& cfg, con
   r.QC = cfg.q_chunk_size;
   r.KC = cfg.k_chunk_size;
   r.out = &out;
+  r.chunk_start = chunk_start;
   return r;
 }
 
@@ -253,9 +254,10 @@ void streaming_q_chunk(const StreamingRun& r, int64_t bh, int64_t qc, StreamingW
   w.row.resize(kTile);
   w.ident.assign(static_cast<size_t>(kTile * kTile), 0.0f);
   for (int64_t k = 0; k < kTile; ++k) w.ident[static_cast<size_t>(k * kTile)] = 1.0f;  // column 0 of ones
-  // A causal q chunk visits the k chunks up to its last row's diagonal.
+  // A causal q chunk visits the k chunks up to its last row's diagonal
+  // (chunked: at its sequence position, the q chunk offset added).
   const int64_t nk_all = r.in.k.rows / KC;
-  const int64_t nk = r.cfg.is_causal ? std::min(nk_all, (q_low + QC + KC - 1) / KC) : nk_all;
+  const int64_t nk = r.cfg.is_causal ? std::min(nk_all, (r.chunk_start + q_low + QC + KC - 1) / KC) : nk_all;
   const float* Q = r.in.q.matrix(bh) + q_low * r.D;
   for (int64_t kc = 0; kc < nk; ++kc) {
     const int64_t k_low = kc * KC;

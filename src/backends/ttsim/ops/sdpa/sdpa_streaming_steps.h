@@ -28,10 +28,11 @@ struct StreamingRun {
   SdpaStreamingPlan plan;
   float scale = 0, scale_bf16 = 0;  // fp32 (the score exp), truncated (the rescale exp)
   int64_t NQH = 0, NKH = 0, D = 0, DV = 0, QC = 0, KC = 0;
+  int64_t chunk_start = 0;    // chunked prefill: Q's row 0 is this sequence position
   TileTensor* out = nullptr;  // (b, nqh, s, dh) in cfg.compute.output
 };
 StreamingRun streaming_run(const StreamingInputs& in, const SdpaConfig& cfg, const simd::KernelTable* kern,
-                           TileTensor& out);
+                           TileTensor& out, int64_t chunk_start);
 
 // Per-thread buffers.
 struct StreamingWork {

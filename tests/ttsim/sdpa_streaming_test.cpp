@@ -144,7 +144,52 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossProgramConfigs) {
   // Lengths that are not multiples of the chunks: the kernel pads them.
   cases.push_back({"padded causal", {1, 2, 160, 64}, {1, 2, 160, 64}, cfg(64, 128)});
   cases.push_back({"padded", {1, 2, 96, 64}, {1, 2, 224, 64}, cfg(64, 128, false)});
+  // A partial last tile: the causal diagonal hides the padded keys; the
+  // non-causal kernel stamps the partial tile (4 and 8 valid columns), with
+  // whole padded tiles after it (40 keys in a 128-key chunk).
+  cases.push_back({"partial causal", {1, 2, 70, 64}, {1, 2, 70, 64}, cfg(32, 64)});
+  cases.push_back({"partial", {1, 2, 70, 64}, {1, 2, 100, 64}, cfg(64, 64, false)});
+  cases.push_back({"partial + padded tiles", {2, 2, 50, 32}, {2, 1, 40, 32}, cfg(32, 128, false)});
+  cases.push_back({"partial, sbh 1 split", {1, 1, 33, 32}, {1, 1, 500, 32}, cfg(32, 512, false)});
   for (const Case& c : cases) expect_fast_equals_oracle(c);
+}
+
+// The first n rows of x's values, tiled again (the same values: rows are
+// quantised independently).
+static TileTensor first_rows(const TileTensor& x, int64_t n) {
+  Shape s = x.shape;
+  s[2] = n;
+  std::vector<float> v;
+  for (int64_t b = 0; b < x.batch; ++b)
+    for (int64_t r = 0; r < n; ++r) v.insert(v.end(), x.matrix(b) + r * x.pcols, x.matrix(b) + r * x.pcols + x.cols);
+  return to_tile_layout(v.data(), s, x.format);
+}
+
+// A partial last tile, as the writer's partial tile masks it: 40 keys give
+// the bits of 64 keys under a given mask that is 0 on the first 40 and -inf
+// on the rest (stamped on every tile by the same L1 accumulation); padded
+// query rows never reach the valid rows, causal or not.
+TEST(TtsimSdpaStreaming, PartialLastTileIsMaskedAsTheWriterMasksIt) {
+  const TileTensor q = tiles({1, 2, 64, 64}, 21, DataFormat::Bfloat16), k = tiles({1, 1, 64, 64}, 22, DataFormat::Bfp8_b),
+                   v = tiles({1, 1, 64, 64}, 23, DataFormat::Bfloat16);
+  std::vector<float> mv(64 * 64);
+  for (int64_t i = 0; i < 64; ++i)
+    for (int64_t j = 0; j < 64; ++j) mv[static_cast<size_t>(i * 64 + j)] = j < 40 ? 0.0f : -std::numeric_limits<float>::infinity();
+  const TileTensor mask = to_tile_layout(mv.data(), {1, 1, 64, 64}, DataFormat::Bfloat16);
+  for (int64_t kc : {32, 64}) {
+    TileTensor want, got;
+    tt_sdpa_streaming_oracle(q, k, v, &mask, want, cfg(32, kc, false));
+    tt_sdpa_streaming_oracle(q, first_rows(k, 40), first_rows(v, 40), nullptr, got, cfg(32, kc, false));
+    EXPECT_TRUE(same_bits(got, want)) << "k chunk " << kc;
+  }
+  const TileTensor q70 = tiles({1, 2, 70, 64}, 24, DataFormat::Bfloat16), k70 = tiles({1, 1, 70, 64}, 25, DataFormat::Bfloat16);
+  for (bool causal : {true, false}) {
+    TileTensor full, head;
+    tt_sdpa_streaming_oracle(q70, k70, k70, nullptr, full, cfg(32, 32, causal));
+    const TileTensor k64 = causal ? first_rows(k70, 64) : k70;
+    tt_sdpa_streaming_oracle(first_rows(q70, 64), k64, k64, nullptr, head, cfg(32, 32, causal));
+    EXPECT_TRUE(same_bits(first_rows(full, 64), head)) << "causal " << causal;
+  }
 }
 
 TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
@@ -259,6 +304,18 @@ TEST(TtsimSdpaStreaming, CloseToFloat64Attention) {
       const double pcc = compare::compare(ref, to_tensor(out), compare::Options{}).pcc;
       EXPECT_GT(pcc, 0.994) << "causal " << causal << " chunks " << qc << "/" << kc;
     }
+  // Partial last tiles (s 300: 12 valid columns in the last tile).
+  for (bool causal : {true, false}) {
+    const Shape qs{1, 2, 300, 128}, ks{1, 1, 300, 128};
+    const TileTensor q = tiles(qs, 14, DataFormat::Bfloat16), k = tiles(ks, 15, DataFormat::Bfloat16),
+                     v = tiles(ks, 16, DataFormat::Bfloat16);
+    TileTensor out;
+    SdpaConfig c = cfg(64, 128, causal);
+    c.compute.math_fidelity = MathFidelity::HiFi4;
+    tt_sdpa_streaming(q, k, v, nullptr, out, c, Exec{});
+    const Tensor ref = Tensor::from_f64(qs, attention_f64(q, k, v, causal, 1.0 / std::sqrt(128.0)));
+    EXPECT_GT(compare::compare(ref, to_tensor(out), compare::Options{}).pcc, 0.994) << "partial, causal " << causal;
+  }
 }
 
 // test_sdpa_tt_large_seq's chunks, bfloat16, dh 128, causal (tiles of 2048
@@ -297,8 +354,9 @@ TEST(TtsimSdpaStreaming, RefusesWhatTheKernelDoesNotTake) {
   SdpaConfig win = cfg(64, 64);
   win.sliding_window_size = 16;
   EXPECT_NE(sdpa_streaming_problem(q, q, q, nullptr, win).find("sliding_window_size"), std::string::npos);
-  EXPECT_NE(sdpa_streaming_problem(Shape{1, 2, 70, 64}, q, q, nullptr, cfg(64, 64, false)).find("multiples of 32"),
-            std::string::npos);
+  const Shape q70{1, 2, 70, 64}, m70{1, 1, 70, 64};
+  EXPECT_EQ(sdpa_streaming_problem(q70, q, q, nullptr, cfg(64, 64, false)), "");  // a partial last tile runs
+  EXPECT_NE(sdpa_streaming_problem(q70, q, q, &m70, cfg(64, 64, false)).find("multiples of 32"), std::string::npos);
   EXPECT_NE(sdpa_streaming_problem(q, q, q, nullptr, cfg(48, 64)).find("q_chunk_size"), std::string::npos);
   const TileTensor t = tiles(q, 1, DataFormat::Bfloat16);
   TileTensor out;

@@ -27,8 +27,9 @@ struct SdpaStreamingPlan {
 SdpaStreamingPlan sdpa_streaming_plan(const SdpaConfig& cfg);
 
 // Why the streaming kernel cannot take these shapes / this config, or "".
-// Sequence lengths need not be multiples of the chunk sizes (the kernel
-// pads them), but must be multiples of 32; the chunk sizes must satisfy the
+// Sequence lengths need not be multiples of the chunk sizes nor of 32 (the
+// kernel pads them; a partial last key tile is masked by the writer's
+// partial tile), except with a given mask; the chunk sizes must satisfy the
 // kernel's static_asserts; sliding windows and attention sinks are not
 // emulated on this path. chunk_start > 0 (chunked prefill) takes the
 // chunked rules of sdpa_problem instead of the padding.

@@ -48,16 +48,18 @@ std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& 
   if (cfg.sliding_window_size != 0) return "sliding_window_size is not emulated on the streaming kernel";
   if (!cfg.attention_sink.empty()) return "attention_sink is not emulated on the streaming kernel";
   if (q.size() != 4 || k.size() != 4 || v.size() != 4) return "expected Q (b, nqh, s, dh) and K, V (b, nkv, s, dh), 4-D each";
-  if (q[2] % kTile != 0 || k[2] % kTile != 0)
+  // A partial last tile is the factory's k_partial_col; a given mask must
+  // cover whole tiles (TT-NN: divisible by the chunk sizes).
+  if (mask && (q[2] % kTile != 0 || k[2] % kTile != 0))
     return "sequence lengths " + std::to_string(q[2]) + " / " + std::to_string(k[2]) +
-           ": expected multiples of 32 (a partial last tile is not emulated)";
+           " with a mask: expected multiples of 32 (a partial last tile takes no mask)";
   if (v[3] > 8 * kTile) return "head dim " + std::to_string(v[3]) + ": the kernel takes at most 256 (8 tiles)";
   // The shape checks of the 2024 kernel, with the chunk sizes dividing the
   // padded lengths (the streaming kernel pads to whole chunks).
   SdpaConfig c = cfg;
   if (c.q_chunk_size < kTile || c.k_chunk_size < kTile || c.q_chunk_size % kTile || c.k_chunk_size % kTile)
     return sdpa_problem(q, k, v, mask, cfg);  // its chunk-size message
-  Shape qp = q, kp = k, vp = v;
+  Shape qp = q, kp = k, vp = v;  // padded as the factory pads them (padded_Sq, padded_Sk)
   qp[2] = (q[2] + c.q_chunk_size - 1) / c.q_chunk_size * c.q_chunk_size;
   kp[2] = vp[2] = (k[2] + c.k_chunk_size - 1) / c.k_chunk_size * c.k_chunk_size;
   if (c.is_causal && q[2] != k[2])
@@ -81,7 +83,8 @@ int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const 
   const int64_t sq = cfg.q_chunk_size / kTile, sk = cfg.k_chunk_size / kTile;
   const int64_t dht = q.pcols / kTile, vdht = v.pcols / kTile, bf16 = tile_bytes(DataFormat::Bfloat16);
   const bool padded_k = !cfg.is_causal && k.rows % cfg.k_chunk_size != 0;
-  const int64_t palette = 1 + (cfg.is_causal ? 1 : 0);  // -inf tile, causal diagonal
+  // -inf tile, causal diagonal, the partial tile (k_partial_col, non-causal)
+  const int64_t palette = 1 + (cfg.is_causal ? 1 : 0) + (padded_k && k.rows % kTile != 0 ? 1 : 0);
   int64_t b = sq * dht * tile_bytes(q.format) * 2 + sk * (dht * tile_bytes(k.format) + vdht * tile_bytes(v.format)) * 2;
   if (mask) b += sq * sk * 2 * tile_bytes(mask->format);
   else if (cfg.is_causal || padded_k) b += palette * bf16;

@@ -58,10 +58,13 @@ int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 // The lightweight masks and a given mask, added to the chunk's scores by L1
 // accumulation of whole tiles: a -inf tile above the causal diagonal and
-// on padded keys, the diagonal tile (0 on and below the diagonal, -inf
+// on padded key tiles, the diagonal tile (0 on and below the diagonal, -inf
 // above) where a row tile meets its key tile, a given mask everywhere.
+// Non-causal keys ending inside a tile (k_partial_col = s_k % 32) stamp the
+// writer's partial tile there (fill_vertical_tile_bf16: 0 left of the
+// column, -inf from it); causal masks those keys by its diagonal.
 void mask_chunk(const StreamingRun& r, int64_t bh, int64_t q_low, int64_t k_low, StreamingWork& w) {
-  const int64_t KC = r.KC, kt_valid = r.in.s_k / kTile;
+  const int64_t KC = r.KC, kt_valid = (r.in.s_k + kTile - 1) / kTile, partial_col = r.in.s_k % kTile;
   const float* given = nullptr;
   if (r.in.has_mask) {
     const TileTensor& m = r.in.mask;
@@ -78,9 +81,11 @@ void mask_chunk(const StreamingRun& r, int64_t bh, int64_t q_low, int64_t k_low,
       }
       const bool neginf = r.cfg.is_causal ? kt > qt : kt >= kt_valid;
       const bool diag = r.cfg.is_causal && kt == qt;
-      if (!neginf && !diag) continue;
+      const bool partial = !r.cfg.is_causal && partial_col > 0 && kt == kt_valid - 1;
+      if (!neginf && !diag && !partial) continue;
       for (int64_t c = 0; c < kTile; ++c)
-        w.row[static_cast<size_t>(c)] = neginf || c > qp % kTile ? kNegInf : 0.0f;
+        w.row[static_cast<size_t>(c)] =
+            neginf || (diag && c > qp % kTile) || (partial && c >= partial_col) ? kNegInf : 0.0f;
       l1acc(x, w.row.data(), kTile, r.tm);
     }
   }

@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -139,6 +141,64 @@ TEST(SdpaStandard, FastEqualsOracleAcrossShapesMasksAndFormats) {
       cs.push_back(o);
     }
   for (const Case& c : cs) expect_fast_equals_oracle(c);
+}
+
+// Lengths padded to whole chunks (the factory's padded_Sq / padded_Sk) and
+// partial last tiles: causal, and non-causal with the generated padding
+// mask on the last k chunk (whole padded tiles after the partial one too).
+TEST(SdpaStandard, FastEqualsOracleOnPaddedLengths) {
+  std::vector<Case> cs;
+  cs.push_back({"padded causal", {1, 2, 160, 64}, {1, 2, 160, 64}, latest_fp32(64, 128)});
+  cs.push_back({"partial causal", {1, 2, 70, 64}, {1, 2, 70, 64}, latest_fp32(32, 64)});
+  for (const auto& [name, q, kv, qc, kc] :
+       {std::tuple<const char*, Shape, Shape, int64_t, int64_t>{"padded", {1, 2, 96, 64}, {1, 2, 224, 64}, 64, 128},
+        {"partial", {1, 2, 70, 64}, {1, 2, 100, 64}, 64, 64},
+        {"partial + padded tiles", {2, 2, 50, 32}, {2, 1, 40, 32}, 32, 128}}) {
+    Case c{name, q, kv, latest_fp32(qc, kc)};
+    c.cfg.is_causal = false;
+    cs.push_back(c);
+  }
+  for (const Case& c : cs) expect_fast_equals_oracle(c);
+}
+
+// The first n rows of x's values, tiled again (rows quantise independently).
+static TileTensor first_rows(const TileTensor& x, int64_t n) {
+  Shape s = x.shape;
+  s[2] = n;
+  std::vector<float> v;
+  for (int64_t b = 0; b < x.batch; ++b)
+    for (int64_t r = 0; r < n; ++r) v.insert(v.end(), x.matrix(b) + r * x.pcols, x.matrix(b) + r * x.pcols + x.cols);
+  return to_tile_layout(v.data(), s, x.format);
+}
+
+// The padding mask does what a given mask of 0 / -inf at the first padded
+// key does (the same ELWADD onto TF32 scores), and padded query rows never
+// reach the valid ones, causal or not.
+TEST(SdpaStandard, PaddedKeysAreMaskedAndPaddedRowsDropped) {
+  const TileTensor q = tiles({1, 2, 64, 64}, 21, DataFormat::Bfloat16), k = tiles({1, 1, 64, 64}, 22, DataFormat::Bfp8_b),
+                   v = tiles({1, 1, 64, 64}, 23, DataFormat::Bfloat16);
+  std::vector<float> mv(64 * 64);
+  for (int64_t i = 0; i < 64; ++i)
+    for (int64_t j = 0; j < 64; ++j) mv[static_cast<size_t>(i * 64 + j)] = j < 40 ? 0.0f : -std::numeric_limits<float>::infinity();
+  const TileTensor mask = to_tile_layout(mv.data(), {1, 1, 64, 64}, DataFormat::Bfloat16);
+  for (int64_t kc : {32, 64}) {
+    SdpaConfig c = latest_fp32(32, kc);
+    c.is_causal = false;
+    TileTensor want, got;
+    tt_sdpa_standard_oracle(q, k, v, &mask, want, c);
+    tt_sdpa_standard_oracle(q, first_rows(k, 40), first_rows(v, 40), nullptr, got, c);
+    EXPECT_TRUE(same_bits(got, want)) << "k chunk " << kc;
+  }
+  const TileTensor q70 = tiles({1, 2, 70, 64}, 24, DataFormat::Bfloat16), k70 = tiles({1, 1, 70, 64}, 25, DataFormat::Bfloat16);
+  for (bool causal : {true, false}) {
+    SdpaConfig c = latest_fp32(32, 32);
+    c.is_causal = causal;
+    TileTensor full, head;
+    tt_sdpa_standard_oracle(q70, k70, k70, nullptr, full, c);
+    const TileTensor k64 = causal ? first_rows(k70, 64) : k70;
+    tt_sdpa_standard_oracle(first_rows(q70, 64), k64, k64, nullptr, head, c);
+    EXPECT_TRUE(same_bits(first_rows(full, 64), head)) << "causal " << causal;
+  }
 }
 
 TEST(SdpaStandard, FastEqualsOracleAcrossComputeConfigsAndArchitectures) {

@@ -2,6 +2,7 @@
 #include "backends/ttsim/ops/sdpa/sdpa_standard.h"
 
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
+#include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
 
 #include "util/error.h"
 
@@ -33,8 +34,10 @@ void validate_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v
   }
   refuse_float32(q, k, v, mask);
   const Shape* ms = mask ? &mask->shape : nullptr;
-  const std::string p = program == SdpaProgram::Streaming ? sdpa_streaming_problem(q.shape, k.shape, v.shape, ms, cfg)
-                                                          : sdpa_problem(q.shape, k.shape, v.shape, ms, cfg);
+  // Both latest programs pad the lengths to whole chunks; 2024's does not.
+  const std::string p = program == SdpaProgram::Streaming  ? sdpa_streaming_problem(q.shape, k.shape, v.shape, ms, cfg)
+                        : program == SdpaProgram::Standard ? sdpa_padded_problem(q.shape, k.shape, v.shape, ms, cfg)
+                                                           : sdpa_problem(q.shape, k.shape, v.shape, ms, cfg);
   if (!p.empty()) throw InputError("sdpa: " + p);
 }
 

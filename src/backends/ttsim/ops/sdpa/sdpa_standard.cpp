@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/ttsim/ops/sdpa/sdpa_common.h"
+#include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
 #include "backends/ttsim/ttsim_device.h"
 #include "tensor/half.h"
 #include "ttsim/kblock.h"
@@ -38,13 +39,16 @@ float pack_bf16(float x) {
   return x;
 }
 
-// One kernel call's constants.
+// One kernel call's constants, on the inputs padded to whole chunks
+// (streaming_pad: the factory's padded_Sq / padded_Sk, zeros).
 struct Job {
   const TileTensor &q, &k, &v;
   const TileTensor* mask;
   const SdpaConfig& cfg;
   int64_t NQH, NKH, D, VD, QC, KC, Skt;
   int64_t chunk_start;  // chunked prefill: Q's row 0 is this sequence position
+  int64_t s_k;          // K's logical length
+  bool padded_mask;     // use_padded_mask: non-causal with padded lengths
   float scale;       // scale_fp32: the scores' exp takes it whole
   float scale_bf16;  // scale_fp32 >> 16: exp(m_old - m_new) takes it cut
 };
@@ -89,12 +93,21 @@ void scores(const Job& j, int64_t nb, int64_t bh, int64_t kvh, int64_t q_low, in
   std_matmul(j.q.matrix(bh) + q_low * j.D, j.D, QC, j.D, false, j.k.matrix(kvh) + k_low * j.D, 1, j.D, KC, tm, s.mm,
              s.S.data(), KC);
   pack_dst(s.S.data(), s.S.data(), QC * KC, DataFormat::Float32, true, PackSrc::Float32);
+  // add_block_inplace: ELWADD of a mask row (bf16-exact values) onto the
+  // TF32 scores, packed back to Float32.
+  auto add_mask_row = [&](int64_t r, const float* mrow) {
+    for (int64_t c = 0; c < KC; ++c) s.S[r * KC + c] = pack_f32(fpu_add(tf32(s.S[r * KC + c]), mrow[c], true, tm.arch));
+  };
   if (j.mask) {
     const int64_t mh = j.mask->shape[1] == 1 ? nb : bh;
-    for (int64_t r = 0; r < QC; ++r) {
-      const float* mrow = j.mask->matrix(mh) + (q_low + r) * j.mask->pcols + k_low;
-      for (int64_t c = 0; c < KC; ++c) s.S[r * KC + c] = pack_f32(fpu_add(tf32(s.S[r * KC + c]), mrow[c], true, tm.arch));
-    }
+    for (int64_t r = 0; r < QC; ++r) add_mask_row(r, j.mask->matrix(mh) + (q_low + r) * j.mask->pcols + k_low);
+  } else if (j.padded_mask) {
+    // use_padded_mask: on the last k chunk only, the writer's generated
+    // mask (Bfp4_b; its 0 and -inf are exact): -inf on keys past s_k.
+    if (k_low + KC != j.k.rows) return;
+    s.row.resize(static_cast<size_t>(KC));
+    for (int64_t c = 0; c < KC; ++c) s.row[static_cast<size_t>(c)] = k_low + c < j.s_k ? 0.0f : kNegInf;
+    for (int64_t r = 0; r < QC; ++r) add_mask_row(r, s.row.data());
   } else if (j.cfg.is_causal && q_pos / kTile < (k_low + KC) / kTile) {
     for (int64_t r = 0; r < QC; ++r) {
       const int64_t qp = q_pos + r;
@@ -201,7 +214,8 @@ void normalize(const Job& j, int64_t bh, int64_t q_low, const float* sum, const 
   const ComputeConfig& cc = j.cfg.compute;
   std::vector<float> ls(static_cast<size_t>(j.QC)), row(static_cast<size_t>(j.VD));
   reduce_sums(j, sum, tm, s, ls.data());
-  for (int64_t r = 0; r < j.QC; ++r) {
+  const int64_t rows = std::min(j.QC, out.rows - q_low);  // padded query rows are not written
+  for (int64_t r = 0; r < rows; ++r) {
     const float l = ls[static_cast<size_t>(r)];
     const float inv = pack_f32(sfpu_reciprocal_legacy(tf32(pack_f32(l)), cc.math_approx_mode, true, tm.arch));
     const float b = tf32(inv);
@@ -245,16 +259,15 @@ void q_chunk(const Job& j, int64_t bh, int64_t qc, const TileMath& tm, Scratch& 
   normalize(j, bh, q_low, s.sum[prev].data(), s.out[prev].data(), tm, s, out);
 }
 
-Job make_job(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
-             const SdpaConfig& cfg, int64_t chunk_start) {
-  const std::string p = sdpa_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg, chunk_start);
-  if (!p.empty()) throw InputError("sdpa: " + p);
-  const std::string gap = sdpa_standard_gap(q, cfg);
-  if (!gap.empty()) throw InputError("sdpa: " + gap);
+// On the padded inputs; q_rows and s_k are the logical lengths.
+Job make_job(const StreamingInputs& in, int64_t q_rows, const SdpaConfig& cfg, int64_t chunk_start) {
+  const TileTensor &q = in.q, &k = in.k;
   // The factory's default scale: 1/sqrt of the padded head dim, in float32.
   const float scale = cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.pcols)));
-  return Job{q, k, v, mask, cfg, q.shape[1], k.shape[1], q.pcols, v.pcols, cfg.q_chunk_size, cfg.k_chunk_size,
-             k.rows / kTile, chunk_start, scale, sdpa_truncate_bf16(scale)};
+  const bool padded = !cfg.is_causal && (q.rows != q_rows || k.rows != in.s_k);
+  return Job{q, k, in.v, in.has_mask ? &in.mask : nullptr, cfg, q.shape[1], k.shape[1], q.pcols, in.v.pcols,
+             cfg.q_chunk_size, cfg.k_chunk_size, k.rows / kTile, chunk_start, in.s_k, padded && !in.has_mask,
+             scale, sdpa_truncate_bf16(scale)};
 }
 
 }  // namespace
@@ -272,8 +285,10 @@ int64_t sdpa_standard_cb_bytes(const TileTensor& q, const TileTensor& k, const T
   const int64_t sq = cfg.q_chunk_size / kTile, sk = cfg.k_chunk_size / kTile, dht = q.pcols / kTile;
   const int64_t vdht = v.pcols / kTile, bf16 = tile_bytes(DataFormat::Bfloat16), f32 = tile_bytes(DataFormat::Float32);
   int64_t b = sq * dht * tile_bytes(q.format) * 2 + sk * (dht * tile_bytes(k.format) + vdht * tile_bytes(v.format)) * 2;
+  const bool padded = q.rows % cfg.q_chunk_size != 0 || k.rows % cfg.k_chunk_size != 0;
   if (mask) b += sq * sk * tile_bytes(mask->format) * 2;
   else if (cfg.is_causal) b += 2 * bf16;  // the lightweight palette: -inf, diagonal
+  else if (padded) b += sq * sk * tile_bytes(DataFormat::Bfp4_b) * 2;  // the generated padding mask
   b += sq * sk * f32 + 2 * sq * f32;        // qk_im, sum_A/B
   b += 2 * sq * vdht * bf16 + 3 * sq * bf16 + 2 * bf16;  // out_im_A/B, max_A/B, exp_max_diff, identities
   return b + sq * vdht * tile_bytes(cfg.compute.output);
@@ -286,11 +301,18 @@ void tt_sdpa_standard_oracle(const TileTensor& q, const TileTensor& k, const Til
 
 void tt_sdpa_standard(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
                       TileTensor& out, const SdpaConfig& cfg, const Exec& ex, int64_t chunk_start) {
-  const Job j = make_job(q, k, v, mask, cfg, chunk_start);
+  const Shape* ms = mask ? &mask->shape : nullptr;
+  const std::string p = chunk_start != 0 ? sdpa_problem(q.shape, k.shape, v.shape, ms, cfg, chunk_start)
+                                         : sdpa_padded_problem(q.shape, k.shape, v.shape, ms, cfg);
+  if (!p.empty()) throw InputError("sdpa: " + p);
+  const std::string gap = sdpa_standard_gap(q, cfg);
+  if (!gap.empty()) throw InputError("sdpa: " + gap);
+  const StreamingInputs in = streaming_pad(q, k, v, mask, cfg);
+  const Job j = make_job(in, q.rows, cfg, chunk_start);
   const ComputeConfig& cc = cfg.compute;
   const TileMath tm(cc.math_fidelity, true, cc.math_approx_mode, ex.kernels(cc.arch), cc.arch);
   out = make_tile_tensor(q.shape, cc.output);
-  const int64_t heads = q.shape[0] * j.NQH, nqc = q.rows / j.QC;
+  const int64_t heads = q.shape[0] * j.NQH, nqc = j.q.rows / j.QC;
   std::vector<Scratch> scratch(static_cast<size_t>(std::max(1, ex.threads())));
   ex.parallel_for(heads * nqc, [&](int64_t t, int th) { q_chunk(j, t / nqc, t % nqc, tm, scratch[static_cast<size_t>(th)], out); });
 }

@@ -20,6 +20,11 @@
 //     site: tt-metal PR #56925);
 //   - 1/sum is the legacy-compatible reciprocal on the first column, on
 //     the device's own multiply-add (Wormhole or Blackhole).
+// Lengths that are not multiples of the chunk sizes (or of 32) are padded
+// to whole chunks with zeros; causal, the diagonal hides the padded keys,
+// else the writer's generated padding mask (use_padded_mask, Bfp4_b 0 /
+// -inf) is added to the last k chunk's scores; padded query rows are not
+// written.
 // The oracle runs the lane models; tt_sdpa_standard runs the matrix unit's
 // steps on the vector kernels and (batch x head, q chunk) tasks on the pool,
 // bit-identical to it (tests/ttsim/sdpa_standard_test.cpp).

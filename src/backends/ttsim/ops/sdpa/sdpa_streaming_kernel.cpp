@@ -36,26 +36,16 @@ SdpaStreamingPlan sdpa_streaming_plan(const SdpaConfig& cfg) {
   return p;
 }
 
-std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
-                                   const SdpaConfig& cfg, int64_t chunk_start) {
-  if (cfg.compute.fp32_dest_acc_en)
-    return "the streaming kernel runs only with fp32_dest_acc_en off (TT-NN picks the standard kernel otherwise)";
-  if (chunk_start != 0) {  // chunked prefill: whole q chunks, keys gathered to a whole k chunk
-    if (q.size() == 4 && v.size() == 4 && v[3] > 8 * kTile)
-      return "head dim " + std::to_string(v[3]) + ": the kernel takes at most 256 (8 tiles)";
-    return sdpa_problem(q, k, v, mask, cfg, chunk_start);
-  }
-  if (cfg.sliding_window_size != 0) return "sliding_window_size is not emulated on the streaming kernel";
-  if (!cfg.attention_sink.empty()) return "attention_sink is not emulated on the streaming kernel";
+std::string sdpa_padded_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
+                                const SdpaConfig& cfg) {
   if (q.size() != 4 || k.size() != 4 || v.size() != 4) return "expected Q (b, nqh, s, dh) and K, V (b, nkv, s, dh), 4-D each";
   // A partial last tile is the factory's k_partial_col; a given mask must
   // cover whole tiles (TT-NN: divisible by the chunk sizes).
   if (mask && (q[2] % kTile != 0 || k[2] % kTile != 0))
     return "sequence lengths " + std::to_string(q[2]) + " / " + std::to_string(k[2]) +
            " with a mask: expected multiples of 32 (a partial last tile takes no mask)";
-  if (v[3] > 8 * kTile) return "head dim " + std::to_string(v[3]) + ": the kernel takes at most 256 (8 tiles)";
   // The shape checks of the 2024 kernel, with the chunk sizes dividing the
-  // padded lengths (the streaming kernel pads to whole chunks).
+  // padded lengths (the factory pads to whole chunks).
   SdpaConfig c = cfg;
   if (c.q_chunk_size < kTile || c.k_chunk_size < kTile || c.q_chunk_size % kTile || c.k_chunk_size % kTile)
     return sdpa_problem(q, k, v, mask, cfg);  // its chunk-size message
@@ -76,6 +66,24 @@ std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& 
     mp[3] = kp[2];
   }
   return sdpa_problem(qp, kp, vp, mask ? &mp : nullptr, c);
+}
+
+std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
+                                   const SdpaConfig& cfg, int64_t chunk_start) {
+  if (cfg.compute.fp32_dest_acc_en)
+    return "the streaming kernel runs only with fp32_dest_acc_en off (TT-NN picks the standard kernel otherwise)";
+  auto head_dim = [&]() -> std::string {
+    if (v.size() == 4 && v[3] > 8 * kTile) return "head dim " + std::to_string(v[3]) + ": the kernel takes at most 256 (8 tiles)";
+    return "";
+  };
+  if (chunk_start != 0) {  // chunked prefill: whole q chunks, keys gathered to a whole k chunk
+    if (!head_dim().empty()) return head_dim();
+    return sdpa_problem(q, k, v, mask, cfg, chunk_start);
+  }
+  if (cfg.sliding_window_size != 0) return "sliding_window_size is not emulated on the streaming kernel";
+  if (!cfg.attention_sink.empty()) return "attention_sink is not emulated on the streaming kernel";
+  const std::string p = sdpa_padded_problem(q, k, v, mask, cfg);
+  return p.empty() ? head_dim() : p;
 }
 
 int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v,

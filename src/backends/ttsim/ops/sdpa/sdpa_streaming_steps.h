@@ -3,6 +3,7 @@
 // chunks, then the per-row normalization), shared by the fast path and the
 // oracle: the steps run the lane models when tm.kern is nullptr, else the
 // vector kernels (bit-identical). Internal to ops/sdpa.
+#include <string>
 #include <vector>
 
 #include "backends/ttsim/ops/sdpa/sdpa_common.h"
@@ -20,6 +21,11 @@ struct StreamingInputs {
 };
 StreamingInputs streaming_pad(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
                               const SdpaConfig& cfg);
+// Why these shapes cannot be padded that way, or "": the latest programs'
+// shared shape rules (4-D, the chunk sizes dividing the padded lengths,
+// causal with equal lengths, a mask covering whole tiles).
+std::string sdpa_padded_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
+                                const SdpaConfig& cfg);
 
 struct StreamingRun {
   const StreamingInputs& in;

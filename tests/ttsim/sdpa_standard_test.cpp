@@ -161,6 +161,38 @@ TEST(SdpaStandard, FastEqualsOracleOnPaddedLengths) {
   for (const Case& c : cs) expect_fast_equals_oracle(c);
 }
 
+// A float32 Q enters the QK matmul as TF32 (the unpacker with an fp32 Dst):
+// fast path and oracle agree, the low 13 mantissa bits never matter, bit 13
+// does.
+TEST(SdpaStandard, Float32QIsTf32) {
+  for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Float32}) {
+    Case c{std::string("float32 Q -> ") + format_name(out), {1, 2, 96, 64}, {1, 1, 96, 64}, latest_fp32(32, 64)};
+    c.fq = DataFormat::Float32;
+    c.fkv = DataFormat::Bfp8_b;
+    c.cfg.compute.output = out;
+    expect_fast_equals_oracle(c);
+  }
+  const TileTensor q = tiles({1, 1, 64, 64}, 41, DataFormat::Float32), k = tiles({1, 1, 64, 64}, 42, DataFormat::Bfloat16);
+  auto flip = [&](uint32_t bits) {
+    TileTensor t = q;
+    for (float& x : t.data) {
+      uint32_t u;
+      std::memcpy(&u, &x, 4);
+      if (u != 0) u ^= bits;
+      std::memcpy(&x, &u, 4);
+    }
+    return t;
+  };
+  TileTensor want, low, high;
+  SdpaConfig hifi4 = latest_fp32();  // every Src bit reaches the product
+  hifi4.compute.math_fidelity = MathFidelity::HiFi4;
+  tt_sdpa_standard_oracle(q, k, k, nullptr, want, hifi4);
+  tt_sdpa_standard_oracle(flip(0x1fffu), k, k, nullptr, low, hifi4);
+  tt_sdpa_standard_oracle(flip(0x2000u), k, k, nullptr, high, hifi4);
+  EXPECT_TRUE(same_bits(low, want));
+  EXPECT_FALSE(same_bits(high, want));
+}
+
 // The first n rows of x's values, tiled again (rows quantise independently).
 static TileTensor first_rows(const TileTensor& x, int64_t n) {
   Shape s = x.shape;

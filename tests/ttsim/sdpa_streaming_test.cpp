@@ -210,6 +210,13 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
       c.cfg.compute.output = out;
       cases.push_back(c);
     }
+  for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Float32}) {
+    Case c{"float32 Q", {1, 2, 96, 64}, {1, 1, 96, 64}, cfg(32, 64)};
+    c.fq = DataFormat::Float32;
+    c.fkv = DataFormat::Bfp8_b;
+    c.cfg.compute.output = out;
+    cases.push_back(c);
+  }
   for (DataFormat fm : {DataFormat::Bfloat16, DataFormat::Bfp4_b}) {
     Case c{"mask", {1, 2, 128, 64}, {1, 2, 192, 64}, cfg(64, 128, false)};  // 192 keys: padded to 256
     c.mask = true;
@@ -325,6 +332,39 @@ TEST(TtsimSdpaStreaming, CircularBuffersAsTheFactorySizesThem) {
   const TileTensor t = make_tile_tensor({1, 1, 512, 128}, DataFormat::Bfloat16);
   const int64_t tiles = 64 + 64 + 2 + 32 + 64 + 40 + 3 + 16;
   EXPECT_EQ(sdpa_streaming_cb_bytes(t, t, t, nullptr, cfg(256, 128)), tiles * 2048);
+}
+
+// A float32 Q reaches the 16-bit Dst's matmul as the unpacker cuts it: its
+// bf16 truncation (not the host's rounding) gives the same bits, and at
+// the device frame a float32 Q runs at latest and is refused at 2024.
+TEST(TtsimSdpaStreaming, Float32QIsItsBf16Truncation) {
+  const Shape qs{1, 2, 64, 64}, ks{1, 1, 64, 64};
+  const TileTensor q = tiles(qs, 31, DataFormat::Float32), k = tiles(ks, 32, DataFormat::Bfloat16);
+  std::vector<float> cut;
+  for (int64_t r = 0; r < 64 * 2; ++r)
+    for (int64_t c = 0; c < 64; ++c) {
+      uint32_t u;
+      std::memcpy(&u, &q.data[static_cast<size_t>(r * q.pcols + c)], 4);
+      u &= 0xffff0000u;
+      float x;
+      std::memcpy(&x, &u, 4);
+      cut.push_back(x);
+    }
+  const TileTensor qt = to_tile_layout(cut.data(), qs, DataFormat::Bfloat16);
+  TileTensor want, got;
+  tt_sdpa_streaming_oracle(q, k, k, nullptr, got, cfg(32, 32));
+  tt_sdpa_streaming_oracle(qt, k, k, nullptr, want, cfg(32, 32));
+  EXPECT_TRUE(same_bits(got, want));
+  TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "backend"));
+  SdpaConfig latest = cfg(32, 32);
+  latest.compute.tt_metal = TtMetal::Latest;
+  EXPECT_TRUE(same_bits(run_sdpa(dev, "sdpa", q, k, k, nullptr, latest), want));
+  try {
+    run_sdpa(dev, "sdpa", q, k, k, nullptr, cfg(32, 32));
+    FAIL() << "ran at 2024";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("a float32 Q runs at tt_metal latest"), std::string::npos) << e.what();
+  }
 }
 
 // The device frame: the kernel's bits, its checks, its buffers against L1.

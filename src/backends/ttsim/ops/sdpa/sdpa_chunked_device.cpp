@@ -83,7 +83,7 @@ void validate_chunked_sdpa(const TileTensor& q, const TileTensor& k, const TileT
                             : sdpa_problem(q.shape, gathered, gathered, nullptr, cfg, chunk_start);
   if (!p.empty()) refuse(p);
   if (program == SdpaProgram::Standard) {
-    const std::string gap = sdpa_standard_gap(q, cfg);
+    const std::string gap = sdpa_standard_gap(cfg);
     if (!gap.empty()) refuse(gap + "; run it with tt_metal=2024");
   }
 }

@@ -10,12 +10,17 @@ namespace mha::ttsim {
 
 namespace {
 
-void refuse_float32(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask) {
+// TT-NN's dtype check. At latest the factory takes a float32 Q (scalar_df
+// Float32, Q unpacked to Src as TF32 / bf16); K, V and a mask stay 16-bit
+// or block float.
+void refuse_float32(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
+                    TtMetal t) {
   const TileTensor* in[] = {&q, &k, &v, mask};
-  for (int i = 0; i < 4; ++i)
+  for (int i = t == TtMetal::R2024 ? 0 : 1; i < 4; ++i)
     if (in[i] && in[i]->format == DataFormat::Float32)
       throw InputError(std::string("sdpa: input ") + std::to_string(i) +
-                       " is float32; TT-NN's SDPA takes bfloat16, bfloat8_b or bfloat4_b");
+                       " is float32; TT-NN's SDPA takes bfloat16, bfloat8_b or bfloat4_b" +
+                       (i == 0 ? " (a float32 Q runs at tt_metal latest)" : ""));
 }
 
 }  // namespace
@@ -29,10 +34,10 @@ void validate_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v
                    const SdpaConfig& cfg) {
   const SdpaProgram program = sdpa_program(cfg);
   if (program == SdpaProgram::Standard) {
-    const std::string gap = sdpa_standard_gap(q, cfg);
+    const std::string gap = sdpa_standard_gap(cfg);
     if (!gap.empty()) throw InputError("sdpa: " + gap + "; run it with tt_metal=2024");
   }
-  refuse_float32(q, k, v, mask);
+  refuse_float32(q, k, v, mask, cfg.compute.tt_metal);
   const Shape* ms = mask ? &mask->shape : nullptr;
   // Both latest programs pad the lengths to whole chunks; 2024's does not.
   const std::string p = program == SdpaProgram::Streaming  ? sdpa_streaming_problem(q.shape, k.shape, v.shape, ms, cfg)

@@ -90,7 +90,7 @@ void std_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32
 void scores(const Job& j, int64_t nb, int64_t bh, int64_t kvh, int64_t q_low, int64_t k_low, const TileMath& tm,
             Scratch& s) {
   const int64_t QC = j.QC, KC = j.KC, q_pos = j.chunk_start + q_low;  // the mask's frame: sequence positions
-  std_matmul(j.q.matrix(bh) + q_low * j.D, j.D, QC, j.D, false, j.k.matrix(kvh) + k_low * j.D, 1, j.D, KC, tm, s.mm,
+  std_matmul(j.q.matrix(bh) + q_low * j.D, j.D, QC, j.D, j.q.format == DataFormat::Float32, j.k.matrix(kvh) + k_low * j.D, 1, j.D, KC, tm, s.mm,
              s.S.data(), KC);
   pack_dst(s.S.data(), s.S.data(), QC * KC, DataFormat::Float32, true, PackSrc::Float32);
   // add_block_inplace: ELWADD of a mask row (bf16-exact values) onto the
@@ -272,11 +272,10 @@ Job make_job(const StreamingInputs& in, int64_t q_rows, const SdpaConfig& cfg, i
 
 }  // namespace
 
-std::string sdpa_standard_gap(const TileTensor& q, const SdpaConfig& cfg) {
+std::string sdpa_standard_gap(const SdpaConfig& cfg) {
   const std::string at = " at tt_metal latest with fp32_dest_acc_en";
   if (cfg.sliding_window_size > 0) return "sliding_window_size is not modelled" + at;
   if (!cfg.attention_sink.empty()) return "attention_sink is not modelled" + at;
-  if (q.format == DataFormat::Float32) return "a float32 Q is not modelled" + at;
   return "";
 }
 
@@ -290,7 +289,8 @@ int64_t sdpa_standard_cb_bytes(const TileTensor& q, const TileTensor& k, const T
   else if (cfg.is_causal) b += 2 * bf16;  // the lightweight palette: -inf, diagonal
   else if (padded) b += sq * sk * tile_bytes(DataFormat::Bfp4_b) * 2;  // the generated padding mask
   b += sq * sk * f32 + 2 * sq * f32;        // qk_im, sum_A/B
-  b += 2 * sq * vdht * bf16 + 3 * sq * bf16 + 2 * bf16;  // out_im_A/B, max_A/B, exp_max_diff, identities
+  // out_im_A/B, max_A/B, exp_max_diff; the identities in scalar_df (Float32 with a float32 Q)
+  b += 2 * sq * vdht * bf16 + 3 * sq * bf16 + 2 * (q.format == DataFormat::Float32 ? f32 : bf16);
   return b + sq * vdht * tile_bytes(cfg.compute.output);
 }
 
@@ -305,7 +305,7 @@ void tt_sdpa_standard(const TileTensor& q, const TileTensor& k, const TileTensor
   const std::string p = chunk_start != 0 ? sdpa_problem(q.shape, k.shape, v.shape, ms, cfg, chunk_start)
                                          : sdpa_padded_problem(q.shape, k.shape, v.shape, ms, cfg);
   if (!p.empty()) throw InputError("sdpa: " + p);
-  const std::string gap = sdpa_standard_gap(q, cfg);
+  const std::string gap = sdpa_standard_gap(cfg);
   if (!gap.empty()) throw InputError("sdpa: " + gap);
   const StreamingInputs in = streaming_pad(q, k, v, mask, cfg);
   const Job j = make_job(in, q.rows, cfg, chunk_start);

@@ -37,9 +37,9 @@
 namespace mha::ttsim {
 
 // What this kernel's emulation does not cover yet ("" when it does): a
-// sliding window, an attention sink, a float32 input. The device operation
+// sliding window, an attention sink. The device operation
 // refuses it in one line.
-std::string sdpa_standard_gap(const TileTensor& q, const SdpaConfig& cfg);
+std::string sdpa_standard_gap(const SdpaConfig& cfg);
 
 // Circular buffers per core in the factory's formats (qk_im and sums
 // Float32, Q chunks double-buffered when a core takes more than one).

@@ -97,7 +97,9 @@ int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const 
   if (mask) b += sq * sk * 2 * tile_bytes(mask->format);
   else if (cfg.is_causal || padded_k) b += palette * bf16;
   const int64_t out_h = largest_subblock(sq, vdht, 2).first;
-  b += (sq * sk + 2 * sq * vdht + 5 * sq + 3) * bf16 + 2 * out_h * vdht * tile_bytes(cfg.compute.output);
+  // identity_scale_in and col_identity in scalar_df (Float32 with a float32 Q)
+  const int64_t scalar = tile_bytes(q.format == DataFormat::Float32 ? DataFormat::Float32 : DataFormat::Bfloat16);
+  b += (sq * sk + 2 * sq * vdht + 5 * sq + 1) * bf16 + 2 * scalar + 2 * out_h * vdht * tile_bytes(cfg.compute.output);
   return b;
 }
 

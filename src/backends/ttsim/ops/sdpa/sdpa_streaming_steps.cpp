@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "ttsim/kblock.h"
+#include "ttsim/matrix_unit.h"
 #include "ttsim/packer.h"
 #include "ttsim/sfpu.h"
 #include "ttsim/sfpu_mad.h"
@@ -219,6 +220,11 @@ StreamingInputs streaming_pad(const TileTensor& q, const TileTensor& k, const Ti
   StreamingInputs in;
   const int64_t psq = round_up(q.rows, cfg.q_chunk_size), psk = round_up(k.rows, cfg.k_chunk_size);
   in.q = pad_rows(q, psq, q.cols);
+  // A float32 Q (scalar_df Float32 at 15a15bf5) reaches the QK matmul as
+  // the unpacker puts it in Src: TF32 with an fp32 Dst, bf16 with a 16-bit
+  // one (truncated, denormals flushed); the values are cut here once.
+  if (q.format == DataFormat::Float32)
+    for (float& x : in.q.data) x = unpack_to_src(x, DataFormat::Float32, cfg.compute.fp32_dest_acc_en);
   in.k = pad_rows(k, psk, k.cols);
   in.v = pad_rows(v, psk, v.cols);
   in.s_k = k.rows;

@@ -13,7 +13,8 @@ namespace mha::ttsim {
 
 // The inputs padded as the kernel sees them: Q to a multiple of
 // q_chunk_size rows, K and V to a multiple of k_chunk_size (zeros), a given
-// mask to both, its padded key columns -inf (the reader's fill).
+// mask to both, its padded key columns -inf (the reader's fill). A float32
+// Q keeps its format, its values cut to what the unpacker puts in Src.
 struct StreamingInputs {
   TileTensor q, k, v, mask;
   bool has_mask = false;

@@ -135,18 +135,24 @@ void row_max(const Job& j, bool has_prev, const float* m_prev, const Scratch& s,
 // scaled fast approx exp, packer ReLU) back into qk_im, and the row's exp
 // tiles L1-accumulated into its sum tile (the first tile written, the rest
 // added in column-tile order).
+// exp((x - m) * scale) on n values of a CB in place: TF32 in Src (exact
+// for a bf16 CB), ELWSUB, the scaled fast exp, packer ReLU, packed Float32.
+void sub_exp_row(float* row, int64_t n, float m, float scale, const TileMath& tm) {
+  for (int64_t c = 0; c < n; ++c) row[c] = tf32(row[c]);
+  const float neg = -m;
+  if (tm.kern) tm.kern->elwadd(row, &neg, 0, n, true, row);
+  else for (int64_t c = 0; c < n; ++c) row[c] = fpu_add(row[c], neg, true, tm.arch);
+  sfpu_exp_fast_approx_scaled(row, n, scale, tm.kern, tm.arch, row);
+  for (int64_t c = 0; c < n; ++c) row[c] = std::signbit(row[c]) ? 0.0f : row[c];  // packer ReLU
+  pack_dst(row, row, n, DataFormat::Float32, true, PackSrc::Float32);
+}
+
 void sub_exp(const Job& j, const float* m, const TileMath& tm, Scratch& s, float* sum) {
   const int64_t KC = j.KC;
   for (int64_t r = 0; r < j.QC; ++r) {
     float* row = &s.S[r * KC];
     float* st = &sum[r * kTile];
-    for (int64_t c = 0; c < KC; ++c) row[c] = tf32(row[c]);
-    const float neg = -m[r];
-    if (tm.kern) tm.kern->elwadd(row, &neg, 0, KC, true, row);
-    else for (int64_t c = 0; c < KC; ++c) row[c] = fpu_add(row[c], neg, true, tm.arch);
-    sfpu_exp_fast_approx_scaled(row, KC, j.scale, tm.kern, tm.arch, row);
-    for (int64_t c = 0; c < KC; ++c) row[c] = std::signbit(row[c]) ? 0.0f : row[c];  // packer ReLU
-    pack_dst(row, row, KC, DataFormat::Float32, true, PackSrc::Float32);
+    sub_exp_row(row, KC, m[r], j.scale, tm);
     std::copy(row, row + kTile, st);
     for (int64_t t = kTile; t < KC; t += kTile) l1_acc_fp32(st, row + t, kTile);
   }
@@ -156,16 +162,27 @@ void sub_exp(const Job& j, const float* m, const TileMath& tm, Scratch& s, float
 // SFPU multiply, the accurate fp32 exp: EXP_APPROX_MODE on), packed bf16;
 // sum_prev *= alpha, sum += sum_prev (Float32, tile-wide); out += out_prev *
 // alpha by L1 accumulation in bf16.
+// sub_exp_block: exp((m_prev - m) * scale_bf16) (ELWSUB, the SFPU multiply,
+// EXP_APPROX_MODE on: _ckernel_sfpu_exp_accurate_; off: the polynomial),
+// packed to the Float16_b exp_max_diff.
+float alpha_of(const Job& j, float m_prev, float m, const TileMath& tm) {
+  const float d = fpu_add(m_prev, -m, true, tm.arch);
+  return pack_bf16(sdpa_exp_first_column(d, j.scale_bf16, j.cfg.exp_approx_mode, true, tm.arch));
+}
+
+// out[0, n) = in * alpha (ELWMUL, alpha broadcast in SrcB) in the fp32 Dst.
+void mul_alpha(const float* in, int64_t n, float alpha, const TileMath& tm, float* out) {
+  if (tm.kern) tm.kern->elwmul(in, &alpha, 0, n, tm.phases, true, out);
+  else for (int64_t c = 0; c < n; ++c) out[c] = fpu_mul(in[c], alpha, tm.fidelity, true, tm.arch);
+}
+
 void rescale(const Job& j, const float* m_prev, const float* m, const float* sum_prev, const float* out_prev,
              const TileMath& tm, Scratch& s, float* sum, float* out) {
   for (int64_t r = 0; r < j.QC; ++r) {
-    const float d = fpu_add(m_prev[r], -m[r], true, tm.arch);
-    // EXP_APPROX_MODE on: _ckernel_sfpu_exp_accurate_; off: the polynomial.
-    const float alpha = pack_bf16(sdpa_exp_first_column(d, j.scale_bf16, j.cfg.exp_approx_mode, true, tm.arch));
+    const float alpha = alpha_of(j, m_prev[r], m[r], tm);
     float sp[kTile], cur[kTile];
     for (int64_t c = 0; c < kTile; ++c) sp[c] = tf32(sum_prev[r * kTile + c]), cur[c] = tf32(sum[r * kTile + c]);
-    if (tm.kern) tm.kern->elwmul(sp, &alpha, 0, kTile, tm.phases, true, sp);
-    else for (int64_t c = 0; c < kTile; ++c) sp[c] = fpu_mul(sp[c], alpha, tm.fidelity, true, tm.arch);
+    mul_alpha(sp, kTile, alpha, tm, sp);
     pack_dst(sp, sp, kTile, DataFormat::Float32, true, PackSrc::Float32);
     for (float& x : sp) x = tf32(x);
     if (tm.kern) tm.kern->elwadd(cur, sp, 1, kTile, true, cur);
@@ -173,8 +190,7 @@ void rescale(const Job& j, const float* m_prev, const float* m, const float* sum
     pack_dst(cur, sum + r * kTile, kTile, DataFormat::Float32, true, PackSrc::Float32);
     s.row.resize(static_cast<size_t>(j.VD));
     float* x = s.row.data();
-    if (tm.kern) tm.kern->elwmul(out_prev + r * j.VD, &alpha, 0, j.VD, tm.phases, true, x);
-    else for (int64_t c = 0; c < j.VD; ++c) x[c] = fpu_mul(out_prev[r * j.VD + c], alpha, tm.fidelity, true, tm.arch);
+    mul_alpha(out_prev + r * j.VD, j.VD, alpha, tm, x);
     pack_from_dst(x, x, j.VD, DataFormat::Bfloat16, true, false);
     if (tm.kern) tm.kern->l1_acc_bf16(out + r * j.VD, x, j.VD);
     else for (int64_t c = 0; c < j.VD; ++c) out[r * j.VD + c] = l1_acc_bf16(out[r * j.VD + c], x[c]);
@@ -209,15 +225,40 @@ void reduce_sums(const Job& j, const float* sum, const TileMath& tm, Scratch& s,
   }
 }
 
-void normalize(const Job& j, int64_t bh, int64_t q_low, const float* sum, const float* acc, const TileMath& tm,
-               Scratch& s, TileTensor& out) {
+// The attention sink after matmul_reduce (compute_common.hpp at 637d956c):
+// the reader's sink tile holds the head's bf16 logit in column 0 (-inf
+// elsewhere), compared with the unscaled running max and scaled inside
+// the exp like a score. m' = max(m, sink) (reduce_c onto the previous
+// max), alpha = exp((m - m') * scale) as in rescale; l = l * alpha (ELWMUL,
+// Float32) + exp((sink - m') * scale) (sub_exp with packer ReLU, Float32),
+// by ELWADD; O = O * alpha packed bf16 (no L1 accumulation): the sink adds
+// to the denominator only.
+void apply_sink(const Job& j, int64_t nq, const float* m, const TileMath& tm, float* l, float* acc) {
+  const float sink = j.cfg.attention_sink[static_cast<size_t>(nq)];
+  TileMath lane = tm;  // one value per row: the lane models (the kernels take whole rows)
+  lane.kern = nullptr;
+  for (int64_t r = 0; r < j.QC; ++r) {
+    const float m_new = pack_bf16(std::max(m[r], sink));
+    const float alpha = alpha_of(j, m[r], m_new, tm);
+    float lp = tf32(l[r]), e = sink;
+    mul_alpha(&lp, 1, alpha, lane, &lp);
+    lp = pack_f32(lp);
+    sub_exp_row(&e, 1, m_new, j.scale, lane);
+    l[r] = pack_f32(fpu_add(tf32(e), tf32(lp), true, tm.arch));
+    float* o = acc + r * j.VD;
+    mul_alpha(o, j.VD, alpha, tm, o);
+    pack_from_dst(o, o, j.VD, DataFormat::Bfloat16, true, false);
+  }
+}
+
+// ls: the reduced row sums (Float32 CB values).
+void normalize(const Job& j, int64_t bh, int64_t q_low, const float* ls, const float* acc, const TileMath& tm,
+               TileTensor& out) {
   const ComputeConfig& cc = j.cfg.compute;
-  std::vector<float> ls(static_cast<size_t>(j.QC)), row(static_cast<size_t>(j.VD));
-  reduce_sums(j, sum, tm, s, ls.data());
+  std::vector<float> row(static_cast<size_t>(j.VD));
   const int64_t rows = std::min(j.QC, out.rows - q_low);  // padded query rows are not written
   for (int64_t r = 0; r < rows; ++r) {
-    const float l = ls[static_cast<size_t>(r)];
-    const float inv = pack_f32(sfpu_reciprocal_legacy(tf32(pack_f32(l)), cc.math_approx_mode, true, tm.arch));
+    const float inv = pack_f32(sfpu_reciprocal_legacy(tf32(ls[r]), cc.math_approx_mode, true, tm.arch));
     const float b = tf32(inv);
     if (tm.kern) tm.kern->elwmul(acc + r * j.VD, &b, 0, j.VD, tm.phases, true, row.data());
     else for (int64_t c = 0; c < j.VD; ++c) row[static_cast<size_t>(c)] = fpu_mul(acc[r * j.VD + c], b, tm.fidelity, true, tm.arch);
@@ -256,7 +297,12 @@ void q_chunk(const Job& j, int64_t bh, int64_t qc, const TileMath& tm, Scratch& 
       rescale(j, s.m[prev].data(), s.m[cur].data(), s.sum[prev].data(), s.out[prev].data(), tm, s, s.sum[cur].data(), o);
     prev = cur;
   }
-  normalize(j, bh, q_low, s.sum[prev].data(), s.out[prev].data(), tm, s, out);
+  // matmul_reduce, packed to the Float32 sum CB; the sink; 1/l and O / l.
+  std::vector<float> ls(static_cast<size_t>(j.QC));
+  reduce_sums(j, s.sum[prev].data(), tm, s, ls.data());
+  for (float& l : ls) l = pack_f32(l);
+  if (!j.cfg.attention_sink.empty()) apply_sink(j, nq, s.m[prev].data(), tm, ls.data(), s.out[prev].data());
+  normalize(j, bh, q_low, ls.data(), s.out[prev].data(), tm, out);
 }
 
 // On the padded inputs; q_rows and s_k are the logical lengths.
@@ -275,7 +321,6 @@ Job make_job(const StreamingInputs& in, int64_t q_rows, const SdpaConfig& cfg, i
 std::string sdpa_standard_gap(const SdpaConfig& cfg) {
   const std::string at = " at tt_metal latest with fp32_dest_acc_en";
   if (cfg.sliding_window_size > 0) return "sliding_window_size is not modelled" + at;
-  if (!cfg.attention_sink.empty()) return "attention_sink is not modelled" + at;
   return "";
 }
 
@@ -288,6 +333,7 @@ int64_t sdpa_standard_cb_bytes(const TileTensor& q, const TileTensor& k, const T
   if (mask) b += sq * sk * tile_bytes(mask->format) * 2;
   else if (cfg.is_causal) b += 2 * bf16;  // the lightweight palette: -inf, diagonal
   else if (padded) b += sq * sk * tile_bytes(DataFormat::Bfp4_b) * 2;  // the generated padding mask
+  if (!cfg.attention_sink.empty()) b += sq * bf16;                     // the sink, one tile per q row tile
   b += sq * sk * f32 + 2 * sq * f32;        // qk_im, sum_A/B
   // out_im_A/B, max_A/B, exp_max_diff; the identities in scalar_df (Float32 with a float32 Q)
   b += 2 * sq * vdht * bf16 + 3 * sq * bf16 + 2 * (q.format == DataFormat::Float32 ? f32 : bf16);

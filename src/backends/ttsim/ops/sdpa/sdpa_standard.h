@@ -19,7 +19,9 @@
 //     and a degree-4 polynomial when it is off (the flag is inverted at that
 //     site: tt-metal PR #56925);
 //   - 1/sum is the legacy-compatible reciprocal on the first column, on
-//     the device's own multiply-add (Wormhole or Blackhole).
+//     the device's own multiply-add (Wormhole or Blackhole);
+//   - an attention sink enters after the row sums' reduction, as a virtual
+//     key compared with the unscaled max and scaled in the exp.
 // Lengths that are not multiples of the chunk sizes (or of 32) are padded
 // to whole chunks with zeros; causal, the diagonal hides the padded keys,
 // else the writer's generated padding mask (use_padded_mask, Bfp4_b 0 /
@@ -37,7 +39,7 @@
 namespace mha::ttsim {
 
 // What this kernel's emulation does not cover yet ("" when it does): a
-// sliding window, an attention sink. The device operation
+// sliding window. The device operation
 // refuses it in one line.
 std::string sdpa_standard_gap(const SdpaConfig& cfg);
 

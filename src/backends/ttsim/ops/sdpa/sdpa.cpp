@@ -105,6 +105,44 @@ TileTensor run_chunked_sdpa_op(OpCall& c) {
   return out;
 }
 
+// flash-mla-prefill's params: TT-NN's head_dim_v (required), then what
+// flash_mla_prefill takes of sdpa's (program config, scale, is_causal; no
+// window or sink) and the compute config.
+struct FlashMlaParams {
+  SdpaConfig cfg;
+  template <class V>
+  void fields(V& v) {
+    v("head_dim_v", cfg.head_dim_v, "V's head dim: V is K's first head_dim_v columns, a multiple of 32; required");
+    cfg.shared_fields(v);
+    v("is_causal", cfg.is_causal, "true/false (default true; a MASK needs false)");
+    cfg.compute.fields(v, fields::kDerived);
+  }
+};
+
+FlashMlaParams flash_mla_params(const nlohmann::ordered_json& p) {
+  if (!p.contains("head_dim_v"))
+    throw InputError("flash-mla-prefill: --option head_dim_v=N (V's head dim, K's first N columns) is required");
+  FlashMlaParams d;
+  fields::parse_into(d, p, "op options", "flash-mla-prefill option");
+  return d;
+}
+
+void check_flash_mla_prefill(const OpCheck& c) {
+  require_4d(c, "flash-mla-prefill");
+  flash_mla_params(c.params);
+}
+
+TileTensor run_flash_mla_prefill_op(OpCall& c) {
+  FlashMlaParams d = flash_mla_params(c.params);
+  sdpa_compute(c, d.cfg);
+  const TileTensor* mask = c.in.size() == 3 ? &c.in[2] : nullptr;
+  TileTensor out = run_flash_mla_prefill(c.dev, c.program, c.in[0], c.in[1], mask, d.cfg);
+  sdpa_report(c, d.cfg);
+  c.info["attributes"] = fields::json_of(d);
+  c.info["head_dim_v"] = d.cfg.head_dim_v;
+  return out;
+}
+
 }  // namespace
 
 extern const TtOpDesc kOpSdpa = {
@@ -123,5 +161,13 @@ extern const TtOpDesc kOpChunkedSdpa = {
     "sdpa's kernel",
     "as sdpa: HiFi2, math_approx_mode on, fp32 Dst off; chunks of 32; scale 1/sqrt(dh)", 3, 3, false, false,
     op_params_of(ChunkedParams{}), check_chunked_sdpa, nullptr, run_chunked_sdpa_op};
+
+extern const TtOpDesc kOpFlashMlaPrefill = {
+    "flash-mla-prefill", "Q K [MASK]",
+    "ttnn.transformer.flash_mla_prefill: multi-head latent attention, Q (b, nqh, s, dh) against the latent rows K "
+    "(b, nkv, s, dh), V = K's first head_dim_v columns (read from K's tiles); sdpa's device operation and kernel "
+    "with use_mla; out (b, nqh, s, head_dim_v)",
+    "as sdpa: HiFi2, math_approx_mode on, fp32 Dst off; chunks of 32; causal; scale 1/sqrt(dh)", 2, 3, false, false,
+    op_params_of(FlashMlaParams{}), check_flash_mla_prefill, nullptr, run_flash_mla_prefill_op};
 
 }  // namespace mha::ttsim

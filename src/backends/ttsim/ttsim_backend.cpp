@@ -99,9 +99,7 @@ class TtSimBackend : public Backend {
   // Decode runs the SDPA pipeline (prefill into the device's KV cache, then
   // SDPA decode per token).
   std::optional<std::string> supports_decode(const AttentionSpec& spec) const override {
-    if (spec.mla)
-      return std::string("multi-head latent attention decodes on cpu and reference; tt-sim has the decode op "
-                         "(mha op flash-mla-decode) but no latent-cache session yet");
+    if (spec.mla) return mla_gap(spec, nullptr);
     if (auto why = feature_gap(spec)) return why;
     if (opt_.attention == AttentionKernel::Ops)
       return std::string("attention \"ops\" has no KV cache; tt-sim decodes with attention \"sdpa\"");
@@ -111,6 +109,10 @@ class TtSimBackend : public Backend {
   }
   std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt) override {
     if (supports_decode(spec)) return Backend::start_decode(spec, opt);  // throws the reason
+    if (spec.mla) {
+      const MlaPlan& p = mla_plan(spec);
+      return make_mla_decode(dev_, p.recipe, p.weights, spec, opt);
+    }
     const SdpaPlan& p = sdpa_plan(spec);
     return make_sdpa_decode(dev_, p.recipe, p.weights, spec, opt);
   }

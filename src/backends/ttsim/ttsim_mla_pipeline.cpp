@@ -5,6 +5,7 @@
 
 #include "backends/ttsim/ttsim_mla.h"
 #include "backends/ttsim/ops/data_movement/data_movement.h"
+#include "backends/ttsim/ops/kv_cache/kv_cache.h"
 #include "backends/ttsim/ops/matmul/matmul.h"
 #include "backends/ttsim/ops/rms_norm/rms_norm.h"
 #include "backends/ttsim/ops/rotary_llama/rotary_llama.h"
@@ -55,11 +56,9 @@ void split_kv_b(const AttentionSpec& spec, DataFormat f, MlaWeights& w) {
   w.w_vb = to_tile_layout(vb.data(), {1, H, kl, dv}, f);
 }
 
-// Columns [c0, c0 + n) of every head of x: x [1, 1, s, H * stride] gives
-// [1, H, s, n] (head h's columns start at h * stride), x [1, H, s, w]
-// (stride 0) gives its own columns. Exact data movement (reshape, permute,
-// slice: bf16 values move unchanged).
-TileTensor head_columns(TtDevice& dev, const char* op, const TileTensor& x, int64_t H, int64_t stride, int64_t c0,
+}  // namespace
+
+TileTensor mla_head_columns(TtDevice& dev, const char* op, const TileTensor& x, int64_t H, int64_t stride, int64_t c0,
                         int64_t n) {
   TileTensor out = make_tile_tensor({1, H, x.rows, n}, x.format);
   for (int64_t h = 0; h < H; ++h) {
@@ -69,8 +68,7 @@ TileTensor head_columns(TtDevice& dev, const char* op, const TileTensor& x, int6
   return run_head_movement(dev, op, "c0=" + std::to_string(c0) + ",n=" + std::to_string(n), x, std::move(out));
 }
 
-// ttnn.concat(a, b, dim=-1) of two [1, H, s, .] tensors of one format.
-TileTensor concat_last(TtDevice& dev, const TileTensor& a, const TileTensor& b) {
+TileTensor mla_concat_last(TtDevice& dev, const TileTensor& a, const TileTensor& b) {
   TileTensor out = make_tile_tensor({a.shape[0], a.shape[1], a.rows, a.cols + b.cols}, a.format);
   for (int64_t m = 0; m < a.batch; ++m)
     for (int64_t r = 0; r < a.prows; ++r) {
@@ -79,8 +77,6 @@ TileTensor concat_last(TtDevice& dev, const TileTensor& a, const TileTensor& b) 
     }
   return run_head_movement(dev, "ttnn.concat", "", a, std::move(out));
 }
-
-}  // namespace
 
 std::vector<const TileTensor*> MlaWeights::all() const {
   std::vector<const TileTensor*> v{&wq, &wkv, &w_kb, &w_vb};
@@ -131,6 +127,48 @@ std::optional<std::string> mla_unsupported(const AttentionSpec& spec, const Atte
   return std::nullopt;
 }
 
+TileTensor mla_query_rows(TtDevice& dev, const SdpaRecipe& r, const MlaWeights& w, const AttentionSpec& spec,
+                          const TileTensor& x) {
+  ComputeConfig lin = r.qkv;
+  lin.output = r.act;
+  TileTensor q = linear_bias(dev, "ttnn.linear", x, w.wq, w.bq, lin, r.grid, 0);
+  if (!w.has_q_b) return q;
+  RmsNormAttributes na;
+  na.epsilon = static_cast<float>(spec.mla->eps);
+  na.compute = r.qk_norm;
+  return linear_bias(dev, "ttnn.linear", run_rms_norm(dev, q, &w.q_norm, na), w.wq_b, std::nullopt, lin, r.grid, 0);
+}
+
+TileTensor mla_latent_rows(TtDevice& dev, const SdpaRecipe& r, const MlaWeights& w, const TileTensor& x) {
+  ComputeConfig lin = r.qkv;
+  lin.output = r.act;
+  return linear_bias(dev, "ttnn.linear", x, w.wkv, w.bkv, lin, r.grid, 0);
+}
+
+TileTensor mla_norm_latent(TtDevice& dev, const SdpaRecipe& r, const MlaWeights& w, const AttentionSpec& spec,
+                           const TileTensor& c) {
+  RmsNormAttributes na;
+  na.epsilon = static_cast<float>(spec.mla->eps);
+  na.compute = r.qk_norm;
+  return run_rms_norm(dev, c, &w.kv_norm, na);
+}
+
+TileTensor mla_absorb(TtDevice& dev, const SdpaRecipe& r, const MlaWeights& w, const TileTensor& q_nope) {
+  MatmulAttributes at;
+  at.compute = r.qkv;
+  at.compute.output = r.act;
+  at.grid = r.grid;
+  return run_matmul(dev, "ttnn.matmul", q_nope, w.w_kb, at);
+}
+
+TileTensor mla_expand(TtDevice& dev, const SdpaRecipe& r, const MlaWeights& w, const TileTensor& latent) {
+  MatmulAttributes at;
+  at.compute = r.wo;
+  at.compute.output = r.act;
+  at.grid = r.grid;
+  return run_matmul(dev, "ttnn.matmul", latent, w.w_vb, at);
+}
+
 namespace {
 
 // The query in the latent space, q [1, H, Lp, kl + dr]: projections, heads,
@@ -139,58 +177,39 @@ TileTensor mla_query(TtDevice& dev, const SdpaRecipe& r, const MlaWeights& w, co
                      const TileTensor& x, const RotaryTables& t, const TileTensor& trans) {
   const Mla& m = *spec.mla;
   const int64_t H = spec.num_heads, dq = spec.head_dim;
-  ComputeConfig lin = r.qkv;
-  lin.output = r.act;
-  TileTensor q = linear_bias(dev, "ttnn.linear", x, w.wq, w.bq, lin, r.grid, 0);
-  if (w.has_q_b) {
-    RmsNormAttributes na;
-    na.epsilon = static_cast<float>(m.eps);
-    na.compute = r.qk_norm;
-    q = run_rms_norm(dev, q, &w.q_norm, na);
-    q = linear_bias(dev, "ttnn.linear", q, w.wq_b, std::nullopt, lin, r.grid, 0);
-  }
-  const TileTensor q_nope = head_columns(dev, "ttnn.slice", q, H, dq, 0, m.nope_dim);
+  const TileTensor q = mla_query_rows(dev, r, w, spec, x);
+  const TileTensor q_nope = mla_head_columns(dev, "ttnn.slice", q, H, dq, 0, m.nope_dim);
   RotaryAttributes ra;
   ra.compute = r.rotary;
   const TileTensor q_pe =
-      run_rotary_llama(dev, head_columns(dev, "ttnn.slice", q, H, dq, m.nope_dim, m.rope_dim), t.cos, t.sin, trans, ra);
-  MatmulAttributes at;
-  at.compute = lin;
-  at.grid = r.grid;
-  return concat_last(dev, run_matmul(dev, "ttnn.matmul", q_nope, w.w_kb, at), q_pe);
+      run_rotary_llama(dev, mla_head_columns(dev, "ttnn.slice", q, H, dq, m.nope_dim, m.rope_dim), t.cos, t.sin, trans, ra);
+  return mla_concat_last(dev, mla_absorb(dev, r, w, q_nope), q_pe);
 }
 
 // The latent rows kvpe [1, 1, Lp, kl + dr]: [rms_norm(c) | rotary(k_pe)].
 TileTensor mla_latent(TtDevice& dev, const SdpaRecipe& r, const MlaWeights& w, const AttentionSpec& spec,
                       const TileTensor& x, const RotaryTables& t, const TileTensor& trans) {
   const Mla& m = *spec.mla;
-  ComputeConfig lin = r.qkv;
-  lin.output = r.act;
-  const TileTensor kv = linear_bias(dev, "ttnn.linear", x, w.wkv, w.bkv, lin, r.grid, 0);
-  RmsNormAttributes na;
-  na.epsilon = static_cast<float>(m.eps);
-  na.compute = r.qk_norm;
-  const TileTensor c = run_rms_norm(dev, head_columns(dev, "ttnn.slice", kv, 1, 0, 0, m.kv_lora_rank), &w.kv_norm, na);
+  const TileTensor kv = mla_latent_rows(dev, r, w, x);
+  const TileTensor c = mla_norm_latent(dev, r, w, spec, mla_head_columns(dev, "ttnn.slice", kv, 1, 0, 0, m.kv_lora_rank));
   RotaryAttributes ra;
   ra.compute = r.rotary;
-  const TileTensor kr = run_rotary_llama(dev, head_columns(dev, "ttnn.slice", kv, 1, 0, m.kv_lora_rank, m.rope_dim),
+  const TileTensor kr = run_rotary_llama(dev, mla_head_columns(dev, "ttnn.slice", kv, 1, 0, m.kv_lora_rank, m.rope_dim),
                                          t.cos, t.sin, trans, ra);
-  return concat_last(dev, c, kr);
+  return mla_concat_last(dev, c, kr);
 }
 
-struct MlaUserOut {
-  TileTensor out, ctx;
-};
+}  // namespace
 
-// One user's prefill, x [1, 1, Lp, E] (ttsim_mla.h's op list).
 MlaUserOut mla_prefill_user(TtDevice& dev, const SdpaRecipe& r, const MlaWeights& w, const AttentionSpec& spec,
-                            const TileTensor& x, const RopeTable& rope, int64_t b) {
+                            const TileTensor& x, const RopeTable& rope, int64_t b, TileTensor* cache) {
   const Mla& m = *spec.mla;
   const int64_t Lp = x.rows;
   const RotaryTables t = rotary_prefill_tables(rope, b, Lp);
   const TileTensor trans = rotary_llama_trans_mat(DataFormat::Bfloat16);
   const TileTensor q = run_typecast(dev, mla_query(dev, r, w, spec, x, t, trans), r.q_sdpa);
   const TileTensor kvpe = run_typecast(dev, mla_latent(dev, r, w, spec, x, t, trans), r.cache);
+  if (cache) run_fill_cache(dev, *cache, kvpe, b, 0);
   SdpaConfig c;
   c.q_chunk_size = c.k_chunk_size = std::min(SdpaRecipe::chunk(Lp), q.prows);
   c.exp_approx_mode = r.exp_approx_prefill;
@@ -200,19 +219,13 @@ MlaUserOut mla_prefill_user(TtDevice& dev, const SdpaRecipe& r, const MlaWeights
   c.compute = r.sdpa_prefill;
   c.compute.output = r.q_sdpa;
   const TileTensor latent = run_flash_mla_prefill(dev, "ttnn.transformer.flash_mla_prefill", q, kvpe, nullptr, c);
-  MatmulAttributes at;
-  at.compute = r.wo;
-  at.compute.output = r.act;
-  at.grid = r.grid;
   MlaUserOut o;
-  o.ctx = concat_heads(dev, run_matmul(dev, "ttnn.matmul", latent, w.w_vb, at));
+  o.ctx = concat_heads(dev, mla_expand(dev, r, w, latent));
   ComputeConfig out = r.wo;
   out.output = r.out_prefill;
   o.out = w.has_out ? linear_bias(dev, "ttnn.linear", o.ctx, w.wo, w.bo, out, r.grid, 0) : o.ctx;
   return o;
 }
-
-}  // namespace
 
 AttentionResult run_mla_prefill(TtDevice& dev, const SdpaRecipe& r, const MlaWeights& w, const AttentionSpec& spec,
                                 const AttentionInputs& in, const RunOptions& opt) {
@@ -225,7 +238,7 @@ AttentionResult run_mla_prefill(TtDevice& dev, const SdpaRecipe& r, const MlaWei
   res.output = Tensor(DType::F32, {B, L, E_out});
   Tensor ctx(DType::F32, {B, L, ctx_w});
   for (int64_t b = 0; b < B; ++b) {
-    const MlaUserOut o = mla_prefill_user(dev, r, w, spec, user_rows(in.query, b, Lp, r.act), rope, b);
+    const MlaUserOut o = mla_prefill_user(dev, r, w, spec, user_rows(in.query, b, Lp, r.act), rope, b, nullptr);
     const std::vector<float> y = first_rows(o.out, L), c = first_rows(o.ctx, L);
     std::copy(y.begin(), y.end(), res.output.data<float>() + b * L * E_out);
     std::copy(c.begin(), c.end(), ctx.data<float>() + b * L * ctx_w);

@@ -1,7 +1,9 @@
 """ttnn.transformer on tt-sim: the head split / concatenation (data
 movement), attention_softmax_ (scale, mask, softmax: the ops the fused seed
 pipeline runs), and SDPA prefill, chunked prefill and decode (`mha op sdpa`,
-`chunked-sdpa`, `sdpa-decode`)."""
+`chunked-sdpa`, `sdpa-decode`), and their multi-head latent attention forms
+(`flash-mla-prefill`, `flash-mla-decode`: V read from K's first head_dim_v
+columns)."""
 from .. import Error
 from .._arrays import torch_module
 from .operations import add, moved, multiply, run_op, softmax
@@ -125,18 +127,23 @@ def _positions(op, cur_pos, cur_pos_tensor):
 
 
 def _decode(op, q, k, v, page_table, is_causal, attn_mask, cur_pos, cur_pos_tensor, attention_sink, scale,
-            sliding_window_size, memory_config, program_config, compute_kernel_config):
+            sliding_window_size, memory_config, program_config, compute_kernel_config, head_dim_v=None):
+    """SDPA decode, or with head_dim_v its use_mla form (V is K's first
+    head_dim_v columns; a separate V tensor is not modelled)."""
     if not is_causal:
         not_modelled(op, "is_causal=False")
     if attn_mask is not None:
         not_modelled(op, "the argument attn_mask")
+    if head_dim_v is not None and v is not None:
+        not_modelled(op, "a separate input_tensor_v (V read from K is what is modelled)")
     params = _program(op, program_config, decode=True)
     params.update({"cur_pos": _positions(op, cur_pos, cur_pos_tensor), "scale": scale,
-                   "sliding_window_size": sliding_window_size, "attention_sink": _sink(attention_sink)})
+                   "sliding_window_size": sliding_window_size, "attention_sink": _sink(attention_sink),
+                   "head_dim_v": head_dim_v})
     if page_table is not None:
         params["page_table"] = page_table.values().tolist()
-    return run_op(op, "sdpa-decode", [q, k, v], memory_config=memory_config,
-                  compute_kernel_config=compute_kernel_config,
+    name, tensors = ("flash-mla-decode", [q, k]) if head_dim_v is not None else ("sdpa-decode", [q, k, v])
+    return run_op(op, name, tensors, memory_config=memory_config, compute_kernel_config=compute_kernel_config,
                   params={key: val for key, val in params.items() if val is not None})
 
 
@@ -177,3 +184,34 @@ def chunked_scaled_dot_product_attention(input_tensor_q, input_tensor_k, input_t
     return run_op(op, "chunked-sdpa", [input_tensor_q, input_tensor_k, input_tensor_v], memory_config=memory_config,
                   compute_kernel_config=compute_kernel_config,
                   params={k: v for k, v in params.items() if v is not None})
+
+
+def flash_mla_prefill(input_tensor_q, input_tensor_k, head_dim_v, *, attn_mask=None, is_causal=True, scale=None,
+                      memory_config=None, program_config=None, compute_kernel_config=None):
+    """Multi-head latent attention prefill: SDPA with V = K's first
+    head_dim_v columns, read from K's tiles (`mha op flash-mla-prefill`)."""
+    op = "transformer.flash_mla_prefill"
+    params = _program(op, program_config, decode=False)
+    params.update({"head_dim_v": int(head_dim_v), "is_causal": bool(is_causal), "scale": scale})
+    tensors = [input_tensor_q, input_tensor_k] + ([attn_mask] if attn_mask is not None else [])
+    return run_op(op, "flash-mla-prefill", tensors, memory_config=memory_config,
+                  compute_kernel_config=compute_kernel_config,
+                  params={k: v for k, v in params.items() if v is not None})
+
+
+def flash_multi_latent_attention_decode(input_tensor_q, input_tensor_k, input_tensor_v=None, *, head_dim_v,
+                                        is_causal=True, attn_mask=None, cur_pos=None, cur_pos_tensor=None,
+                                        attention_sink=None, scale=None, sliding_window_size=None, memory_config=None,
+                                        program_config=None, compute_kernel_config=None):
+    return _decode("transformer.flash_multi_latent_attention_decode", input_tensor_q, input_tensor_k, input_tensor_v,
+                   None, is_causal, attn_mask, cur_pos, cur_pos_tensor, attention_sink, scale, sliding_window_size,
+                   memory_config, program_config, compute_kernel_config, int(head_dim_v))
+
+
+def paged_flash_multi_latent_attention_decode(input_tensor_q, input_tensor_k, input_tensor_v=None, *, head_dim_v,
+                                              page_table_tensor, is_causal=True, attn_mask=None, cur_pos_tensor=None,
+                                              attention_sink=None, scale=None, sliding_window_size=None,
+                                              memory_config=None, program_config=None, compute_kernel_config=None):
+    return _decode("transformer.paged_flash_multi_latent_attention_decode", input_tensor_q, input_tensor_k,
+                   input_tensor_v, page_table_tensor, is_causal, attn_mask, None, cur_pos_tensor, attention_sink,
+                   scale, sliding_window_size, memory_config, program_config, compute_kernel_config, int(head_dim_v))

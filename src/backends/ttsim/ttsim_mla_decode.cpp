@@ -92,9 +92,22 @@ class MlaDecodeSession : public DecodeSession {
   int64_t cache_bytes() const override {
     return opt_.batch * ((len_ + kTile - 1) / kTile) * (spec_.mla->latent_width() / kTile) * tile_bytes(r_.cache);
   }
-  void fill_synthetic(int64_t, uint64_t) override {
-    throw InputError("tt-sim's multi-head latent attention session has no synthetic cache fill (decode depth); "
-                     "bench MLA depth on cpu");
+  // Synthetic latent rows for positions len_ .. len_ + n - 1: the cpu and
+  // reference sessions' values (element (b, position, d) of stream `seed`,
+  // the even elements), quantised to the cache dtype row by row as
+  // from_torch would (rows never share an exponent).
+  void fill_synthetic(int64_t n, uint64_t seed) override {
+    check_fill(opt_, len_, n);
+    const int64_t T = opt_.max_tokens, lw = spec_.mla->latent_width();
+    std::vector<float> rows(static_cast<size_t>(n * lw));
+    for (int64_t b = 0; b < opt_.batch; ++b) {
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t d = 0; d < lw; ++d)
+          rows[j * lw + d] = synthetic_value(seed, 2 * static_cast<uint64_t>((b * T + len_ + j) * lw + d));
+      const TileTensor q = to_tile_layout(rows.data(), {n, lw}, r_.cache);
+      for (int64_t p = 0; p < n; ++p) std::copy_n(q.matrix(0) + p * q.pcols, lw, cache_.matrix(b) + (len_ + p) * cache_.pcols);
+    }
+    len_ += n;
   }
 
  private:

@@ -87,8 +87,7 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
         // OUT = OUT_ACC * (1 / sum), then copied to the output's format.
         for (int64_t r = 0; r < QC; ++r) {
           sdpa_mul_bcast(&acc[r * DV], DV, sdpa_recip1(l_prev[r], tm), tm);
-          pack_from_dst(&acc[r * DV], out.matrix(bh) + (q_row + r) * DV, DV, cc.output, cc.fp32_dest_acc_en,
-                        cc.bfp8_pack_precise);
+          pack_from_dst(&acc[r * DV], out.matrix(bh) + (q_row + r) * DV, DV, cc.output, cc.fp32_dest_acc_en, cc.bfp8_pack_precise);
         }
       }
     }

@@ -112,7 +112,7 @@ struct FlashMlaParams {
   SdpaConfig cfg;
   template <class V>
   void fields(V& v) {
-    v("head_dim_v", cfg.head_dim_v, "V's head dim: V is K's first head_dim_v columns, a multiple of 32; required");
+    v("head_dim_v", cfg.head_dim_v, "V's head dim, required (no default): V is K's first head_dim_v columns, a multiple of 32");
     cfg.shared_fields(v);
     v("is_causal", cfg.is_causal, "true/false (default true; a MASK needs false)");
     cfg.compute.fields(v, fields::kDerived);

@@ -25,7 +25,9 @@ struct DecodeParams {
     const unsigned flag = fields::kRuntime | fields::kFlag;
     v("cur_pos", cur_pos, "one position per user (--cur-pos P,...), required", flag);
     v("page_table", page_table, "the paged variant's [b][blocks] block ids (--page-table FILE)", flag);
-    if (Mla) v("head_dim_v", cfg.head_dim_v, "V's head dim: V is K's first head_dim_v columns, a multiple of 32; required");
+    if (Mla)
+      v("head_dim_v", cfg.head_dim_v,
+        "V's head dim, required (no default): V is K's first head_dim_v columns, a multiple of 32");
     cfg.fields(v);
   }
 };

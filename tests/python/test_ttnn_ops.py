@@ -241,6 +241,13 @@ def test_flash_mla_prefill_and_decode(device, cli):
                                            page_table=table.numpy(), head_dim_v=64))
     with pytest.raises(mha.Error, match="input_tensor_v"):
         ttnn.transformer.flash_multi_latent_attention_decode(tqd, tkd, tkd, head_dim_v=64, cur_pos=pos)
+    # Chunked: positions 64..127 of user 0's sequence against the paged cache.
+    qc = torch.randn(2, 4, 64, 96)
+    got = ttnn.transformer.chunked_flash_mla_prefill(dev_tensor(device, qc), dev_tensor(device, kp, ttnn.bfloat8_b), 64,
+                                                     ttnn.from_torch(table, device=device), 64)
+    want = cli.op("chunked-flash-mla-prefill", qc, kp, dtypes=["bfloat16", "bfloat8_b"], page_table=table.numpy(),
+                  chunk_start_idx=64, head_dim_v=64)
+    assert_same_bits(out_of(got), want)
 
 
 def test_cache_ops_write_in_place(device, cli):

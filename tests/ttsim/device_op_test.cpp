@@ -101,7 +101,7 @@ TEST(Fields, OpFlagsComeFromTheOpsFields) {
     }
     if (p.key == "page_table") {
       EXPECT_EQ(p.flag, FlagKind::TableFile);
-      EXPECT_TRUE(contains(p.help, "chunked-sdpa, sdpa-decode, flash-mla-decode, update-cache: ")) << p.help;
+      EXPECT_TRUE(contains(p.help, "chunked-sdpa, chunked-flash-mla-prefill, sdpa-decode, flash-mla-decode, update-cache: ")) << p.help;
     }
   }
   EXPECT_EQ(keys, (std::vector<std::string>{"chunk_start_idx", "page_table", "cur_pos", "update_idx", "batch_offset",

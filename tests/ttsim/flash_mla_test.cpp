@@ -246,6 +246,45 @@ TEST(FlashMlaPrefill, RefusesInOneLine) {
          "sliding_window_size");
 }
 
+// chunked_flash_mla_prefill: positions 64..127 of two users against a
+// shuffled paged latent cache equal chunked-sdpa given V = [K[:dv] | 0]
+// (the same paged rows), and the same rows of flash-mla-prefill over the
+// whole sequence (chunk start 64 with chunks of 32 and 64, as chunked SDPA's
+// own test relates them).
+TEST(FlashMlaPrefill, ChunkedEqualsChunkedSdpaAndTheFullPrefillsRows) {
+  const int64_t b = 2, S = 128, dh = 160, dv = 128, bs = 32, start = 64;
+  const Tensor q = randn({b, 4, S, dh}, 51), k = randn({b, 1, S, dh}, 52);
+  const std::vector<std::vector<int64_t>> table = {{5, 0, 7, 2}, {1, 6, 3, 4}};
+  std::vector<float> cache(static_cast<size_t>(8 * bs * dh), 0.25f);
+  for (int64_t u = 0; u < b; ++u)
+    for (int64_t j = 0; j < S / bs; ++j)
+      std::memcpy(&cache[static_cast<size_t>(table[u][j] * bs * dh)], k.data<float>() + (u * S + j * bs) * dh,
+                  4 * bs * dh);
+  const Tensor kp = Tensor::from_f32({8, 1, bs, dh}, cache);
+  std::vector<float> qc;
+  for (int64_t m = 0; m < b * 4; ++m)
+    qc.insert(qc.end(), q.data<float>() + (m * S + start) * dh, q.data<float>() + (m + 1) * S * dh);
+  const Tensor qchunk = Tensor::from_f32({b, 4, S - start, dh}, qc);
+  for (DataFormat kv : {DataFormat::Bfloat16, DataFormat::Bfp8_b}) {
+    const json opts = {{"page_table", table}, {"chunk_start_idx", start}, {"q_chunk_size", 32}, {"k_chunk_size", 64}};
+    json mla = opts;
+    mla["head_dim_v"] = dv;
+    const Tensor got = run_op("chunked-flash-mla-prefill", {qchunk, kp}, mla, kv).output;
+    EXPECT_TRUE(same_bits(got, columns(run_op("chunked-sdpa", {qchunk, kp, columns(kp, dv, true)}, opts, kv).output,
+                                       dv, false)))
+        << format_name(kv);
+    const Tensor full = run_op("flash-mla-prefill", {q, k}, {{"head_dim_v", dv}, {"q_chunk_size", 32},
+                                                             {"k_chunk_size", 64}}, kv).output;
+    std::vector<float> rows;
+    for (int64_t m = 0; m < b * 4; ++m)
+      rows.insert(rows.end(), full.data<float>() + (m * S + start) * dv, full.data<float>() + (m + 1) * S * dv);
+    EXPECT_TRUE(same_bits(got, Tensor::from_f32({b, 4, S - start, dv}, rows))) << format_name(kv);
+  }
+  EXPECT_NE(refusal("chunked-flash-mla-prefill", {qchunk, kp}, {{"page_table", table}, {"chunk_start_idx", start}})
+                .find("head_dim_v=N"),
+            std::string::npos);
+}
+
 TEST(FlashMlaDecode, EqualsSdpaDecodeWithTheKeysFirstColumnsAsValues) {
   // Two users, 16 query heads on one latent head, positions inside the
   // first chunk and past it; then the same caches paged in shuffled blocks.

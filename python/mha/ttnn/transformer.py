@@ -199,6 +199,24 @@ def flash_mla_prefill(input_tensor_q, input_tensor_k, head_dim_v, *, attn_mask=N
                   params={k: v for k, v in params.items() if v is not None})
 
 
+def chunked_flash_mla_prefill(input_tensor_q, input_tensor_k, head_dim_v, page_table_tensor, chunk_start_idx, *,
+                              scale=None, memory_config=None, program_config=None, compute_kernel_config=None):
+    """Chunked prefill over the paged latent cache with V = K's first
+    head_dim_v columns: `mha op chunked-flash-mla-prefill`."""
+    op = "transformer.chunked_flash_mla_prefill"
+    require_device(op, page_table_tensor)
+    if page_table_tensor.dtype.name != "int32":
+        raise Error(f"ttnn.{op}: the page table must be int32 (TT-NN's check), found {page_table_tensor.dtype.name}")
+    if isinstance(chunk_start_idx, bool) or not isinstance(chunk_start_idx, int):
+        raise Error(f"ttnn.{op}: chunk_start_idx: expected an int, found {chunk_start_idx!r}")
+    params = _program(op, program_config, decode=False)
+    params.update({"scale": scale, "chunk_start_idx": chunk_start_idx, "head_dim_v": int(head_dim_v),
+                   "page_table": page_table_tensor.values().tolist()})
+    return run_op(op, "chunked-flash-mla-prefill", [input_tensor_q, input_tensor_k], memory_config=memory_config,
+                  compute_kernel_config=compute_kernel_config,
+                  params={k: v for k, v in params.items() if v is not None})
+
+
 def flash_multi_latent_attention_decode(input_tensor_q, input_tensor_k, input_tensor_v=None, *, head_dim_v,
                                         is_causal=True, attn_mask=None, cur_pos=None, cur_pos_tensor=None,
                                         attention_sink=None, scale=None, sliding_window_size=None, memory_config=None,

@@ -10,16 +10,16 @@ namespace mha::ttsim {
 
 // Each defined in ops/op_*.cpp.
 extern const TtOpDesc kOpMatmul, kOpLinear, kOpAdd, kOpMultiply, kOpSoftmax, kOpExp, kOpReciprocal, kOpToDevice,
-    kOpSdpa, kOpChunkedSdpa, kOpFlashMlaPrefill;
+    kOpSdpa, kOpChunkedSdpa, kOpFlashMlaPrefill, kOpChunkedFlashMlaPrefill;
 extern const TtOpDesc kOpSdpaDecode, kOpFlashMlaDecode, kOpUpdateCache, kOpFillCache, kOpRotaryLlama;
 extern const TtOpDesc kOpRmsNorm;  // ops/rms_norm/rms_norm.cpp
 
 const std::vector<const TtOpDesc*>& tt_ops() {
-  static const std::vector<const TtOpDesc*> ops = {&kOpMatmul, &kOpLinear,     &kOpAdd,     &kOpMultiply,
-                                                   &kOpSoftmax, &kOpExp, &kOpReciprocal, &kOpToDevice,
-                                                   &kOpSdpa,    &kOpChunkedSdpa, &kOpFlashMlaPrefill,
-                                                   &kOpSdpaDecode, &kOpFlashMlaDecode, &kOpUpdateCache,
-                                                   &kOpFillCache, &kOpRotaryLlama, &kOpRmsNorm};
+  static const std::vector<const TtOpDesc*> ops = {
+      &kOpMatmul,     &kOpLinear,      &kOpAdd,         &kOpMultiply,       &kOpSoftmax,
+      &kOpExp,        &kOpReciprocal,  &kOpToDevice,    &kOpSdpa,           &kOpChunkedSdpa,
+      &kOpFlashMlaPrefill, &kOpChunkedFlashMlaPrefill, &kOpSdpaDecode, &kOpFlashMlaDecode, &kOpUpdateCache,
+      &kOpFillCache,  &kOpRotaryLlama, &kOpRmsNorm};
   return ops;
 }
 

@@ -73,4 +73,12 @@ void validate_flash_mla_prefill(const TileTensor& q, const TileTensor& k, const 
 TileTensor run_flash_mla_prefill(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
                                  const TileTensor* mask, const SdpaConfig& cfg);
 
+// ttnn.transformer.chunked_flash_mla_prefill: chunked prefill (as
+// run_chunked_sdpa) with use_mla, V the first cfg.head_dim_v columns of the
+// paged latent cache K [blocks, nkv, block_size, dh]. Out: (b, nqh, s,
+// head_dim_v).
+TileTensor run_chunked_flash_mla_prefill(TtDevice& dev, const std::string& op, const TileTensor& q,
+                                        const TileTensor& k, const PageTable& page_table, int64_t chunk_start,
+                                        const SdpaConfig& cfg);
+
 }  // namespace mha::ttsim

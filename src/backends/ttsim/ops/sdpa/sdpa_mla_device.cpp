@@ -29,6 +29,21 @@ TileTensor mla_value_of_key(const TileTensor& k, int64_t head_dim_v) {
   return v;
 }
 
+namespace {
+
+// head_dim_v as the reader takes it: whole tiles of K, at most its width.
+void check_head_dim_v(const char* op, const TileTensor& q, const TileTensor& k, int64_t dv) {
+  if (q.shape.size() != 4 || k.shape.size() != 4)
+    throw InputError(std::string(op) + ": expected Q (b, nqh, s, dh) and K (b or blocks, nkv, s, dh), 4-D each, "
+                     "found Q " + shape_str(q.shape) + ", K " + shape_str(k.shape));
+  if (dv < 1 || dv % kTile != 0 || dv > q.shape[3] || dv > k.shape[3])
+    throw InputError(std::string(op) + ": head_dim_v: expected a multiple of 32 (the reader takes V as whole tiles "
+                     "of K) at most Q's and K's head dim " + std::to_string(std::min(q.shape[3], k.shape[3])) +
+                     ", found " + std::to_string(dv));
+}
+
+}  // namespace
+
 void validate_flash_mla_prefill(const TileTensor& q, const TileTensor& k, const TileTensor* mask,
                                 const SdpaConfig& cfg) {
   // Modelled on 2024's kernel only; latest's kernels (streaming,
@@ -39,14 +54,8 @@ void validate_flash_mla_prefill(const TileTensor& q, const TileTensor& k, const 
     if (t && t->format == DataFormat::Float32)
       refuse(std::string(t == &q ? "Q" : t == &k ? "K" : "MASK") +
              " is float32; TT-NN's SDPA takes bfloat16, bfloat8_b or bfloat4_b");
-  if (q.shape.size() != 4 || k.shape.size() != 4)
-    refuse("expected Q (b, nqh, s, dh) and K (b, 1 or nkv, s, dh), 4-D each, found Q " + shape_str(q.shape) +
-           ", K " + shape_str(k.shape));
-  const int64_t dv = cfg.head_dim_v;
-  if (dv < 1 || dv % kTile != 0 || dv > q.shape[3] || dv > k.shape[3])
-    refuse("head_dim_v: expected a multiple of 32 (the reader takes V as whole tiles of K) at most Q's and K's "
-           "head dim " + std::to_string(std::min(q.shape[3], k.shape[3])) + ", found " + std::to_string(dv));
-  const Shape vs{k.shape[0], k.shape[1], k.shape[2], dv};
+  check_head_dim_v("flash-mla-prefill", q, k, cfg.head_dim_v);
+  const Shape vs{k.shape[0], k.shape[1], k.shape[2], cfg.head_dim_v};
   const std::string p = sdpa_problem(q.shape, k.shape, vs, mask ? &mask->shape : nullptr, cfg);
   if (!p.empty()) refuse(p);
 }
@@ -68,6 +77,15 @@ TileTensor run_flash_mla_prefill(TtDevice& dev, const std::string& op, const Til
   TileTensor out;
   tt_sdpa(q, k, v, mask, out, cfg, dev.exec());
   return out;
+}
+
+TileTensor run_chunked_flash_mla_prefill(TtDevice& dev, const std::string& op, const TileTensor& q,
+                                        const TileTensor& k, const PageTable& page_table, int64_t chunk_start,
+                                        const SdpaConfig& cfg) {
+  check_head_dim_v("chunked-flash-mla-prefill", q, k, cfg.head_dim_v);
+  // The paged cache's V view: each block's rows cut to head_dim_v, so the
+  // reader's gather through the page table takes K's values.
+  return run_chunked_sdpa(dev, op, q, k, mla_value_of_key(k, cfg.head_dim_v), page_table, chunk_start, cfg);
 }
 
 }  // namespace mha::ttsim

@@ -46,11 +46,12 @@ void validate_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v
 
 int64_t sdpa_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
                       const SdpaConfig& cfg) {
-  const int64_t sq = cfg.q_chunk_size / 32, sk = cfg.k_chunk_size / 32, dht = q.pcols / 32;
+  // dht: Q's and K's tiles per row; vdht: V's and the output's (MLA's head_dim_v).
+  const int64_t sq = cfg.q_chunk_size / 32, sk = cfg.k_chunk_size / 32, dht = q.pcols / 32, vdht = v.pcols / 32;
   const int64_t bf16 = tile_bytes(DataFormat::Bfloat16);
-  int64_t b = sq * dht * tile_bytes(q.format) * 2 + sk * dht * (tile_bytes(k.format) + tile_bytes(v.format)) * 2;
+  int64_t b = sq * dht * tile_bytes(q.format) * 2 + sk * (dht * tile_bytes(k.format) + vdht * tile_bytes(v.format)) * 2;
   b += sq * sk * (mask ? tile_bytes(mask->format) : tile_bytes(DataFormat::Bfp4_b));
-  b += (sq * sk + 2 * sq * dht + 6 * sq + 2) * bf16 + sq * dht * tile_bytes(cfg.compute.output);
+  b += (sq * sk + 2 * sq * vdht + 6 * sq + 2) * bf16 + sq * vdht * tile_bytes(cfg.compute.output);
   return b;
 }
 
@@ -77,6 +78,8 @@ void note_ignored_flags(TtDevice& dev, const SdpaConfig& cfg, SdpaProgram progra
 }
 
 }  // namespace
+
+void sdpa_note_flags(TtDevice& dev, const SdpaConfig& cfg) { note_ignored_flags(dev, cfg, sdpa_program(cfg)); }
 
 TileTensor run_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
                     const TileTensor& v, const TileTensor* mask, const SdpaConfig& cfg) {

@@ -96,18 +96,28 @@ TEST(DecodeVPass, EveryFormatIsOneFmaChainPerElement) {
 //   output element is a zero whose sign the last such product and the
 //   signs of the zero values after it decide. A V pass that decodes a zero
 //   with another sign, or rounds where the definition does not, fails here.
+// Each also with only the q8_0 / q4_0 scales AVX2's convert-free decode
+// takes (q8_0 positive, q4_0 nonzero, both finite: from the smallest
+// subnormal to the largest), which it runs on whole V blocks.
 struct BlockV {
   std::vector<unsigned char> bytes;
   std::vector<float> vals;
 };
 
 // One block's scale (q8_0 / q4_0) or shared exponent, and its codes made tiny.
-void set_block(CacheDtype dt, unsigned char* p, bool tiny, std::mt19937& g) {
+// finite: q8_0 scales positive and finite, q4_0 ones finite and nonzero
+// (the scales AVX2's convert-free V decode takes).
+void set_block(CacheDtype dt, unsigned char* p, bool tiny, bool finite, std::mt19937& g) {
   const bool ggml = dt == CacheDtype::Q8_0 || dt == CacheDtype::Q4_0;
   const uint16_t scales[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x0400, 0x3c00, 0xbc00, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00};
   const int top = dt == CacheDtype::Bfloat8_b ? 6 : 2;
   const int exps[] = {0, top, top + 1, 100, 127, 237, 238, 254, 255};
-  if (ggml) {
+  if (ggml && finite) {
+    const uint16_t fin[] = {0x0001, 0x0400, 0x3c00, 0x7bff, static_cast<uint16_t>(1 + g() % 0x7bff)};
+    const uint16_t sign = dt == CacheDtype::Q4_0 && g() % 2 ? 0x8000 : 0;
+    const uint16_t sc = static_cast<uint16_t>((tiny ? fin[0] : fin[g() % 5]) | sign);
+    std::memcpy(p, &sc, 2);
+  } else if (ggml) {
     const uint16_t sc = tiny ? scales[g() % 4] : g() % 3 ? scales[g() % 12] : static_cast<uint16_t>(g());
     std::memcpy(p, &sc, 2);
   } else {
@@ -125,14 +135,14 @@ void set_block(CacheDtype dt, unsigned char* p, bool tiny, std::mt19937& g) {
   }
 }
 
-BlockV block_v_rows(CacheDtype dt, int64_t rows, int64_t dv, bool tiny, std::mt19937& g) {
+BlockV block_v_rows(CacheDtype dt, int64_t rows, int64_t dv, bool tiny, bool finite, std::mt19937& g) {
   const int64_t rb = kv_row_bytes(dt, dv);
   BlockV h{std::vector<unsigned char>(rows * rb), std::vector<float>(rows * dv)};
   for (auto& x : h.bytes) x = static_cast<unsigned char>(g());
   const bool ggml = dt == CacheDtype::Q8_0 || dt == CacheDtype::Q4_0;
   const int64_t blk = ggml ? 32 : 16, bb = kv_row_bytes(dt, blk);
   const int top = dt == CacheDtype::Bfloat8_b ? 6 : 2;
-  for (int64_t b = 0; b < rows * dv / blk; ++b) set_block(dt, h.bytes.data() + b / (dv / blk) * rb + b % (dv / blk) * bb, tiny, g);
+  for (int64_t b = 0; b < rows * dv / blk; ++b) set_block(dt, h.bytes.data() + b / (dv / blk) * rb + b % (dv / blk) * bb, tiny, finite, g);
   for (int64_t r = 0; r < rows; ++r) {
     const unsigned char* row = h.bytes.data() + r * rb;
     float* y = h.vals.data() + r * dv;
@@ -156,8 +166,8 @@ TEST(DecodeVPass, AnyBlockBytesKeepTheChainOfTheirValues) {
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t dv : {96, 128})
     for (CacheDtype dt : {CacheDtype::Q8_0, CacheDtype::Q4_0, CacheDtype::Bfloat8_b, CacheDtype::Bfloat4_b})
-      for (int mode = 0; mode < 3; ++mode) {  // any bytes with score scales 0.2 and 30; underflow
-        const bool underflow = mode == 2;
+      for (int mode = 0; mode < 6; ++mode) {  // any bytes with score scales 0.2 and 30; underflow; each with finite scales
+        const bool underflow = mode % 3 == 2, finite = mode >= 3;
         SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " dv " + std::to_string(dv) + " mode " + std::to_string(mode));
         const int64_t G = 8, dh = 64, j0 = 3, j1 = 1003, rows = j1 + 5, jmax = 700, n = j1 - j0;
         std::vector<float> q(G * dh), k(rows * dh);
@@ -169,13 +179,13 @@ TEST(DecodeVPass, AnyBlockBytesKeepTheChainOfTheirValues) {
         }
         const int64_t kb = kv_row_bytes(dt, dh), vb = kv_row_bytes(dt, dv);
         const std::vector<unsigned char> kc = test::encode_rows(dt, k, rows, dh);
-        const BlockV v = block_v_rows(dt, rows, dv, underflow, g);
+        const BlockV v = block_v_rows(dt, rows, dv, underflow, finite, g);
         for (cpu::DecodeKernel kern : cpu::decode_kernels()) {
           SCOPED_TRACE(cpu::decode_kernel_isa(kern));
           std::vector<float> s(G * n), o(G * dv, 1e30f), m(G), l(G);
           cpu::DecodeChunk c;
           c.q = q.data(), c.k = kc.data(), c.v = v.bytes.data(), c.dt = dt, c.kbytes = kb, c.vbytes = vb;
-          c.j0 = j0, c.j1 = j1, c.G = G, c.dh = dh, c.dv = dv, c.scale_log2 = mode == 0 ? 0.2f : 30.0f;
+          c.j0 = j0, c.j1 = j1, c.G = G, c.dh = dh, c.dv = dv, c.scale_log2 = mode % 3 == 0 ? 0.2f : 30.0f;
           c.s = s.data(), c.o = o.data(), c.m = m.data(), c.l = l.data();
           if (underflow) {  // jmax's score 126.25 log2 units above the others' 0
             c.scale_log2 = 1.0f, c.scores_only = true;

@@ -81,6 +81,135 @@ TEST(DecodeVPass, EveryFormatIsOneFmaChainPerElement) {
       }
 }
 
+// The V pass on any bytes the block formats can hold, not only what the
+// encoder writes, keeps each element's chain over the values the kernel
+// reads (the scalar definition for q8_0 / q4_0; sign * m * bfp_scale(e,
+// top) for the block floats). Two kinds of cache:
+// - any: q8_0 / q4_0 scales of either sign, +-0, the smallest subnormal, the
+//   largest finite, +-Inf and NaN, or random; block-float shared exponents
+//   from 0 (read as zero) to 255 (m * 2^(128 - top), Inf for the larger
+//   codes), or random; random codes.
+// - underflow: every block tiny (scales +-0 or the smallest, exponent 0 or
+//   top + 1; codes mostly 0 and -0, else +-1), all keys zero but one, and
+//   the score scale set so that the others' weights are 2^-126.25
+//   (subnormal): their products underflow to zeros of either sign, so an
+//   output element is a zero whose sign the last such product and the
+//   signs of the zero values after it decide. A V pass that decodes a zero
+//   with another sign, or rounds where the definition does not, fails here.
+// Each also with only the q8_0 / q4_0 scales AVX2's convert-free decode
+// takes (q8_0 positive, q4_0 nonzero, both finite: from the smallest
+// subnormal to the largest), which it runs on whole V blocks.
+struct BlockV {
+  std::vector<unsigned char> bytes;
+  std::vector<float> vals;
+};
+
+// One block's scale (q8_0 / q4_0) or shared exponent, and its codes made tiny.
+// finite: q8_0 scales positive and finite, q4_0 ones finite and nonzero
+// (the scales AVX2's convert-free V decode takes).
+void set_block(CacheDtype dt, unsigned char* p, bool tiny, bool finite, std::mt19937& g) {
+  const bool ggml = dt == CacheDtype::Q8_0 || dt == CacheDtype::Q4_0;
+  const uint16_t scales[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x0400, 0x3c00, 0xbc00, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00};
+  const int top = dt == CacheDtype::Bfloat8_b ? 6 : 2;
+  const int exps[] = {0, top, top + 1, 100, 127, 237, 238, 254, 255};
+  if (ggml && finite) {
+    const uint16_t fin[] = {0x0001, 0x0400, 0x3c00, 0x7bff, static_cast<uint16_t>(1 + g() % 0x7bff)};
+    const uint16_t sign = dt == CacheDtype::Q4_0 && g() % 2 ? 0x8000 : 0;
+    const uint16_t sc = static_cast<uint16_t>((tiny ? fin[0] : fin[g() % 5]) | sign);
+    std::memcpy(p, &sc, 2);
+  } else if (ggml) {
+    const uint16_t sc = tiny ? scales[g() % 4] : g() % 3 ? scales[g() % 12] : static_cast<uint16_t>(g());
+    std::memcpy(p, &sc, 2);
+  } else {
+    p[0] = static_cast<unsigned char>(tiny ? (g() % 2 ? 0 : top + 1) : g() % 3 ? exps[g() % 9] : g());
+  }
+  if (!tiny) return;
+  const int64_t nc = kv_row_bytes(dt, ggml ? 32 : 16) - (ggml ? 2 : 1);
+  for (int64_t i = 0; i < nc; ++i) {
+    const unsigned r = g() % 16 < 13 ? g() % 2 : 2 + g() % 2;  // codes for 0, -0 (q8_0 / q4_0: 0 again), 1, -1
+    unsigned char* c = p + (ggml ? 2 : 1) + i;
+    if (dt == CacheDtype::Q8_0) *c = static_cast<unsigned char>(r < 2 ? 0 : r == 2 ? 1 : 255);
+    else if (dt == CacheDtype::Q4_0) *c = static_cast<unsigned char>((r < 2 ? 8 : r == 2 ? 9 : 7) * 17);
+    else if (dt == CacheDtype::Bfloat8_b) *c = static_cast<unsigned char>((r & 1) << 7 | (r >> 1));
+    else *c = static_cast<unsigned char>(((r & 1) << 3 | (r >> 1)) * 17);
+  }
+}
+
+BlockV block_v_rows(CacheDtype dt, int64_t rows, int64_t dv, bool tiny, bool finite, std::mt19937& g) {
+  const int64_t rb = kv_row_bytes(dt, dv);
+  BlockV h{std::vector<unsigned char>(rows * rb), std::vector<float>(rows * dv)};
+  for (auto& x : h.bytes) x = static_cast<unsigned char>(g());
+  const bool ggml = dt == CacheDtype::Q8_0 || dt == CacheDtype::Q4_0;
+  const int64_t blk = ggml ? 32 : 16, bb = kv_row_bytes(dt, blk);
+  const int top = dt == CacheDtype::Bfloat8_b ? 6 : 2;
+  for (int64_t b = 0; b < rows * dv / blk; ++b) set_block(dt, h.bytes.data() + b / (dv / blk) * rb + b % (dv / blk) * bb, tiny, finite, g);
+  for (int64_t r = 0; r < rows; ++r) {
+    const unsigned char* row = h.bytes.data() + r * rb;
+    float* y = h.vals.data() + r * dv;
+    if (ggml) {
+      kv_row_to_f32_scalar(dt, row, dv, y);
+      continue;
+    }
+    for (int64_t e = 0; e < dv; ++e) {
+      const unsigned char* f = row + e / 16 * bb;
+      const int i = static_cast<int>(e % 16);
+      const int code = dt == CacheDtype::Bfloat8_b ? f[1 + i] : (f[1 + i % 8] >> (i / 8 * 4)) & 15;
+      const float s = f[0] > top ? std::ldexp(1.0f, f[0] - 127 - top) : 0.0f;
+      y[e] = std::copysign(static_cast<float>(code & ((1 << (top + 1)) - 1)) * s, code >> (top + 1) ? -1.0f : 1.0f);
+    }
+  }
+  return h;
+}
+
+TEST(DecodeVPass, AnyBlockBytesKeepTheChainOfTheirValues) {
+  std::mt19937 g(29);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t dv : {96, 128})
+    for (CacheDtype dt : {CacheDtype::Q8_0, CacheDtype::Q4_0, CacheDtype::Bfloat8_b, CacheDtype::Bfloat4_b})
+      for (int mode = 0; mode < 6; ++mode) {  // any bytes with score scales 0.2 and 30; underflow; each with finite scales
+        const bool underflow = mode % 3 == 2, finite = mode >= 3;
+        SCOPED_TRACE(std::string(cache_dtype_name(dt)) + " dv " + std::to_string(dv) + " mode " + std::to_string(mode));
+        const int64_t G = 8, dh = 64, j0 = 3, j1 = 1003, rows = j1 + 5, jmax = 700, n = j1 - j0;
+        std::vector<float> q(G * dh), k(rows * dh);
+        for (auto* x : {&q, &k})
+          for (float& e : *x) e = u(g);
+        if (underflow) {  // every head the same query; every key 0 but jmax, which is the query
+          for (int64_t i = 0; i < G * dh; ++i) q[i] = q[i % dh];
+          for (int64_t i = 0; i < rows * dh; ++i) k[i] = i / dh == jmax ? q[i % dh] : 0.0f;
+        }
+        const int64_t kb = kv_row_bytes(dt, dh), vb = kv_row_bytes(dt, dv);
+        const std::vector<unsigned char> kc = test::encode_rows(dt, k, rows, dh);
+        const BlockV v = block_v_rows(dt, rows, dv, underflow, finite, g);
+        for (cpu::DecodeKernel kern : cpu::decode_kernels()) {
+          SCOPED_TRACE(cpu::decode_kernel_isa(kern));
+          std::vector<float> s(G * n), o(G * dv, 1e30f), m(G), l(G);
+          cpu::DecodeChunk c;
+          c.q = q.data(), c.k = kc.data(), c.v = v.bytes.data(), c.dt = dt, c.kbytes = kb, c.vbytes = vb;
+          c.j0 = j0, c.j1 = j1, c.G = G, c.dh = dh, c.dv = dv, c.scale_log2 = mode % 3 == 0 ? 0.2f : 30.0f;
+          c.s = s.data(), c.o = o.data(), c.m = m.data(), c.l = l.data();
+          if (underflow) {  // jmax's score 126.25 log2 units above the others' 0
+            c.scale_log2 = 1.0f, c.scores_only = true;
+            kern(c);
+            c.scale_log2 = 126.25f / s[jmax - j0], c.scores_only = false;
+          }
+          kern(c);
+          int64_t mismatches = 0, neg_zero = 0;
+          for (int64_t h = 0; h < G; ++h)
+            for (int64_t e = 0; e < dv; ++e) {
+              float acc = 0.0f;
+              for (int64_t j = j0; j < j1; ++j) acc = std::fma(s[h * n + (j - j0)], v.vals[j * dv + e], acc);
+              const float got = o[h * dv + e];
+              mismatches += std::memcmp(&acc, &got, sizeof(float)) != 0 && !(std::isnan(acc) && std::isnan(got));
+              neg_zero += acc == 0.0f && std::signbit(acc);
+            }
+          EXPECT_EQ(mismatches, 0);
+          if (underflow) {
+            EXPECT_GT(neg_zero, 0);  // the case is reached (48-192 of 768-1024 elements when written)
+          }
+        }
+      }
+}
+
 // Each ISA's decoders (the kernel's V-pass values, and decode_widen's) give
 // the scalar definition's bits for every code: rows of random bytes, which
 // are valid rows of the block formats (q8_0 / q4_0 scales may be any fp16,

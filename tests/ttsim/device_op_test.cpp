@@ -97,11 +97,13 @@ TEST(Fields, OpFlagsComeFromTheOpsFields) {
   for (const OpParam& p : tt_op_flags()) {
     keys.push_back(p.key);
     if (p.key == "cur_pos") {
-      EXPECT_TRUE(contains(p.help, "sdpa-decode, update-cache, paged-fused-update-cache: ")) << p.help;
+      EXPECT_TRUE(contains(p.help, "sdpa-decode, flash-mla-decode, update-cache, paged-fused-update-cache: ")) << p.help;
     }
     if (p.key == "page_table") {
       EXPECT_EQ(p.flag, FlagKind::TableFile);
-      EXPECT_TRUE(contains(p.help, "chunked-sdpa, sdpa-decode, update-cache, paged-fused-update-cache, paged-fill-cache: ")) << p.help;
+      EXPECT_TRUE(contains(p.help, "chunked-sdpa, chunked-flash-mla-prefill, sdpa-decode, flash-mla-decode, update-cache, "
+                                   "paged-fused-update-cache, paged-fill-cache: "))
+          << p.help;
     }
   }
   EXPECT_EQ(keys, (std::vector<std::string>{"chunk_start_idx", "page_table", "cur_pos", "update_idx", "batch_offset",

@@ -1,7 +1,9 @@
 """ttnn.transformer on tt-sim: the head split / concatenation (data
 movement), attention_softmax_ (scale, mask, softmax: the ops the fused seed
 pipeline runs), and SDPA prefill, chunked prefill and decode (`mha op sdpa`,
-`chunked-sdpa`, `sdpa-decode`)."""
+`chunked-sdpa`, `sdpa-decode`), and their multi-head latent attention forms
+(`flash-mla-prefill`, `flash-mla-decode`: V read from K's first head_dim_v
+columns)."""
 from .. import Error
 from .._arrays import torch_module
 from .operations import add, moved, multiply, run_op, softmax
@@ -125,18 +127,24 @@ def _positions(op, cur_pos, cur_pos_tensor):
 
 
 def _decode(op, q, k, v, page_table, is_causal, attn_mask, cur_pos, cur_pos_tensor, attention_sink, scale,
-            sliding_window_size, memory_config, program_config, compute_kernel_config):
-    # is_causal=False (no positions) and attn_mask run at tt_metal latest; the 2024 profile refuses
-    # them in one line (sdpa-decode's device operation).
+            sliding_window_size, memory_config, program_config, compute_kernel_config, head_dim_v=None):
+    """SDPA decode, or with head_dim_v its use_mla form (V is K's first
+    head_dim_v columns; a separate V tensor is not modelled). is_causal=False
+    (no positions) and attn_mask run at tt_metal latest; the 2024 profile
+    refuses them in one line (the decode device operation)."""
+    if head_dim_v is not None and v is not None:
+        not_modelled(op, "a separate input_tensor_v (V read from K is what is modelled)")
     params = _program(op, program_config, decode=True)
     params.update({"cur_pos": _positions(op, cur_pos, cur_pos_tensor) if is_causal else None,
                    "is_causal": None if is_causal else False, "scale": scale,
-                   "sliding_window_size": sliding_window_size, "attention_sink": _sink(attention_sink)})
+                   "sliding_window_size": sliding_window_size, "attention_sink": _sink(attention_sink),
+                   "head_dim_v": head_dim_v})
     if page_table is not None:
         params["page_table"] = page_table.values().tolist()
-    inputs = [q, k, v] if attn_mask is None else [q, k, v, attn_mask]
-    return run_op(op, "sdpa-decode", inputs, memory_config=memory_config,
-                  compute_kernel_config=compute_kernel_config,
+    name, tensors = ("flash-mla-decode", [q, k]) if head_dim_v is not None else ("sdpa-decode", [q, k, v])
+    if attn_mask is not None:
+        tensors.append(attn_mask)
+    return run_op(op, name, tensors, memory_config=memory_config, compute_kernel_config=compute_kernel_config,
                   params={key: val for key, val in params.items() if val is not None})
 
 
@@ -177,3 +185,52 @@ def chunked_scaled_dot_product_attention(input_tensor_q, input_tensor_k, input_t
     return run_op(op, "chunked-sdpa", [input_tensor_q, input_tensor_k, input_tensor_v], memory_config=memory_config,
                   compute_kernel_config=compute_kernel_config,
                   params={k: v for k, v in params.items() if v is not None})
+
+
+def flash_mla_prefill(input_tensor_q, input_tensor_k, head_dim_v, *, attn_mask=None, is_causal=True, scale=None,
+                      memory_config=None, program_config=None, compute_kernel_config=None):
+    """Multi-head latent attention prefill: SDPA with V = K's first
+    head_dim_v columns, read from K's tiles (`mha op flash-mla-prefill`)."""
+    op = "transformer.flash_mla_prefill"
+    params = _program(op, program_config, decode=False)
+    params.update({"head_dim_v": int(head_dim_v), "is_causal": bool(is_causal), "scale": scale})
+    tensors = [input_tensor_q, input_tensor_k] + ([attn_mask] if attn_mask is not None else [])
+    return run_op(op, "flash-mla-prefill", tensors, memory_config=memory_config,
+                  compute_kernel_config=compute_kernel_config,
+                  params={k: v for k, v in params.items() if v is not None})
+
+
+def chunked_flash_mla_prefill(input_tensor_q, input_tensor_k, head_dim_v, page_table_tensor, chunk_start_idx, *,
+                              scale=None, memory_config=None, program_config=None, compute_kernel_config=None):
+    """Chunked prefill over the paged latent cache with V = K's first
+    head_dim_v columns: `mha op chunked-flash-mla-prefill`."""
+    op = "transformer.chunked_flash_mla_prefill"
+    require_device(op, page_table_tensor)
+    if page_table_tensor.dtype.name != "int32":
+        raise Error(f"ttnn.{op}: the page table must be int32 (TT-NN's check), found {page_table_tensor.dtype.name}")
+    if isinstance(chunk_start_idx, bool) or not isinstance(chunk_start_idx, int):
+        raise Error(f"ttnn.{op}: chunk_start_idx: expected an int, found {chunk_start_idx!r}")
+    params = _program(op, program_config, decode=False)
+    params.update({"scale": scale, "chunk_start_idx": chunk_start_idx, "head_dim_v": int(head_dim_v),
+                   "page_table": page_table_tensor.values().tolist()})
+    return run_op(op, "chunked-flash-mla-prefill", [input_tensor_q, input_tensor_k], memory_config=memory_config,
+                  compute_kernel_config=compute_kernel_config,
+                  params={k: v for k, v in params.items() if v is not None})
+
+
+def flash_multi_latent_attention_decode(input_tensor_q, input_tensor_k, input_tensor_v=None, *, head_dim_v,
+                                        is_causal=True, attn_mask=None, cur_pos=None, cur_pos_tensor=None,
+                                        attention_sink=None, scale=None, sliding_window_size=None, memory_config=None,
+                                        program_config=None, compute_kernel_config=None):
+    return _decode("transformer.flash_multi_latent_attention_decode", input_tensor_q, input_tensor_k, input_tensor_v,
+                   None, is_causal, attn_mask, cur_pos, cur_pos_tensor, attention_sink, scale, sliding_window_size,
+                   memory_config, program_config, compute_kernel_config, int(head_dim_v))
+
+
+def paged_flash_multi_latent_attention_decode(input_tensor_q, input_tensor_k, input_tensor_v=None, *, head_dim_v,
+                                              page_table_tensor, is_causal=True, attn_mask=None, cur_pos_tensor=None,
+                                              attention_sink=None, scale=None, sliding_window_size=None,
+                                              memory_config=None, program_config=None, compute_kernel_config=None):
+    return _decode("transformer.paged_flash_multi_latent_attention_decode", input_tensor_q, input_tensor_k,
+                   input_tensor_v, page_table_tensor, is_causal, attn_mask, None, cur_pos_tensor, attention_sink,
+                   scale, sliding_window_size, memory_config, program_config, compute_kernel_config, int(head_dim_v))

@@ -5,6 +5,7 @@
 #include <thread>
 #include <tuple>
 
+#include "backends/ttsim/ttsim_mla.h"
 #include "backends/ttsim/ttsim_pipeline.h"
 #include "backends/ttsim/ttsim_sdpa.h"
 #include "backends/decode.h"
@@ -26,9 +27,6 @@ using namespace ttsim;
 // heads; SDPA's attention_sink), and only there (sdpa_only_gap).
 std::optional<std::string> feature_gap(const AttentionSpec& spec) {
   const std::string run_elsewhere = "; run on cpu or reference";
-  if (spec.mla)
-    return "multi-head latent attention (MLA) is not emulated on tt-sim (TT-NN's flash_mla ops are not modelled yet)" +
-           run_elsewhere;
   if (spec.softcap > 0.0)
     return "logit softcapping is not emulated on tt-sim (TT-NN's SDPA has no softcap)" + run_elsewhere;
   if (spec.rope && spec.rope->rotary_dim > 0 && spec.rope->rotary_dim != spec.head_dim)
@@ -53,6 +51,7 @@ class TtSimBackend : public Backend {
   std::string name() const override { return "tt-sim"; }
 
   std::optional<std::string> supports(const AttentionSpec& spec, const AttentionInputs& in) const override {
+    if (spec.mla) return mla_gap(spec, &in);
     if (auto why = feature_gap(spec)) return why;
     if (path(spec, &in) == AttentionKernel::Sdpa) {
       if (auto why = sdpa_unsupported(spec, &in)) return "attention \"sdpa\": " + *why;
@@ -72,6 +71,11 @@ class TtSimBackend : public Backend {
   AttentionResult run(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) override {
     validate_inputs(spec, in);
     require_supported(*this, spec, in);
+    if (spec.mla) {
+      if (opt.need_weights) throw InputError("tt-sim: flash_mla_prefill returns no attention weights");
+      const MlaPlan& p = mla_plan(spec);
+      return run_mla_prefill(dev_, p.recipe, p.weights, spec, in, opt);
+    }
     if (path(spec, &in, opt.need_weights) == AttentionKernel::Sdpa) {
       if (opt.need_weights)
         throw InputError("tt-sim: attention \"sdpa\" returns no attention weights (set attention to \"ops\")");
@@ -95,6 +99,7 @@ class TtSimBackend : public Backend {
   // Decode runs the SDPA pipeline (prefill into the device's KV cache, then
   // SDPA decode per token).
   std::optional<std::string> supports_decode(const AttentionSpec& spec) const override {
+    if (spec.mla) return mla_gap(spec, nullptr);
     if (auto why = feature_gap(spec)) return why;
     if (opt_.attention == AttentionKernel::Ops)
       return std::string("attention \"ops\" has no KV cache; tt-sim decodes with attention \"sdpa\"");
@@ -104,6 +109,10 @@ class TtSimBackend : public Backend {
   }
   std::unique_ptr<DecodeSession> start_decode(const AttentionSpec& spec, const DecodeOptions& opt) override {
     if (supports_decode(spec)) return Backend::start_decode(spec, opt);  // throws the reason
+    if (spec.mla) {
+      const MlaPlan& p = mla_plan(spec);
+      return make_mla_decode(dev_, p.recipe, p.weights, spec, opt);
+    }
     const SdpaPlan& p = sdpa_plan(spec);
     return make_sdpa_decode(dev_, p.recipe, p.weights, spec, opt);
   }
@@ -161,6 +170,30 @@ class TtSimBackend : public Backend {
     SdpaRecipe recipe;
     SdpaWeights weights;
   };
+  struct MlaPlan {
+    SdpaRecipe recipe;
+    MlaWeights weights;
+  };
+
+  // MLA runs only as flash_mla_prefill (ttsim_mla.h).
+  std::optional<std::string> mla_gap(const AttentionSpec& spec, const AttentionInputs* in) const {
+    if (opt_.attention == AttentionKernel::Ops)
+      return std::string("multi-head latent attention runs as flash_mla_prefill only; attention \"ops\" has no "
+                         "latent path");
+    return mla_unsupported(spec, in);
+  }
+  const MlaPlan& mla_plan(const AttentionSpec& spec) {
+    auto it = mla_plans_.find(spec.uid);
+    if (it == mla_plans_.end()) {
+      MlaPlan p;
+      p.recipe = make_sdpa_recipe(opt_);
+      p.weights = convert_mla_weights(spec, p.recipe);
+      it = mla_plans_.emplace(spec.uid, std::move(p)).first;
+    }
+    last_ = sdpa_recipe_json(it->second.recipe);
+    (*last_)["pipeline"] = "mla";
+    return it->second;
+  }
   const SdpaPlan& sdpa_plan(const AttentionSpec& spec) {
     auto it = sdpa_plans_.find(spec.uid);
     if (it == sdpa_plans_.end()) {
@@ -181,6 +214,7 @@ class TtSimBackend : public Backend {
   TtOptions opt_;
   std::map<uint64_t, Plan> plans_;
   std::map<uint64_t, SdpaPlan> sdpa_plans_;  // node-based: decode sessions keep references
+  std::map<uint64_t, MlaPlan> mla_plans_;
   std::optional<nlohmann::json> last_;
 };
 

@@ -13,26 +13,18 @@ SdpaDims sdpa_dims(const AttentionSpec& spec) {
   return {spec.num_heads, spec.num_kv_heads, spec.head_dim, spec.q_in(), spec.out_dim()};
 }
 
-namespace {
-
-// The bias add the model writes as `x + bias` (ttnn.add, broadcast over rows).
-TileTensor add_bias(TtDevice& dev, const TileTensor& y, const std::optional<TileTensor>& b, const ComputeConfig& c) {
-  if (!b) return y;
-  return run_add(dev, "ttnn.add", y, *b, eltwise_attributes(y.format, c.fp32_dest_acc_en, c.bfp8_pack_precise, c.arch));
-}
-
-// ttnn.linear with the recipe's grid; XQKV_PREFILL_PROGCFG
-// (MatmulMultiCoreReuseMultiCastProgramConfig, in0_block_w = 1: K passes
-// Dst one tile at a time) where `in0_block_w` is 1, TT-NN's own program
-// selection where 0.
-TileTensor linear(TtDevice& dev, const char* op, const TileTensor& x, const TileTensor& w, const ComputeConfig& c,
-                  Grid grid, int64_t in0_block_w) {
+TileTensor linear_bias(TtDevice& dev, const char* op, const TileTensor& x, const TileTensor& w,
+                       const std::optional<TileTensor>& b, const ComputeConfig& c, Grid grid, int64_t in0_block_w) {
   MatmulAttributes at;
   at.compute = c;
   at.grid = grid;
   at.in0_block_w = in0_block_w;
-  return run_matmul(dev, op, x, w, at);
+  const TileTensor y = run_matmul(dev, op, x, w, at);
+  if (!b) return y;
+  return run_add(dev, "ttnn.add", y, *b, eltwise_attributes(y.format, c.fp32_dest_acc_en, c.bfp8_pack_precise, c.arch));
 }
+
+namespace {
 
 // Head `h`'s columns [c0 + h dh, +dh) of rows [0, rows) of matrix m of src
 // into matrix `dst_m` of dst (whole padded rows: a head is whole tiles).
@@ -47,14 +39,14 @@ TileTensor sdpa_qkv_linear(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights
                            bool prefill) {
   ComputeConfig c = r.qkv;
   c.output = r.act;
-  return add_bias(dev, linear(dev, "ttnn.linear", x, w.wqkv, c, r.grid, prefill ? 1 : 0), w.bqkv, c);
+  return linear_bias(dev, "ttnn.linear", x, w.wqkv, w.bqkv, c, r.grid, prefill ? 1 : 0);
 }
 
 TileTensor sdpa_out_linear(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const TileTensor& ctx,
                            bool prefill) {
   ComputeConfig c = r.wo;
   c.output = prefill ? r.out_prefill : r.out_decode;
-  return add_bias(dev, linear(dev, prefill ? "ttnn.linear" : "ttnn.matmul", ctx, w.wo, c, r.grid, 0), w.bo, c);
+  return linear_bias(dev, prefill ? "ttnn.linear" : "ttnn.matmul", ctx, w.wo, w.bo, c, r.grid, 0);
 }
 
 QkvHeads create_qkv_heads(TtDevice& dev, const SdpaDims& d, const TileTensor& xqkv) {

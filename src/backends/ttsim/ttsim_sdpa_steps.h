@@ -15,6 +15,14 @@ struct SdpaDims {
 };
 SdpaDims sdpa_dims(const AttentionSpec& spec);
 
+// ttnn.linear (op `op`) with the recipe's grid, then with a bias the model's
+// separate ttnn.add (broadcast over rows). in0_block_w 1: an explicit
+// MatmulMultiCoreReuseMultiCastProgramConfig with in0_block_w = 1 (K
+// passes Dst one tile at a time, XQKV_PREFILL_PROGCFG); 0: TT-NN's own
+// program selection.
+TileTensor linear_bias(TtDevice& dev, const char* op, const TileTensor& x, const TileTensor& w,
+                       const std::optional<TileTensor>& b, const ComputeConfig& c, Grid grid, int64_t in0_block_w);
+
 // ttnn.linear(x, wqkv) then, with a bias, ttnn.add (the model adds it
 // separately): x [.., rows, E] -> [.., rows, (H + 2 Hkv) dh] in r.act.
 // Prefill runs XQKV_PREFILL_PROGCFG's K blocking (in0_block_w = 1).

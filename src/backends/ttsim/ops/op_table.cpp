@@ -10,17 +10,19 @@ namespace mha::ttsim {
 
 // Each defined in ops/op_*.cpp.
 extern const TtOpDesc kOpMatmul, kOpLinear, kOpAdd, kOpMultiply, kOpSoftmax, kOpExp, kOpReciprocal, kOpToDevice,
-    kOpSdpa, kOpChunkedSdpa;
-extern const TtOpDesc kOpSdpaDecode, kOpUpdateCache, kOpPagedFusedUpdateCache, kOpFillCache, kOpPagedFillCache,
-    kOpRotaryLlama, kOpRotaryLlamaFusedQk;  // ops/op_decode.cpp
+    kOpSdpa, kOpChunkedSdpa, kOpFlashMlaPrefill, kOpChunkedFlashMlaPrefill;
+extern const TtOpDesc kOpSdpaDecode, kOpFlashMlaDecode, kOpUpdateCache, kOpPagedFusedUpdateCache, kOpFillCache,
+    kOpPagedFillCache, kOpRotaryLlama, kOpRotaryLlamaFusedQk;  // ops/op_decode.cpp, ops/sdpa_decode
 extern const TtOpDesc kOpRmsNorm;  // ops/rms_norm/rms_norm.cpp
 
 const std::vector<const TtOpDesc*>& tt_ops() {
-  static const std::vector<const TtOpDesc*> ops = {&kOpMatmul, &kOpLinear,     &kOpAdd,     &kOpMultiply,
-                                                   &kOpSoftmax, &kOpExp, &kOpReciprocal, &kOpToDevice,
-                                                   &kOpSdpa,    &kOpChunkedSdpa, &kOpSdpaDecode, &kOpUpdateCache,
-                                                   &kOpPagedFusedUpdateCache, &kOpFillCache, &kOpPagedFillCache,
-                                                   &kOpRotaryLlama, &kOpRotaryLlamaFusedQk, &kOpRmsNorm};
+  static const std::vector<const TtOpDesc*> ops = {
+      &kOpMatmul,          &kOpLinear,       &kOpAdd,         &kOpMultiply,
+      &kOpSoftmax,         &kOpExp,          &kOpReciprocal,  &kOpToDevice,
+      &kOpSdpa,            &kOpChunkedSdpa,  &kOpFlashMlaPrefill, &kOpChunkedFlashMlaPrefill,
+      &kOpSdpaDecode,      &kOpFlashMlaDecode, &kOpUpdateCache, &kOpPagedFusedUpdateCache,
+      &kOpFillCache,       &kOpPagedFillCache, &kOpRotaryLlama, &kOpRotaryLlamaFusedQk,
+      &kOpRmsNorm};
   return ops;
 }
 

@@ -11,6 +11,9 @@ namespace mha::ttsim {
 
 namespace {
 
+constexpr const char* kHeadDimVHelp =
+    "V's head dim, required (no default): V is K's first head_dim_v columns, a multiple of 32";
+
 // The op's own keys (SDPAProgramConfig, is_causal, scale, sliding window,
 // attention sink: SdpaConfig's fields) over TT-NN's defaults; the sink
 // held as bf16 as from_torch converts it.
@@ -67,7 +70,9 @@ TileTensor run_sdpa_op(OpCall& c) {
 }
 
 // chunked-sdpa's params: the two runtime arguments, then the keys it
-// shares with sdpa (program config, scale) and the compute config.
+// shares with sdpa (program config, scale) and the compute config;
+// chunked-flash-mla-prefill's (Mla = true) TT-NN's head_dim_v too.
+template <bool Mla>
 struct ChunkedParams {
   int64_t chunk_start_idx = 0;
   PageTable page_table;
@@ -79,32 +84,80 @@ struct ChunkedParams {
       "the chunk's first position in the sequence (--chunk-start-idx N), a multiple of q_chunk_size and "
       "k_chunk_size; required", flag);
     v("page_table", page_table, "[b][blocks] block ids of each user's paged cache (--page-table FILE)", flag);
+    if (Mla) v("head_dim_v", cfg.head_dim_v, kHeadDimVHelp);
     cfg.shared_fields(v);
     cfg.compute.fields(v, fields::kDerived);
   }
 };
 
-ChunkedParams chunked_params(const nlohmann::ordered_json& p) {
+template <bool Mla>
+ChunkedParams<Mla> chunked_params(const nlohmann::ordered_json& p) {
+  const std::string op = Mla ? "chunked-flash-mla-prefill" : "chunked-sdpa";
   for (const char* key : {"chunk_start_idx", "page_table"})
-    if (!p.contains(key))
-      throw InputError(std::string("chunked-sdpa: ") + op_flag_name(key) + " (the " + key + " param) is required");
-  ChunkedParams d;
-  fields::parse_into(d, p, "op options", "chunked-sdpa option");
+    if (!p.contains(key)) throw InputError(op + ": " + op_flag_name(key) + " (the " + key + " param) is required");
+  if (Mla && !p.contains("head_dim_v"))
+    throw InputError(op + ": --option head_dim_v=N (V's head dim, K's first N columns) is required");
+  ChunkedParams<Mla> d;
+  fields::parse_into(d, p, "op options", Mla ? "chunked-flash-mla-prefill option" : "chunked-sdpa option");
   check_page_table(d.page_table);
   return d;
 }
 
-void check_chunked_sdpa(const OpCheck& c) {
-  require_4d(c, "chunked-sdpa");
-  chunked_params(c.params);
+template <bool Mla>
+void check_chunked(const OpCheck& c) {
+  require_4d(c, Mla ? "chunked-flash-mla-prefill" : "chunked-sdpa");
+  chunked_params<Mla>(c.params);
 }
 
-TileTensor run_chunked_sdpa_op(OpCall& c) {
-  ChunkedParams d = chunked_params(c.params);
+// Both chunked ops: chunked-sdpa's Q K V, chunked-flash-mla-prefill's Q K.
+template <bool Mla>
+TileTensor run_chunked_op(OpCall& c) {
+  ChunkedParams<Mla> d = chunked_params<Mla>(c.params);
   sdpa_compute(c, d.cfg);
-  TileTensor out = run_chunked_sdpa(c.dev, c.program, c.in[0], c.in[1], c.in[2], d.page_table, d.chunk_start_idx, d.cfg);
+  TileTensor out =
+      Mla ? run_chunked_flash_mla_prefill(c.dev, c.program, c.in[0], c.in[1], d.page_table, d.chunk_start_idx, d.cfg)
+          : run_chunked_sdpa(c.dev, c.program, c.in[0], c.in[1], c.in[2], d.page_table, d.chunk_start_idx, d.cfg);
   sdpa_report(c, d.cfg);
   c.info["chunk_start_idx"] = d.chunk_start_idx;
+  if (Mla) c.info["head_dim_v"] = d.cfg.head_dim_v;
+  return out;
+}
+
+// flash-mla-prefill's params: TT-NN's head_dim_v (required), then what
+// flash_mla_prefill takes of sdpa's (program config, scale, is_causal; no
+// window or sink) and the compute config.
+struct FlashMlaParams {
+  SdpaConfig cfg;
+  template <class V>
+  void fields(V& v) {
+    v("head_dim_v", cfg.head_dim_v, kHeadDimVHelp);
+    cfg.shared_fields(v);
+    v("is_causal", cfg.is_causal, "true/false (default true; a MASK needs false)");
+    cfg.compute.fields(v, fields::kDerived);
+  }
+};
+
+FlashMlaParams flash_mla_params(const nlohmann::ordered_json& p) {
+  if (!p.contains("head_dim_v"))
+    throw InputError("flash-mla-prefill: --option head_dim_v=N (V's head dim, K's first N columns) is required");
+  FlashMlaParams d;
+  fields::parse_into(d, p, "op options", "flash-mla-prefill option");
+  return d;
+}
+
+void check_flash_mla_prefill(const OpCheck& c) {
+  require_4d(c, "flash-mla-prefill");
+  flash_mla_params(c.params);
+}
+
+TileTensor run_flash_mla_prefill_op(OpCall& c) {
+  FlashMlaParams d = flash_mla_params(c.params);
+  sdpa_compute(c, d.cfg);
+  const TileTensor* mask = c.in.size() == 3 ? &c.in[2] : nullptr;
+  TileTensor out = run_flash_mla_prefill(c.dev, c.program, c.in[0], c.in[1], mask, d.cfg);
+  sdpa_report(c, d.cfg);
+  c.info["attributes"] = fields::json_of(d);
+  c.info["head_dim_v"] = d.cfg.head_dim_v;
   return out;
 }
 
@@ -125,6 +178,22 @@ extern const TtOpDesc kOpChunkedSdpa = {
     "each user, over the paged K/V cache (blocks, nkv, block_size, dh) through --page-table (required); causal; "
     "sdpa's kernel",
     "as sdpa: HiFi2, math_approx_mode on, fp32 Dst off; chunks of 32; scale 1/sqrt(dh)", 3, 3, false, false,
-    op_params_of(ChunkedParams{}), check_chunked_sdpa, nullptr, run_chunked_sdpa_op};
+    op_params_of(ChunkedParams<false>{}), check_chunked<false>, nullptr, run_chunked_op<false>};
+
+extern const TtOpDesc kOpFlashMlaPrefill = {
+    "flash-mla-prefill", "Q K [MASK]",
+    "ttnn.transformer.flash_mla_prefill: multi-head latent attention, Q (b, nqh, s, dh) against the latent rows K "
+    "(b, nkv, s, dh), V = K's first head_dim_v columns (read from K's tiles); sdpa's device operation and kernel "
+    "with use_mla; out (b, nqh, s, head_dim_v)",
+    "as sdpa: HiFi2, math_approx_mode on, fp32 Dst off; chunks of 32; causal; scale 1/sqrt(dh)", 2, 3, false, false,
+    op_params_of(FlashMlaParams{}), check_flash_mla_prefill, nullptr, run_flash_mla_prefill_op};
+
+extern const TtOpDesc kOpChunkedFlashMlaPrefill = {
+    "chunked-flash-mla-prefill", "Q K",
+    "ttnn.transformer.chunked_flash_mla_prefill: Q (b, nqh, s, dh), the positions chunk_start_idx.. of each user, "
+    "over the paged latent cache K (blocks, nkv, block_size, dh) through --page-table (required), V = K's first "
+    "head_dim_v columns; causal; chunked-sdpa's operation with use_mla; out (b, nqh, s, head_dim_v)",
+    "as sdpa: HiFi2, math_approx_mode on, fp32 Dst off; chunks of 32; scale 1/sqrt(dh)", 2, 2, false, false,
+    op_params_of(ChunkedParams<true>{}), check_chunked<true>, nullptr, run_chunked_op<true>};
 
 }  // namespace mha::ttsim

@@ -32,9 +32,6 @@ int64_t sdpa_program_cb_bytes(SdpaProgram program, const TileTensor& q, const Ti
 void sdpa_program_run(SdpaProgram program, const TileTensor& q, const TileTensor& k, const TileTensor& v,
                       const TileTensor* mask, TileTensor& out, const SdpaConfig& cfg, const Exec& ex,
                       int64_t chunk_start = 0);
-// The one-line notes where that program ignores or inverts a flag (item 6
-// of issue 27), on the device.
-void sdpa_program_notes(TtDevice& dev, const SdpaConfig& cfg, SdpaProgram program);
 
 // validate, the frame (device_op.h), the program the factory picks for
 // the profile (2024's kernel; at latest the streaming kernel with a 16-bit
@@ -65,5 +62,37 @@ void validate_chunked_sdpa(const TileTensor& q, const TileTensor& k, const TileT
 TileTensor run_chunked_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
                             const TileTensor& v, const PageTable& page_table, int64_t chunk_start,
                             const SdpaConfig& cfg);
+
+// The one-line notes (TtDevice::note) where the kernel the factory picks
+// for cfg ignores or inverts a flag (exp_approx_mode).
+void sdpa_note_flags(TtDevice& dev, const SdpaConfig& cfg);
+
+// ttnn.transformer.flash_mla_prefill: as in tt-metal, the SDPA device
+// operation with use_mla and head_dim_v = cfg.head_dim_v (docs/TTSIM.md
+// "Flash MLA"): Q (b, nqh, s, dh) against K (b, nkv, s_k, dh), the latent
+// rows [c | k_rope] of multi-head latent attention's absorbed form, and V
+// the first head_dim_v columns of K, which the reader takes from K's
+// tiles. Out: (b, nqh, s, head_dim_v) in cfg.compute.output. 2024's kernel
+// only (latest refused).
+
+// V as the reader fetches it: K's first head_dim_v columns (whole tiles,
+// so block-float values keep their shared exponents).
+TileTensor mla_value_of_key(const TileTensor& k, int64_t head_dim_v);
+
+// TT-NN's checks and the kernel's, InputError "flash-mla-prefill: why".
+void validate_flash_mla_prefill(const TileTensor& q, const TileTensor& k, const TileTensor* mask,
+                                const SdpaConfig& cfg);
+
+// validate, the frame (program keyed on head_dim_v too), SDPA's kernel.
+TileTensor run_flash_mla_prefill(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
+                                 const TileTensor* mask, const SdpaConfig& cfg);
+
+// ttnn.transformer.chunked_flash_mla_prefill: chunked prefill (as
+// run_chunked_sdpa) with use_mla, V the first cfg.head_dim_v columns of the
+// paged latent cache K [blocks, nkv, block_size, dh]. Out: (b, nqh, s,
+// head_dim_v).
+TileTensor run_chunked_flash_mla_prefill(TtDevice& dev, const std::string& op, const TileTensor& q,
+                                        const TileTensor& k, const PageTable& page_table, int64_t chunk_start,
+                                        const SdpaConfig& cfg);
 
 }  // namespace mha::ttsim

@@ -8,23 +8,31 @@
 #include "backends/ttsim/ops/sdpa/sdpa.h"
 #include "backends/ttsim/ops/sdpa/sdpa_standard.h"
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
+#include "ttsim/revision.h"
 #include "util/error.h"
 
 namespace mha::ttsim {
 
 namespace {
 
-[[noreturn]] void refuse(const std::string& why) { throw InputError("chunked-sdpa: " + why); }
+// The op's name in messages: chunked_flash_mla_prefill is the same
+// operation with use_mla (head_dim_v).
+std::string op_name(const SdpaConfig& cfg) {
+  return cfg.head_dim_v > 0 ? "chunked-flash-mla-prefill" : "chunked-sdpa";
+}
 
 // The paged operands' shapes and the page table against Q, one line each
-// (TT-NN's chunked-mode checks, and the reader's whole-tile blocks).
+// (TT-NN's chunked-mode checks, and the reader's whole-tile blocks). With
+// use_mla, V is K's first head_dim_v columns.
 void check_paged(const TileTensor& q, const TileTensor& k, const TileTensor& v, const PageTable& pt,
-                 int64_t chunk_start) {
+                 int64_t chunk_start, const SdpaConfig& cfg) {
+  auto refuse = [&](const std::string& why) { throw InputError(op_name(cfg) + ": " + why); };
   if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4)
     refuse("expected Q (b, nqh, s, dh) and the paged K, V (blocks, nkv, block_size, dh), 4-D each, found Q " +
            shape_str(q.shape) + ", K " + shape_str(k.shape) + ", V " + shape_str(v.shape));
-  if (k.shape != v.shape) refuse("expected K and V of one shape, found K " + shape_str(k.shape) + " and V " +
-                                 shape_str(v.shape));
+  const Shape vs = cfg.head_dim_v > 0 ? Shape{k.shape[0], k.shape[1], k.shape[2], cfg.head_dim_v} : k.shape;
+  if (vs != v.shape) refuse("expected K and V of one shape, found K " + shape_str(k.shape) + " and V " +
+                            shape_str(v.shape));
   if (k.shape[3] != q.shape[3])
     refuse("K and V's head dim " + std::to_string(k.shape[3]) + " differs from Q's " + std::to_string(q.shape[3]));
   if (k.shape[2] % kTile != 0)
@@ -66,21 +74,27 @@ TileTensor gather_keys(const TileTensor& paged, const PageTable& pt, int64_t val
 
 void validate_chunked_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, const PageTable& pt,
                            int64_t chunk_start, const SdpaConfig& cfg) {
+  auto refuse = [&](const std::string& why) { throw InputError(op_name(cfg) + ": " + why); };
+  // Plain chunked prefill runs on the program the factory picks at either
+  // profile; with use_mla it is modelled on 2024's kernel only (as flash
+  // MLA prefill), never with 2024's kernel standing in for latest's.
+  if (cfg.head_dim_v > 0 && cfg.compute.tt_metal != TtMetal::R2024)
+    refuse_unmodelled(op_name(cfg), "chunked prefill with use_mla", cfg.compute.tt_metal);
   for (const TileTensor* t : {&q, &k, &v})
     if (t->format == DataFormat::Float32)
       refuse(std::string(t == &q ? "Q" : t == &k ? "K" : "V") +
              " is float32; TT-NN's SDPA takes bfloat16, bfloat8_b or bfloat4_b");
   if (pt.empty() || pt.front().empty()) refuse("the page table is empty; expected [b, blocks per user] block ids");
-  check_paged(q, k, v, pt, chunk_start);
+  check_paged(q, k, v, pt, chunk_start, cfg);
   const int64_t kc = std::max<int64_t>(cfg.k_chunk_size, 1);
   const int64_t len = (chunk_start + q.shape[2] + kc - 1) / kc * kc;
-  const Shape gathered{q.shape[0], k.shape[1], len, k.shape[3]};
+  const Shape gathered{q.shape[0], k.shape[1], len, k.shape[3]}, gathered_v{q.shape[0], k.shape[1], len, v.shape[3]};
   // The program's own rules on top (at latest: the streaming kernel's head
   // dim, the fp32-Dst kernel's gaps).
   const SdpaProgram program = sdpa_program(cfg);
   const std::string p = program == SdpaProgram::Streaming
-                            ? sdpa_streaming_problem(q.shape, gathered, gathered, nullptr, cfg, chunk_start)
-                            : sdpa_problem(q.shape, gathered, gathered, nullptr, cfg, chunk_start);
+                            ? sdpa_streaming_problem(q.shape, gathered, gathered_v, nullptr, cfg, chunk_start)
+                            : sdpa_problem(q.shape, gathered, gathered_v, nullptr, cfg, chunk_start);
   if (!p.empty()) refuse(p);
   if (program == SdpaProgram::Standard) {
     const std::string gap = sdpa_standard_gap(cfg);
@@ -101,7 +115,7 @@ TileTensor run_chunked_sdpa(TtDevice& dev, const std::string& op, const TileTens
   check_cb_budget(dev, op, cb, "smaller q_chunk_size / k_chunk_size fit");
   TtDevice::OpTimer timer(dev, op);
   launch_program(dev, op, program_key(cfg), {&q, &k, &v}, q.shape, cfg.compute.output, cb);
-  sdpa_program_notes(dev, cfg, program);
+  sdpa_note_flags(dev, cfg);
   TileTensor out;
   sdpa_program_run(program, q, kg, vg, nullptr, out, cfg, dev.exec(), chunk_start);
   return out;

@@ -48,11 +48,12 @@ void validate_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v
 
 int64_t sdpa_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
                       const SdpaConfig& cfg) {
-  const int64_t sq = cfg.q_chunk_size / 32, sk = cfg.k_chunk_size / 32, dht = q.pcols / 32;
+  // dht: Q's and K's tiles per row; vdht: V's and the output's (MLA's head_dim_v).
+  const int64_t sq = cfg.q_chunk_size / 32, sk = cfg.k_chunk_size / 32, dht = q.pcols / 32, vdht = v.pcols / 32;
   const int64_t bf16 = tile_bytes(DataFormat::Bfloat16);
-  int64_t b = sq * dht * tile_bytes(q.format) * 2 + sk * dht * (tile_bytes(k.format) + tile_bytes(v.format)) * 2;
+  int64_t b = sq * dht * tile_bytes(q.format) * 2 + sk * (dht * tile_bytes(k.format) + vdht * tile_bytes(v.format)) * 2;
   b += sq * sk * (mask ? tile_bytes(mask->format) : tile_bytes(DataFormat::Bfp4_b));
-  b += (sq * sk + 2 * sq * dht + 6 * sq + 2) * bf16 + sq * dht * tile_bytes(cfg.compute.output);
+  b += (sq * sk + 2 * sq * vdht + 6 * sq + 2) * bf16 + sq * vdht * tile_bytes(cfg.compute.output);
   return b;
 }
 
@@ -81,8 +82,8 @@ void sdpa_program_run(SdpaProgram program, const TileTensor& q, const TileTensor
 // (2024: exp_tile<true>; latest: tt-metal #56710), and at latest the flag
 // is inverted where it does reach (exp(m_old - m_new): PR #56925), whose
 // approximation differs per kernel.
-void sdpa_program_notes(TtDevice& dev, const SdpaConfig& cfg, SdpaProgram program) {
-  if (program == SdpaProgram::Streaming) {
+void sdpa_note_flags(TtDevice& dev, const SdpaConfig& cfg) {
+  if (sdpa_program(cfg) == SdpaProgram::Streaming) {
     for (const std::string& n : sdpa_streaming_flag_notes(cfg)) dev.note(n);
     return;
   }
@@ -106,7 +107,7 @@ TileTensor run_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, c
   check_cb_budget(dev, op, cb, "smaller q_chunk_size / k_chunk_size fit");
   TtDevice::OpTimer timer(dev, op);
   launch_program(dev, op, program_key(cfg), ins, q.shape, cfg.compute.output, cb);
-  sdpa_program_notes(dev, cfg, program);
+  sdpa_note_flags(dev, cfg);
   TileTensor out;
   sdpa_program_run(program, q, k, v, mask, out, cfg, dev.exec());
   return out;

@@ -16,6 +16,8 @@
 
 namespace mha::ttsim {
 
+Shape sdpa_out_shape(const TileTensor& q, const TileTensor& v) { return {q.shape[0], q.shape[1], q.shape[2], v.shape[3]}; }
+
 float sdpa_scale_bf16(const SdpaConfig& cfg, int64_t dh) {
   return sdpa_truncate_bf16(cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(dh))));
 }
@@ -70,7 +72,13 @@ std::string sdpa_problem(const Shape& q, const Shape& k, const Shape& v, const S
   if (q.size() != 4 || k.size() != 4 || v.size() != 4)
     return "expected Q (b, nqh, s, dh) and K, V (b, nkv, s, dh), 4-D each, found Q " + shape_str(q) + ", K " +
            shape_str(k) + ", V " + shape_str(v);
-  if (k != v) return "expected K and V of one shape, found K " + shape_str(k) + " and V " + shape_str(v);
+  if (c.head_dim_v > 0) {  // MLA: V is K's first head_dim_v columns
+    if (c.head_dim_v > k[3] || Shape{k[0], k[1], k[2], c.head_dim_v} != v)
+      return "head_dim_v " + std::to_string(c.head_dim_v) + ": expected V = K's first columns (at most K's head " +
+             "dim " + std::to_string(k[3]) + "), found K " + shape_str(k) + " and V " + shape_str(v);
+  } else if (k != v) {
+    return "expected K and V of one shape, found K " + shape_str(k) + " and V " + shape_str(v);
+  }
   if (k[0] != q[0] || k[3] != q[3])
     return "expected K and V with Q's batch and head dim (" + std::to_string(q[0]) + ", ., ., " +
            std::to_string(q[3]) + "), found " + shape_str(k);
@@ -122,16 +130,16 @@ struct SdpaRun {
   const TileMath& tm;
   const std::vector<detail::In1Buffer>& kt;
   const std::vector<detail::In1Buffer>& vd;
-  int64_t NQH, NKH, D, Sk, QC, KC;
+  int64_t NQH, NKH, D, DV, Sk, QC, KC;  // D: Q's and K's padded width, DV: V's and the output's
   float scale;
   int64_t q_start;  // chunked prefill: the sequence position of Q's row 0
 };
 
-// K^T (dh x Sk, the QK matmul's SrcA) and V (Sk x dh) of every kv head,
+// K^T (dh x Sk, the QK matmul's SrcA) and V (Sk x dv) of every kv head,
 // decoded once for all the q chunks that read them.
 void decode_kv(const TileTensor& k, const TileTensor& v, const TileMath& tm, const Exec& ex,
                std::vector<detail::In1Buffer>& kt, std::vector<detail::In1Buffer>& vd) {
-  const int64_t D = k.pcols, Sk = k.rows, heads = k.shape[0] * k.shape[1];
+  const int64_t D = k.pcols, DV = v.pcols, Sk = k.rows, heads = k.shape[0] * k.shape[1];
   kt.resize(static_cast<size_t>(heads));
   vd.resize(kt.size());
   ex.parallel_for(2 * heads, [&](int64_t t, int) {
@@ -140,8 +148,8 @@ void decode_kv(const TileTensor& k, const TileTensor& v, const TileMath& tm, con
       kt[h].resize(D, Sk);
       detail::decode_in1(k.matrix(h), 1, D, D, Sk, k.format, tm.fp32, kt[h], 0);
     } else {
-      vd[h].resize(Sk, D);
-      detail::decode_in1(v.matrix(h), D, 1, Sk, D, v.format, tm.fp32, vd[h], 0);
+      vd[h].resize(Sk, DV);
+      detail::decode_in1(v.matrix(h), DV, 1, Sk, DV, v.format, tm.fp32, vd[h], 0);
     }
   });
 }
@@ -168,7 +176,7 @@ void mask_chunk(const SdpaRun& r, int64_t bh, int64_t q_low, int64_t k_low, floa
 // on the previous sum and output are rescaled by exp(m_old - m_new) and the
 // chunk's added.
 void softmax_chunk(const SdpaRun& r, int64_t kvh, int64_t kc, float* S, int64_t N, Work& w) {
-  const int64_t QC = r.QC, KC = r.KC, D = r.D;
+  const int64_t QC = r.QC, KC = r.KC, D = r.DV;
   for (int64_t i = 0; i < QC; ++i) {
     w.m_cur[i] = sdpa_row_max(S + i * N, KC);
     if (kc > 0) w.m_cur[i] = std::max(w.m_cur[i], w.m_prev[i]);
@@ -200,7 +208,7 @@ void apply_sink(const SdpaRun& r, int64_t nq, Work& w) {
     const float alpha = sdpa_sub_exp1(w.m_prev[i], m, r.cfg.exp_approx_mode, r.tm);
     const float e = sdpa_sub_exp1(sink, m, true, r.tm);  // the chunk exps' approx exp
     w.l_prev[i] = sdpa_add1(e, sdpa_mul1(w.l_prev[i], alpha, r.tm), r.tm);
-    sdpa_mul_bcast(&w.acc[i * r.D], r.D, alpha, r.tm);
+    sdpa_mul_bcast(&w.acc[i * r.DV], r.DV, alpha, r.tm);
   }
 }
 
@@ -209,12 +217,12 @@ void apply_sink(const SdpaRun& r, int64_t nq, Work& w) {
 // dh whichever chunk it belongs to), then the scale, then chunk by chunk
 // the masked online softmax, the sink, 1/sum and the packer.
 void run_q_chunk(const SdpaRun& r, int64_t bh, int64_t qc, Work& w) {
-  const int64_t QC = r.QC, KC = r.KC, D = r.D;
+  const int64_t QC = r.QC, KC = r.KC, D = r.D, DV = r.DV;
   const int64_t nb = bh / r.NQH, nq = bh % r.NQH, kvh = nb * r.NKH + nq / (r.NQH / r.NKH);
   const int64_t q_low = qc * QC, q_pos = r.q_start + q_low, q_high = r.cfg.is_causal ? q_pos + QC : r.Sk;
   const int64_t nk = (q_high + KC - 1) / KC, N = nk * KC;
   w.S.resize(static_cast<size_t>(QC * N));
-  w.O.resize(static_cast<size_t>(QC * D));
+  w.O.resize(static_cast<size_t>(QC * DV));
   w.acc.resize(w.O.size());
   w.mrow.resize(static_cast<size_t>(KC));
   for (auto* x : {&w.m_prev, &w.m_cur, &w.l_prev, &w.l_cur}) x->resize(static_cast<size_t>(QC));
@@ -227,9 +235,9 @@ void run_q_chunk(const SdpaRun& r, int64_t bh, int64_t qc, Work& w) {
   }
   if (!r.cfg.attention_sink.empty()) apply_sink(r, nq, w);
   for (int64_t i = 0; i < QC; ++i) {
-    sdpa_mul_bcast(&w.acc[i * D], D, sdpa_recip1(w.l_prev[i], r.tm), r.tm);
-    pack_from_dst(&w.acc[i * D], r.out.matrix(bh) + (q_low + i) * D, D, r.cfg.compute.output, r.cfg.compute.fp32_dest_acc_en,
-                  r.cfg.compute.bfp8_pack_precise);
+    sdpa_mul_bcast(&w.acc[i * DV], DV, sdpa_recip1(w.l_prev[i], r.tm), r.tm);
+    pack_from_dst(&w.acc[i * DV], r.out.matrix(bh) + (q_low + i) * DV, DV, r.cfg.compute.output,
+                  r.cfg.compute.fp32_dest_acc_en, r.cfg.compute.bfp8_pack_precise);
   }
 }
 
@@ -248,10 +256,10 @@ void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, cons
   const int64_t B = q.shape[0], NQH = q.shape[1], NQC = q.rows / cfg.q_chunk_size;
   const TileMath tm(cfg.compute.math_fidelity, cfg.compute.fp32_dest_acc_en, cfg.compute.math_approx_mode, kern,
                     cfg.compute.arch);
-  out = make_tile_tensor(q.shape, cfg.compute.output);
+  out = make_tile_tensor(sdpa_out_shape(q, v), cfg.compute.output);
   std::vector<detail::In1Buffer> kt, vd;
   decode_kv(k, v, tm, ex, kt, vd);
-  const SdpaRun run{q, mask, out, cfg, tm, kt, vd, NQH, k.shape[1], q.pcols, k.rows, cfg.q_chunk_size,
+  const SdpaRun run{q, mask, out, cfg, tm, kt, vd, NQH, k.shape[1], q.pcols, v.pcols, k.rows, cfg.q_chunk_size,
                     cfg.k_chunk_size, sdpa_scale_bf16(cfg, q.cols), chunk_start};
   std::vector<Work> work(static_cast<size_t>(ex.threads()));
   // Tasks: (bh, q chunk), the longest (last) causal chunks first.

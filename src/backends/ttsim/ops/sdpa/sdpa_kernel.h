@@ -35,6 +35,12 @@ struct SdpaConfig {
   // reciprocal's approx mode) and the output's dtype and packing. TT-NN's
   // SDPA defaults: HiFi2, approx on, 16-bit Dst.
   ComputeConfig compute;
+  // Multi-head latent attention (TT-NN's use_mla with head_dim_v, set by
+  // flash_mla_prefill, whose attributes key it; not an option of sdpa): V
+  // is K's first head_dim_v columns, read from K's tiles, so V's shape is
+  // (b, nkv, s_k, head_dim_v) and the output's last dim head_dim_v. 0: V
+  // has K's shape.
+  int64_t head_dim_v = 0;
 
   // The fields (util/fields.h): the op's own --option keys, then the
   // compute config. They key the program and fill the --json report.
@@ -64,11 +70,15 @@ struct SdpaConfig {
 // 16 bits (truncation).
 float sdpa_scale_bf16(const SdpaConfig& cfg, int64_t dh);
 
+// The output's shape: Q's with V's head dim (dv; dh unless MLA).
+Shape sdpa_out_shape(const TileTensor& q, const TileTensor& v);
+
 // out = SDPA(q, k, v [+ mask]).
 //   q: (b, nqh, s, dh); k, v: (b, nkv, s_k, dh), nqh a multiple of nkv
 //   (query head h reads kv head h / (nqh / nkv)); mask: nullptr or
 //   (b, 1 or nqh, s, s_k), added to the scaled scores (non-causal only).
-//   Causal needs s_k == s. out: (b, nqh, s, dh) in cfg.output.
+//   Causal needs s_k == s. out: (b, nqh, s, dv) in cfg.output, dv = dh or,
+//   with cfg.head_dim_v, V's (b, nkv, s_k, head_dim_v).
 // Work is split over (batch x head, q chunk) on ex's pool; ex.isa Scalar
 // runs the lane models. Throws InputError on shapes or chunk sizes the op
 // does not take.

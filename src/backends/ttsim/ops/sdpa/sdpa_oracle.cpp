@@ -16,14 +16,14 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
                     TileTensor& out, const SdpaConfig& cfg, int64_t chunk_start) {
   const std::string p = sdpa_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg, chunk_start);
   if (!p.empty()) throw InputError("sdpa: " + p);
-  const int64_t B = q.shape[0], NQH = q.shape[1], NKH = k.shape[1], D = q.pcols;
+  const int64_t B = q.shape[0], NQH = q.shape[1], NKH = k.shape[1], D = q.pcols, DV = v.pcols;
   const int64_t Sq = q.rows, Sk = k.rows, QC = cfg.q_chunk_size, KC = cfg.k_chunk_size;
   const ComputeConfig& cc = cfg.compute;
   const TileMath tm(cc.math_fidelity, cc.fp32_dest_acc_en, cc.math_approx_mode, nullptr, cc.arch);
   const float scale = sdpa_scale_bf16(cfg, q.cols);
-  out = make_tile_tensor(q.shape, cc.output);
+  out = make_tile_tensor(sdpa_out_shape(q, v), cc.output);
   SdpaScratch s;
-  std::vector<float> S(static_cast<size_t>(QC * KC)), O(static_cast<size_t>(QC * D)), acc(O.size()), mrow(KC);
+  std::vector<float> S(static_cast<size_t>(QC * KC)), O(static_cast<size_t>(QC * DV)), acc(O.size()), mrow(KC);
   std::vector<float> m_prev(QC), m_cur(QC), l_prev(QC), l_cur(QC);
   for (int64_t nb = 0; nb < B; ++nb)
     for (int64_t nq = 0; nq < NQH; ++nq) {
@@ -57,7 +57,7 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
           }
           sdpa_row_sums(S.data(), KC, QC, KC, tm, s, l_cur.data());
           // OUT_IM = P @ V_chunk; the first chunk's goes straight to the accumulator.
-          sdpa_matmul(S.data(), KC, QC, KC, v.matrix(kvh) + k_low * D, D, 1, D, tm, s, O.data(), D);
+          sdpa_matmul(S.data(), KC, QC, KC, v.matrix(kvh) + k_low * DV, DV, 1, DV, tm, s, O.data(), DV);
           if (kc == 0) {
             acc = O;
             l_prev = l_cur;
@@ -65,8 +65,8 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
             for (int64_t r = 0; r < QC; ++r) {
               const float alpha = sdpa_sub_exp1(m_prev[r], m_cur[r], cfg.exp_approx_mode, tm);
               l_prev[r] = sdpa_add1(l_cur[r], sdpa_mul1(l_prev[r], alpha, tm), tm);
-              sdpa_mul_bcast(&acc[r * D], D, alpha, tm);
-              sdpa_add(&acc[r * D], &O[r * D], D, tm);
+              sdpa_mul_bcast(&acc[r * DV], DV, alpha, tm);
+              sdpa_add(&acc[r * DV], &O[r * DV], DV, tm);
             }
           }
           m_prev = m_cur;
@@ -81,13 +81,13 @@ void tt_sdpa_oracle(const TileTensor& q, const TileTensor& k, const TileTensor& 
             const float alpha = sdpa_sub_exp1(m_prev[r], m_cur[r], cfg.exp_approx_mode, tm);
             const float e = sdpa_sub_exp1(sink, m_cur[r], true, tm);  // the chunk exps' approx exp
             l_prev[r] = sdpa_add1(e, sdpa_mul1(l_prev[r], alpha, tm), tm);
-            sdpa_mul_bcast(&acc[r * D], D, alpha, tm);
+            sdpa_mul_bcast(&acc[r * DV], DV, alpha, tm);
           }
         }
         // OUT = OUT_ACC * (1 / sum), then copied to the output's format.
         for (int64_t r = 0; r < QC; ++r) {
-          sdpa_mul_bcast(&acc[r * D], D, sdpa_recip1(l_prev[r], tm), tm);
-          pack_from_dst(&acc[r * D], out.matrix(bh) + (q_row + r) * D, D, cc.output, cc.fp32_dest_acc_en, cc.bfp8_pack_precise);
+          sdpa_mul_bcast(&acc[r * DV], DV, sdpa_recip1(l_prev[r], tm), tm);
+          pack_from_dst(&acc[r * DV], out.matrix(bh) + (q_row + r) * DV, DV, cc.output, cc.fp32_dest_acc_en, cc.bfp8_pack_precise);
         }
       }
     }

@@ -13,8 +13,10 @@ namespace mha::ttsim {
 
 namespace {
 
-// The op's params: the runtime arguments, then the attributes' own keys.
-struct SdpaDecodeParams {
+// The op's params: the runtime arguments, then the attributes' own keys;
+// flash-mla-decode's (Mla = true) TT-NN's head_dim_v first.
+template <bool Mla>
+struct DecodeParams {
   std::vector<int64_t> cur_pos;
   std::vector<std::vector<int64_t>> page_table;
   SdpaDecodeConfig cfg;
@@ -23,14 +25,23 @@ struct SdpaDecodeParams {
     const unsigned flag = fields::kRuntime | fields::kFlag;
     v("cur_pos", cur_pos, "one position per user (--cur-pos P,...), required unless is_causal=false", flag);
     v("page_table", page_table, "the paged variant's [b][blocks] block ids (--page-table FILE)", flag);
+    if (Mla)
+      v("head_dim_v", cfg.head_dim_v,
+        "V's head dim, required (no default): V is K's first head_dim_v columns, a multiple of 32");
     cfg.fields(v);
   }
 };
+using SdpaDecodeParams = DecodeParams<false>;
+using FlashMlaDecodeParams = DecodeParams<true>;
 
 // Parsed and checked; the sink held as bf16 as from_torch converts it.
-SdpaDecodeParams decode_params(const nlohmann::ordered_json& p) {
-  SdpaDecodeParams d;
-  fields::parse_into(d, p, "op options", "sdpa-decode option");
+template <bool Mla>
+DecodeParams<Mla> decode_params(const nlohmann::ordered_json& p) {
+  const char* op = Mla ? "flash-mla-decode" : "sdpa-decode";
+  if (Mla && !p.contains("head_dim_v"))
+    throw InputError(std::string(op) + ": --option head_dim_v=N (V's head dim, K's first N columns) is required");
+  DecodeParams<Mla> d;
+  fields::parse_into(d, p, "op options", Mla ? "flash-mla-decode option" : "sdpa-decode option");
   SdpaDecodeConfig& cfg = d.cfg;
   const int64_t k = cfg.k_chunk_size;
   if (k < 0 || (k > 0 && (k % 32 != 0 || (k & (k - 1)) != 0)))
@@ -46,18 +57,25 @@ SdpaDecodeParams decode_params(const nlohmann::ordered_json& p) {
   for (float& s : cfg.attention_sink) s = host_round_bf16(s);
   if (!d.cur_pos.empty()) check_positions(d.cur_pos, false);
   if (!d.page_table.empty()) check_page_table(d.page_table);
+  if (Mla && (cfg.head_dim_v < 1 || cfg.head_dim_v % 32 != 0))
+    throw InputError("op options.head_dim_v: expected a positive multiple of 32 (the reader takes V as whole tiles "
+                     "of K), found " + std::to_string(cfg.head_dim_v));
   return d;
 }
 
-void check_sdpa_decode(const OpCheck& c) {
-  require_4d(c, "sdpa-decode");
-  const SdpaDecodeParams d = decode_params(c.params);
+template <bool Mla>
+void check_decode(const OpCheck& c) {
+  const char* op = Mla ? "flash-mla-decode" : "sdpa-decode";
+  require_4d(c, op);
+  const DecodeParams<Mla> d = decode_params<Mla>(c.params);
   if (d.cfg.is_causal && !c.params.contains("cur_pos"))
-    throw InputError("sdpa-decode: --cur-pos P,... (the cur_pos param) is required: one position per user");
+    throw InputError(std::string(op) + ": --cur-pos P,... (the cur_pos param) is required: one position per user");
 }
 
-TileTensor run_sdpa_decode_op(OpCall& c) {
-  SdpaDecodeParams d = decode_params(c.params);
+// Both ops: sdpa-decode's Q K V, flash-mla-decode's Q K (V read from K).
+template <bool Mla>
+TileTensor run_decode_op(OpCall& c) {
+  DecodeParams<Mla> d = decode_params<Mla>(c.params);
   SdpaDecodeConfig& cfg = d.cfg;
   cfg.compute.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi2);
   cfg.compute.math_approx_mode = c.opt.math_approx_mode.value_or(true);
@@ -68,8 +86,8 @@ TileTensor run_sdpa_decode_op(OpCall& c) {
   cfg.grid_x = g.x;
   cfg.compute.output = c.out_format;
   const auto* pt = d.page_table.empty() ? nullptr : &d.page_table;
-  const TileTensor* mask = c.in.size() > 3 ? &c.in[3] : nullptr;
-  TileTensor out = run_sdpa_decode(c.dev, c.in[0], c.in[1], c.in[2], mask, d.cur_pos, pt, cfg);
+  const TileTensor* mask = !Mla && c.in.size() > 3 ? &c.in[3] : nullptr;
+  TileTensor out = run_sdpa_decode(c.dev, c.in[0], c.in[1], Mla ? c.in[1] : c.in[2], mask, d.cur_pos, pt, cfg);
   const int64_t block = pt && cfg.compute.tt_metal == TtMetal::Latest ? c.in[1].prows : c.in[1].shape[2];
   const int64_t S = pt ? block * static_cast<int64_t>((*pt)[0].size()) : c.in[1].shape[2];
   const int64_t pos0 = !cfg.is_causal ? S - 1 : pt ? sdpa_decode_padded_position(d.cur_pos[0], c.in[1].shape[2])
@@ -83,6 +101,7 @@ TileTensor run_sdpa_decode_op(OpCall& c) {
                               {"exp_approx_mode", cfg.exp_approx_mode},
                               {"cores_per_head", dg.cores_per_head}};
   c.info["attributes"] = fields::json_of(cfg);
+  if (Mla) c.info["head_dim_v"] = cfg.head_dim_v;
   c.info["sliding_window_size"] = cfg.sliding_window_size;
   if (!cfg.attention_sink.empty()) c.info["attention_sink_bf16"] = cfg.attention_sink;
   return out;
@@ -98,6 +117,15 @@ extern const TtOpDesc kOpSdpaDecode = {
     "K/V chunks dealt to the grid's cores, partials merged on the reduction tree",
     "HiFi2, approx on, fp32 Dst off, exp_approx_mode on, k_chunk_size = largest power of 2 dividing S up to 512 "
     "(paged: dynamic), scale 1/sqrt(dh), the device's grid",
-    3, 4, false, false, op_params_of(SdpaDecodeParams{}), check_sdpa_decode, nullptr, run_sdpa_decode_op};
+    3, 4, false, false, op_params_of(SdpaDecodeParams{}), check_decode<false>, nullptr, run_decode_op<false>};
+
+extern const TtOpDesc kOpFlashMlaDecode = {
+    "flash-mla-decode", "Q K",
+    "ttnn.transformer.flash_multi_latent_attention_decode (and paged_..., with --page-table): multi-head latent "
+    "attention's decode, Q [1, b, nh, dh] against the latent cache K [b, 1 or nkv, S, dh], V = K's first head_dim_v "
+    "columns read from K; sdpa-decode's device operation and kernel with use_mla; out [1, b, nh, head_dim_v]",
+    "as sdpa-decode: HiFi2, approx on, fp32 Dst off, exp_approx_mode on, k_chunk_size = largest power of 2 dividing "
+    "S up to 512 (paged: dynamic), scale 1/sqrt(dh), the device's grid",
+    2, 2, false, false, op_params_of(FlashMlaDecodeParams{}), check_decode<true>, nullptr, run_decode_op<true>};
 
 }  // namespace mha::ttsim

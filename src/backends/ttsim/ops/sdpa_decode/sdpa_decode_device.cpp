@@ -2,7 +2,10 @@
 
 namespace mha::ttsim {
 
-const char* sdpa_decode_program(bool paged) {
+const char* sdpa_decode_program(bool paged, bool mla) {
+  if (mla)
+    return paged ? "ttnn.transformer.paged_flash_multi_latent_attention_decode"
+                 : "ttnn.transformer.flash_multi_latent_attention_decode";
   return paged ? "ttnn.transformer.paged_scaled_dot_product_attention_decode"
                : "ttnn.transformer.scaled_dot_product_attention_decode";
 }
@@ -36,10 +39,12 @@ int64_t cb_bytes_latest(const TileTensor& q, const TileTensor& k, const TileTens
 
 int64_t sdpa_decode_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v, int64_t k_chunk,
                              const SdpaDecodeConfig& cfg) {
+  // vdht: V's and the output's tiles per row (MLA: head_dim_v / 32).
   const int64_t dht = q.pcols / kTile, sk = (k_chunk + kTile - 1) / kTile;
+  const int64_t vdht = cfg.head_dim_v > 0 ? cfg.head_dim_v / kTile : dht;
   const int64_t im = tile_bytes(cfg.compute.fp32_dest_acc_en ? DataFormat::Float32 : DataFormat::Bfloat16);
-  int64_t b = dht * tile_bytes(q.format) + 2 * sk * dht * (tile_bytes(k.format) + tile_bytes(v.format));
-  b += sk * im + 3 * dht * im + 8 * im + dht * tile_bytes(cfg.compute.output);
+  int64_t b = dht * tile_bytes(q.format) + 2 * sk * (dht * tile_bytes(k.format) + vdht * tile_bytes(v.format));
+  b += sk * im + 3 * vdht * im + 8 * im + vdht * tile_bytes(cfg.compute.output);
   return b;
 }
 
@@ -52,7 +57,12 @@ TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor&
 TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor& k, const TileTensor& v,
                            const TileTensor* mask, const std::vector<int64_t>& cur_pos,
                            const std::vector<std::vector<int64_t>>* page_table, const SdpaDecodeConfig& cfg) {
-  const std::string op = sdpa_decode_program(page_table != nullptr);
+  const bool mla = cfg.head_dim_v > 0;
+  const std::string op = sdpa_decode_program(page_table != nullptr, mla);
+  // use_mla is modelled on the 2024 kernel only (docs/TTSIM.md, "Flash MLA").
+  if (mla && cfg.compute.tt_metal != TtMetal::R2024)
+    refuse_unmodelled("flash-mla-decode", "the decode kernel with use_mla (sdpa_flash_decode.cpp)",
+                      cfg.compute.tt_metal);
   TtDevice::OpTimer timer(dev, op);
   const bool latest = cfg.compute.tt_metal == TtMetal::Latest;
   const int64_t block = page_table && latest ? k.prows : k.shape[2];
@@ -68,9 +78,10 @@ TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor&
   check_cb_budget(dev, op, cb, "a smaller k_chunk_size fits");
   // The caches are the model's resident buffers; the op allocates only its
   // output, which the next op's memory check counts.
-  std::vector<const TileTensor*> ins = {&q, &k, &v};
+  std::vector<const TileTensor*> ins = {&q, &k};
+  if (!mla) ins.push_back(&v);
   if (mask) ins.push_back(mask);
-  dev.program(op, program_key(cfg), ins);
+  dev.program(op, program_key(cfg) + (mla ? ",head_dim_v=" + std::to_string(cfg.head_dim_v) : ""), ins);
   if (latest) {
     // How exp_approx_mode reaches the statistics at latest (item 6 of issue 27).
     dev.note(std::string("exp_approx_mode=") + (cfg.exp_approx_mode ? "true" : "false") +

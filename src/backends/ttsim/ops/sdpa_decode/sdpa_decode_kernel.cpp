@@ -19,7 +19,7 @@ namespace {
 constexpr uint32_t kNone = 0xFFFFFFFFu;
 constexpr int kMaxRounds = 6;  // the kernel's MAX_TREE_REDUCTION_ROUNDS (64 cores per head)
 
-// One core's running state: max and sum per q row (G), output G x dh; every
+// One core's running state: max and sum per q row (G), output G x dv; every
 // value a bfloat16 circular-buffer value.
 struct Partial {
   bool has_data = false;
@@ -33,8 +33,8 @@ struct Ctx {
   TileMath tm;
   float scale, scale_bf16;  // fp32 scale (scores' exp), bf16-cut scale (statistics)
   bool fp32;
-  int64_t G, dh, C;  // q rows per kv head, head dim (padded), chunk length
-  bool latest;       // tt_metal latest: compute_common.hpp's 637d956c helpers
+  int64_t G, dh, dv, C;  // q rows per kv head, Q/K head dim (padded), V's (MLA: head_dim_v), chunk length
+  bool latest;           // tt_metal latest: compute_common.hpp's 637d956c helpers
 };
 
 // A Dst value packed to a bfloat16 circular buffer.
@@ -158,17 +158,17 @@ void add_masks(const Ctx& c, int64_t j, const ChunkMasks& mk, Scratch& s) {
 // position `pos` at kv_row(false/true, pos), the masks of mk.
 void run_core(const Ctx& c, const float* q, const std::function<const float*(bool v, int64_t pos)>& kv_row,
               int64_t ld_kv, int64_t c0, int64_t c1, const ChunkMasks& mk, Scratch& s, Partial& out) {
-  const int64_t C = c.C, G = c.G, dh = c.dh;
+  const int64_t C = c.C, G = c.G, dh = c.dh, dv = c.dv;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   out.has_data = true;
   out.m.assign(static_cast<size_t>(G), neg_inf);
   out.l.assign(static_cast<size_t>(G), 0.0f);
-  out.o.assign(static_cast<size_t>(G * dh), 0.0f);
+  out.o.assign(static_cast<size_t>(G * dv), 0.0f);
   s.qk.resize(static_cast<size_t>(G * C));
   s.p.resize(static_cast<size_t>(G * C));
   s.cur_max.resize(static_cast<size_t>(G));
   s.sums.resize(static_cast<size_t>(G));
-  s.pv.resize(static_cast<size_t>(G * dh));
+  s.pv.resize(static_cast<size_t>(G * dv));
   for (int64_t j = c0; j < c1; ++j) {
     // The chunk's K and V rows: read in place when they are consecutive in
     // memory (a contiguous cache, or a chunk inside one page), else gathered
@@ -197,21 +197,21 @@ void run_core(const Ctx& c, const float* q, const std::function<const float*(boo
     }
     // reduce_c SUM: the matrix unit against the 1.0 scaler, P in SrcA, packed.
     sdpa_row_sums(s.p.data(), C, G, C, c.tm, s.mm, s.sums.data());
-    // OUT_IM = P @ V_chunk, packed to bf16.
-    sdpa_matmul(s.p.data(), C, G, C, v0, ld_kv, 1, dh, c.tm, s.mm, s.pv.data(), dh);
+    // OUT_IM = P @ V_chunk (V's first dv columns), packed to bf16.
+    sdpa_matmul(s.p.data(), C, G, C, v0, ld_kv, 1, dv, c.tm, s.mm, s.pv.data(), dv);
     for (int64_t r = 0; r < G; ++r) {
-      float* o = &out.o[r * dh];
+      float* o = &out.o[r * dv];
       if (j == c0) {  // the first chunk's matmul writes the accumulator itself
-        std::copy(&s.pv[r * dh], &s.pv[(r + 1) * dh], o);
+        std::copy(&s.pv[r * dv], &s.pv[(r + 1) * dv], o);
         out.l[r] = s.sums[r];
         out.m[r] = s.cur_max[r];
         continue;
       }
       const float emd = sub_exp_stat(out.m[r], s.cur_max[r], c);  // EXP_MAX_DIFF = exp(PREV_MAX - CUR_MAX)
       const float prev_sum = sdpa_mul1(out.l[r], emd, c.tm);      // PREV_SUM *= EXP_MAX_DIFF
-      sdpa_mul_bcast(o, dh, emd, c.tm);                           // OUT_ACC *= EXP_MAX_DIFF
+      sdpa_mul_bcast(o, dv, emd, c.tm);                           // OUT_ACC *= EXP_MAX_DIFF
       out.l[r] = sdpa_add1(s.sums[r], prev_sum, c.tm);            // CUR_SUM += PREV_SUM
-      sdpa_add(o, &s.pv[r * dh], dh, c.tm);                       // OUT_ACC += OUT_IM
+      sdpa_add(o, &s.pv[r * dv], dv, c.tm);                       // OUT_ACC += OUT_IM
       out.m[r] = s.cur_max[r];
     }
   }
@@ -222,7 +222,7 @@ void run_core(const Ctx& c, const float* q, const std::function<const float*(boo
 // and add on the FPU: the child's (m, l, o) merged into acc.
 void merge_child(Partial& acc, const Partial& child, const Ctx& c) {
   const bool fp32 = c.fp32;
-  std::vector<float> child_o(static_cast<size_t>(c.dh));
+  std::vector<float> child_o(static_cast<size_t>(c.dv));
   for (int64_t r = 0; r < c.G; ++r) {
     const float m = std::max(acc.m[r], child.m[r]);
     const float e_prev = merge_exp_lane(sfpu_add(acc.m[r], -m, c.tm.arch), c);
@@ -232,11 +232,11 @@ void merge_child(Partial& acc, const Partial& child, const Ctx& c) {
     acc.l[r] = pack_bf16(sfpu_store(sfpu_add(l_child, l_prev, c.tm.arch), fp32), c);
     acc.m[r] = m;
     const float emd = pack_bf16(sfpu_store(e_prev, fp32), c), emd2 = pack_bf16(sfpu_store(e_child, fp32), c);
-    float* o = &acc.o[r * c.dh];
-    std::copy(&child.o[r * c.dh], &child.o[(r + 1) * c.dh], child_o.begin());  // OUT_ACC_2 <- CHILD_OUT
-    sdpa_mul_bcast(o, c.dh, emd, c.tm);                                         // OUT_ACC *= EXP_MAX_DIFF
-    sdpa_mul_bcast(child_o.data(), c.dh, emd2, c.tm);                           // OUT_ACC_2 *= EXP_MAX_DIFF_2
-    sdpa_add(o, child_o.data(), c.dh, c.tm);                                    // OUT_ACC += OUT_ACC_2
+    float* o = &acc.o[r * c.dv];
+    std::copy(&child.o[r * c.dv], &child.o[(r + 1) * c.dv], child_o.begin());  // OUT_ACC_2 <- CHILD_OUT
+    sdpa_mul_bcast(o, c.dv, emd, c.tm);                                         // OUT_ACC *= EXP_MAX_DIFF
+    sdpa_mul_bcast(child_o.data(), c.dv, emd2, c.tm);                           // OUT_ACC_2 *= EXP_MAX_DIFF_2
+    sdpa_add(o, child_o.data(), c.dv, c.tm);                                    // OUT_ACC += OUT_ACC_2
   }
 }
 
@@ -335,6 +335,10 @@ int64_t check_decode_args(const TileTensor& q, const TileTensor& k, const TileTe
   const int64_t B = q.shape[1], nh = q.shape[2], dh = q.shape[3], nkv = k.shape[1];
   if (k.shape[3] != dh)
     throw InputError("sdpa_decode: head dim of K/V is " + std::to_string(k.shape[3]) + ", Q's is " + std::to_string(dh));
+  const int64_t dv = cfg.head_dim_v;
+  if (dv < 0 || (dv > 0 && (dv % kTile != 0 || dv > dh || &v != &k)))
+    throw InputError("sdpa_decode: head_dim_v " + std::to_string(dv) + ": expected V read from K (use_mla) with a "
+                     "multiple of 32 at most K's head dim " + std::to_string(dh));
   if (nkv < 1 || nh % nkv != 0)
     throw InputError("sdpa_decode: " + std::to_string(nh) + " q heads are not a multiple of " + std::to_string(nkv) +
                      " kv heads");
@@ -463,7 +467,7 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
   if (grid.cores_per_head > (int64_t{1} << kMaxRounds))
     throw InputError("sdpa_decode: " + std::to_string(grid.cores_per_head) +
                      " cores per head, the kernel's reduction tree takes at most 64 (max_cores_per_head_batch)");
-  const int64_t G = nh / nkv, N = grid.cores_per_head;
+  const int64_t G = nh / nkv, N = grid.cores_per_head, dv = cfg.head_dim_v > 0 ? cfg.head_dim_v : q.pcols;
   const float scale = cfg.scale ? *cfg.scale : 1.0f / std::sqrt(static_cast<float>(q.pcols));
   const float scale_bf16 = sdpa_truncate_bf16(scale);
   const std::vector<Job> jobs = plan_jobs(pos, S_k, nkv, page_table != nullptr, cfg);
@@ -478,7 +482,7 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     core_chunks(jb.num_chunks, core, N, c0, c1);
     if (c0 == c1) return;
     c0 += jb.first, c1 += jb.first;
-    Ctx c{cfg, tm, scale, scale_bf16, cfg.compute.fp32_dest_acc_en, G, q.pcols, jb.C, latest};
+    Ctx c{cfg, tm, scale, scale_bf16, cfg.compute.fp32_dest_acc_en, G, q.pcols, dv, jb.C, latest};
     auto kv_row = [&](bool is_v, int64_t pos) -> const float* {
       const TileTensor& t = is_v ? v : k;
       const int64_t mb = page_table ? (*page_table)[static_cast<size_t>(jb.b)][static_cast<size_t>(pos / block)] : jb.b;
@@ -490,12 +494,12 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
     run_core(c, q.matrix(jb.b) + jb.h * G * q.pcols, kv_row, k.pcols, c0, c1, mk, scratch[static_cast<size_t>(th)],
              parts[static_cast<size_t>(t / N)][static_cast<size_t>(core)]);
   });
-  TileTensor out = make_tile_tensor(q.shape, cfg.compute.output);
+  TileTensor out = make_tile_tensor({1, B, nh, dv}, cfg.compute.output);
   ex.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j, int) {
     const Job& jb = jobs[static_cast<size_t>(j)];
-    Ctx c{cfg, tm, scale, scale_bf16, cfg.compute.fp32_dest_acc_en, G, q.pcols, jb.C, latest};
+    Ctx c{cfg, tm, scale, scale_bf16, cfg.compute.fp32_dest_acc_en, G, q.pcols, dv, jb.C, latest};
     Partial acc = reduce_rank(parts[static_cast<size_t>(j)], 0, static_cast<uint32_t>(N), jb.num_chunks, c);
-    finish_job(jb, acc, c, cfg, G, q.pcols, out);
+    finish_job(jb, acc, c, cfg, G, dv, out);
   });
   return out;
 }

@@ -36,6 +36,12 @@ struct SdpaDecodeConfig {
   // The compute kernel config and the output's dtype; sdpa_decode's
   // defaults: HiFi2, approx on, fp32 Dst off.
   ComputeConfig compute;
+  // Multi-head latent attention (TT-NN's use_mla with head_dim_v, set by
+  // flash_multi_latent_attention_decode, whose attributes key it; not an
+  // option of sdpa-decode): V is K's first head_dim_v columns, read from
+  // K's rows (the caller passes K as V), and the output is head_dim_v wide.
+  // 0: V is its own tensor of K's shape.
+  int64_t head_dim_v = 0;
 
   // The fields (util/fields.h): the op's own --option keys, the grid the
   // backend options give, then the compute config. They key the program
@@ -78,7 +84,8 @@ SdpaDecodeGrid sdpa_decode_grid(const SdpaDecodeConfig& cfg, int64_t batch, int6
 
 // q [1, b, nh, dh]; k, v [b, nkv, S, dh], or with page_table [blocks, nkv,
 // block_size, dh] and b rows of block ids; cur_pos: one position per user
-// (attention over positions 0..cur_pos). Returns [1, b, nh, dh] in
+// (attention over positions 0..cur_pos). Returns [1, b, nh, dv] (dv = dh,
+// or cfg.head_dim_v) in
 // cfg.output. ex.isa Scalar runs the lane models (the oracle); other
 // instruction sets run the matmuls on the vector kernels (bit-identical);
 // the cores of all heads run as tasks on ex's pool.

@@ -67,7 +67,7 @@ void check(const std::string& backend_name, const std::string& json, int64_t par
                       ->run(parallel::heads_share(run.spec, r, parts),
                             parallel::inputs_share(run.spec, run.inputs, r, parts), grouped)
                       .output);
-  const Tensor out = *backend->project_output(*run.spec.out, side_by_side(ctx));
+  const Tensor out = *backend->project_output(run.spec, side_by_side(ctx));
   EXPECT_TRUE(bitwise_equal(out, whole)) << backend_name << " " << parts << " shares, " << threads << " threads: " << json;
 }
 

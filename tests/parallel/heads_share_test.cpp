@@ -98,6 +98,16 @@ TEST(HeadsShare, CpuMatchesOneProcessBitwise) {
   }
 }
 
+// tt-sim's SDPA pipeline: each share runs up to nlp_concat_heads, and
+// project_output runs the output linear over the gathered context in the
+// SDPA output's bfloat8_b, as one device does (ttsim_sdpa.h). Padded prefill
+// lengths 128 and 256, GQA, bias, 2 to 4 shares.
+TEST(HeadsShare, TtSimSdpaMatchesOneProcessBitwise) {
+  check("tt-sim", llama(128, 4, 2, 32, 45, true), 2, 1);
+  check("tt-sim", llama(192, 6, 3, 32, 130, false), 3, 1);
+  check("tt-sim", llama(256, 4, 4, 64, 33, true), 4, 1);
+}
+
 // Random shapes (head_configs.h), 1 to 4 shares, 1 and 2 threads for the
 // shares and for the one-process pass, in all four pairings.
 TEST(HeadsShare, CpuRandomShapesBitwise) {

@@ -121,8 +121,12 @@ TEST(TtSimRanks, SdpaDecodeOpSplitsHeads) {
   for (int ranks : {2, 3}) {
     write_qkv(dir, {1, 3, 2 * ranks, 64}, {3, ranks, 256, 64}, 20 + ranks);
     const std::string qkv = dir.file("q.npy") + " " + dir.file("k.npy") + " " + dir.file("v.npy");
-    expect_op_ranks_equal(dir, "sdpa-decode " + qkv + " --cur-pos 7,200,255", ranks);
-    expect_op_ranks_equal(dir, "sdpa-decode " + qkv + " --cur-pos 130,0,64 --option core_grid=[2,3]", ranks);
+    // k chunks of 32: up to 8 per user, dealt over several cores per head and
+    // merged on the tree whose shape a share must keep.
+    const std::string chunks = " --option k_chunk_size=32";
+    expect_op_ranks_equal(dir, "sdpa-decode " + qkv + " --cur-pos 7,200,255" + chunks, ranks);
+    expect_op_ranks_equal(dir, "sdpa-decode " + qkv + " --cur-pos 130,0,64 --option core_grid=[2,3]" + chunks, ranks);
+    expect_op_ranks_equal(dir, "sdpa-decode " + qkv + " --cur-pos 255,31,100", ranks);
   }
 }
 

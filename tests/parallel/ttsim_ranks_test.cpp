@@ -112,6 +112,13 @@ TEST(TtSimRanks, SdpaOpSplitsHeads) {
     const std::string qkv = dir.file("q.npy") + " " + dir.file("k.npy") + " " + dir.file("v.npy");
     expect_op_ranks_equal(dir, "sdpa " + qkv + " --option q_chunk_size=32 --option k_chunk_size=32", ranks);
     expect_op_ranks_equal(dir, "sdpa " + qkv + " --option is_causal=false --dtype bfloat8_b", ranks);
+    expect_op_ranks_equal(dir, "sdpa " + qkv + " --option tt_metal=latest --option fp32_dest_acc_en=true", ranks);
+    // A mask per head and a sink per head: each rank takes its heads' own.
+    io::write_npy(dir.file("m.npy"), test::randn({2, 4 * ranks, 96, 96}, 40 + ranks, 3.0f));
+    expect_op_ranks_equal(dir, "sdpa " + qkv + " " + dir.file("m.npy") + " --option is_causal=false", ranks);
+    std::string sinks = "[";
+    for (int h = 0; h < 4 * ranks; ++h) sinks += (h ? "," : "") + std::to_string(0.25 * h - 1);
+    expect_op_ranks_equal(dir, "sdpa " + qkv + " --option attention_sink=" + sinks + "]", ranks);
   }
 }
 
@@ -127,6 +134,10 @@ TEST(TtSimRanks, SdpaDecodeOpSplitsHeads) {
     expect_op_ranks_equal(dir, "sdpa-decode " + qkv + " --cur-pos 7,200,255" + chunks, ranks);
     expect_op_ranks_equal(dir, "sdpa-decode " + qkv + " --cur-pos 130,0,64 --option core_grid=[2,3]" + chunks, ranks);
     expect_op_ranks_equal(dir, "sdpa-decode " + qkv + " --cur-pos 255,31,100", ranks);
+    // tt_metal latest: non-causal over the whole cache with a mask per head.
+    io::write_npy(dir.file("m.npy"), test::randn({3, 1, 2 * ranks, 256}, 50 + ranks, 3.0f));
+    expect_op_ranks_equal(dir, "sdpa-decode " + qkv + " " + dir.file("m.npy") +
+                                   " --option tt_metal=latest --option is_causal=false" + chunks, ranks);
   }
 }
 

@@ -1,9 +1,11 @@
 // tt-sim across MPI ranks: head-parallel `mha run` on tt-sim's SDPA
 // pipeline, and `mha op sdpa` / `sdpa-decode` split by heads, each against
-// one process byte for byte at 2 and 3 ranks; bad requests end every rank
+// one process byte for byte at 2 and 3 ranks (a paged decode at 2 and 4);
+// bad requests end every rank
 // with one line from rank 0 and exit code 2, and write nothing.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 
 #include "io/tensor_file.h"
@@ -139,6 +141,24 @@ TEST(TtSimRanks, SdpaDecodeOpSplitsHeads) {
     expect_op_ranks_equal(dir, "sdpa-decode " + qkv + " " + dir.file("m.npy") +
                                    " --option tt_metal=latest --option is_causal=false" + chunks, ranks);
   }
+}
+
+// A paged cache [blocks, nkv, block_size, dh] through an int32 page table,
+// at both tt_metal profiles: K/V split on axis 1 as an unpaged cache.
+TEST(TtSimRanks, PagedSdpaDecodeOpSplitsHeads) {
+  REQUIRE_MPI();
+  test::TempDir dir;
+  write_qkv(dir, {1, 2, 8, 64}, {8, 4, 64, 64}, 60);
+  Tensor table(DType::I32, {2, 4});  // as torch saves an int32 table
+  const int32_t ids[8] = {3, 1, 7, 0, 2, 5, 4, 6};
+  std::memcpy(table.data<int32_t>(), ids, sizeof ids);
+  io::write_npy(dir.file("t.npy"), table);
+  const std::string qkv = dir.file("q.npy") + " " + dir.file("k.npy") + " " + dir.file("v.npy");
+  for (const std::string profile : {"2024", "latest"})
+    for (int ranks : {2, 4})
+      expect_op_ranks_equal(dir, "sdpa-decode " + qkv + " --page-table " + dir.file("t.npy") +
+                                     " --cur-pos 200,129 --option k_chunk_size=32 --option tt_metal=" + profile,
+                            ranks);
 }
 
 // More ranks than key/value groups, an op that does not split, an op's own

@@ -1,8 +1,8 @@
 // tt-sim across MPI ranks: head-parallel `mha run` on tt-sim's SDPA
 // pipeline, and `mha op sdpa` / `sdpa-decode` split by heads, each against
 // one process byte for byte at 2 and 3 ranks (a paged decode at 2 and 4);
-// bad requests end every rank
-// with one line from rank 0 and exit code 2, and write nothing.
+// bad requests end every rank with one line from rank 0 and exit code 2, and
+// write nothing.
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -60,14 +60,15 @@ class Backend {
   virtual bool computes_in_float64() const { return false; }
   // Default: float32 or float64 elementwise, by computes_in_float64().
   virtual Precision precision() const { return {computes_in_float64() ? 0x1p-53 : 0x1p-24, false}; }
-  // `out` applied to `context` [B, L, E] (as run() returns it for a spec
-  // without an output projection) with the arithmetic run() uses for its own
-  // output projection, so that a context gathered from several ranks
-  // (src/parallel/) projects to one process's bits. nullopt: this backend
-  // has no such path, and head-parallel runs refuse it.
-  // Asked through supports(Capability::OutputProjection, spec).
-  virtual std::optional<Tensor> project_output(const Projection& out, const Tensor& context) {
-    (void)out, (void)context;
+  // spec.out applied to `context` [B, L, E] (as run() returns it for the
+  // spec without its output projection) with the arithmetic run() uses for
+  // the spec's own output projection, so that a context gathered from
+  // several ranks (src/parallel/) projects to one process's bits. The whole
+  // spec, since the arithmetic may depend on more than the weights (tt-sim's
+  // recipe). nullopt: this backend has no such path, and head-parallel runs
+  // refuse it. Asked through supports(Capability::OutputProjection, spec).
+  virtual std::optional<Tensor> project_output(const AttentionSpec& spec, const Tensor& context) {
+    (void)spec, (void)context;
     return std::nullopt;
   }
 

@@ -1,5 +1,6 @@
 // mha op OP INPUT... -o OUT.npy: one TT-NN op on tt-sim. Flags only; the op
-// runs in src/backends/ttsim/ttsim_single_op.
+// runs in src/backends/ttsim/ttsim_single_op, or under mpirun split by heads
+// (src/parallel/op_heads.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,9 @@
 #include "cli/validators.h"
 #include "io/output_set.h"
 #include "io/tensor_file.h"
+#include "parallel/driver.h"
+#include "parallel/op_heads.h"
+#include "parallel/world.h"
 #include "util/checked_size.h"
 #include "util/error.h"
 
@@ -152,6 +156,7 @@ void check_op_sizes(const std::string& op, const std::vector<ttsim::OpInput>& in
 }
 
 void op_command(const OpFlags& f, CLI::App* sub) {
+  parallel::WorkerRelease release;  // under mpirun: the other ranks wait for their share
   ttsim::OpRequest req;
   req.op = ttsim::tt_op(f.op).name;
   // The backend object of a config, from the flags: one parser for both.
@@ -190,7 +195,7 @@ void op_command(const OpFlags& f, CLI::App* sub) {
     req.inputs.push_back(std::move(in));
   }
   check_op_sizes(f.op, req.inputs);
-  ttsim::OpResult res = ttsim::run_tt_op(req);
+  ttsim::OpResult res = parallel::size() > 1 ? parallel::run_op_heads(req, release) : ttsim::run_tt_op(req);
   res.info["output"]["file"] = f.output;
   const std::string json = f.json.empty() ? "" : res.info.dump(2) + "\n";
   outs.stage(f.output, [&](const std::string& tmp) { io::write_npy(tmp, res.output); });
@@ -248,6 +253,12 @@ void add_op(CLI::App& app, int& exit_code) {
   sub->add_option("--json", f->json, "write op, shapes, dtypes, compute config and program cache as JSON (- for stdout)");
   sub->callback([f, sub, &exit_code]() {
     exit_code = 2;
+    // Under mpirun only rank 0 reads and writes; the others run their share
+    // of the heads (parallel/op_heads.h).
+    if (parallel::rank() != 0) {
+      exit_code = serve_rank();
+      return;
+    }
     op_command(*f, sub);
     exit_code = 0;
   });

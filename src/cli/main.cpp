@@ -26,11 +26,12 @@ static void setup_logging() {
 int main(int argc, char** argv) {
   mha::parallel::MpiSession mpi(&argc, &argv);  // MPI only when launched by mpirun
   setup_logging();
-  // Only `mha run` and `mha bench` split their work across ranks; any other
-  // command would run N times over and print N reports.
-  if (mha::parallel::size() > 1 && (argc < 2 || (std::string(argv[1]) != "run" && std::string(argv[1]) != "bench"))) {
+  // Only `mha run`, `mha bench` and `mha op` split their work across ranks;
+  // any other command would run N times over and print N reports.
+  const std::string cmd = argc >= 2 ? argv[1] : "";
+  if (mha::parallel::size() > 1 && cmd != "run" && cmd != "bench" && cmd != "op") {
     if (mha::parallel::rank() == 0)
-      std::fprintf(stderr, "mha: error: only `mha run` and `mha bench` run across MPI ranks (launched on %d)\n",
+      std::fprintf(stderr, "mha: error: only `mha run`, `mha bench` and `mha op` run across MPI ranks (launched on %d)\n",
                    mha::parallel::size());
     return 2;
   }
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
     for (char& c : msg)
       if (c == '\n' || c == '\r') c = ' ';
     while (!msg.empty() && msg.back() == ' ') msg.pop_back();
-    std::fprintf(stderr, "mha: error: %s (see mha --help)\n", msg.c_str());
+    if (mha::parallel::rank() == 0) std::fprintf(stderr, "mha: error: %s (see mha --help)\n", msg.c_str());
     return 2;
   } catch (const mha::InputError& e) {
     // Under mpirun the other ranks' errors reach rank 0 (parallel::agree),

@@ -1,6 +1,7 @@
 #include "parallel/driver.h"
 
 #include "parallel/head_parallel.h"
+#include "parallel/op_heads.h"
 #include "parallel/ring.h"
 
 namespace mha {
@@ -41,6 +42,7 @@ int serve_rank() {
     case parallel::WorkerMode::Stop: return 2;  // rank 0 failed before handing out work
     case parallel::WorkerMode::Heads: return parallel::serve_heads();
     case parallel::WorkerMode::Sequence: return parallel::serve_ring();
+    case parallel::WorkerMode::Op: return parallel::serve_op_heads();
   }
   return 2;
 }

@@ -143,7 +143,7 @@ RunReport run_heads(PreparedRun& prepared, Backend& backend, const RunRequest& r
   Tensor output;
   time_passes(rep.timing, warmup, iterations, [&](const Pass&) {
     Tensor ctx = pass(backend, mine);
-    collectively([&] { output = spec.out ? *backend.project_output(*spec.out, ctx) : ctx; });
+    collectively([&] { output = spec.out ? *backend.project_output(spec, ctx) : ctx; });
   });
   rep.cache = backend.cache_stats();
   rep.backend_info = backend.describe();

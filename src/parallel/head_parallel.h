@@ -11,7 +11,7 @@
 //   projects with Backend::project_output (asked for through
 //   supports(Capability::OutputProjection)), the arithmetic of one process's
 //   run. The output is bitwise equal to a one-process run's with "heads": 1
-//   on both backends, for any N that divides the heads and any thread count.
+//   on reference and cpu, for any N that divides the heads and any thread count.
 //   The reference backend computes each head's bits whatever heads surround
 //   it. The cpu backend does too when asked (RunOptions::group_projections,
 //   which every rank's pass sets): OpenBLAS rounds an element by the whole
@@ -21,6 +21,9 @@
 //   output projection included (backends/cpu/cpu_projection.h, cpu_plan.h).
 //   Without it (a config without "parallel") one call covers all heads:
 //   faster, and within float32 rounding of the grouped run.
+//   tt-sim's share runs its SDPA pipeline up to nlp_concat_heads and its
+//   project_output is that pipeline's output linear (ttsim_sdpa.h), bitwise
+//   the config without "parallel".
 //   tests/parallel compares the bytes on random shapes.
 #include <string>
 

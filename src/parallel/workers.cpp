@@ -18,6 +18,7 @@ WorkerMode wait_for_release() {
   switch (m) {
     case static_cast<int64_t>(WorkerMode::Heads): return WorkerMode::Heads;
     case static_cast<int64_t>(WorkerMode::Sequence): return WorkerMode::Sequence;
+    case static_cast<int64_t>(WorkerMode::Op): return WorkerMode::Op;
     default: return WorkerMode::Stop;
   }
 }

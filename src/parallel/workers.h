@@ -10,6 +10,7 @@ enum class WorkerMode : int64_t {
   Stop = 0,      // rank 0 failed before handing out work: exit with code 2
   Heads = 1,     // head-parallel (parallel/head_parallel.h)
   Sequence = 2,  // ring attention (parallel/ring.h)
+  Op = 3,        // `mha op` split by heads (parallel/op_heads.h)
 };
 
 // On rank 0 of a multi-rank world, from before anything that can fail:

@@ -67,7 +67,7 @@ void check(const std::string& backend_name, const std::string& json, int64_t par
                       ->run(parallel::heads_share(run.spec, r, parts),
                             parallel::inputs_share(run.spec, run.inputs, r, parts), grouped)
                       .output);
-  const Tensor out = *backend->project_output(*run.spec.out, side_by_side(ctx));
+  const Tensor out = *backend->project_output(run.spec, side_by_side(ctx));
   EXPECT_TRUE(bitwise_equal(out, whole)) << backend_name << " " << parts << " shares, " << threads << " threads: " << json;
 }
 
@@ -96,6 +96,16 @@ TEST(HeadsShare, CpuMatchesOneProcessBitwise) {
     check("cpu", torch_mha(48, 4, 33, 33, true), 2, threads);
     check("cpu", torch_mha(64, 8, 17, 29, false), 4, threads);
   }
+}
+
+// tt-sim's SDPA pipeline: each share runs up to nlp_concat_heads, and
+// project_output runs the output linear over the gathered context in the
+// SDPA output's bfloat8_b, as one device does (ttsim_sdpa.h). Padded prefill
+// lengths 128 and 256, GQA, bias, 2 to 4 shares.
+TEST(HeadsShare, TtSimSdpaMatchesOneProcessBitwise) {
+  check("tt-sim", llama(128, 4, 2, 32, 45, true), 2, 1);
+  check("tt-sim", llama(192, 6, 3, 32, 130, false), 3, 1);
+  check("tt-sim", llama(256, 4, 4, 64, 33, true), 4, 1);
 }
 
 // Random shapes (head_configs.h), 1 to 4 shares, 1 and 2 threads for the

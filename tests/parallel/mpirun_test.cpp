@@ -131,11 +131,14 @@ TEST(Mpirun, ConfigErrorsAreOneLine) {
     "options": {"need_weights": false}, "backend": "tt-sim", "parallel": {"heads": 2}})");
   r = test::run_command(mpirun(2) + MHA_BINARY + " run -c " + f);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "mha: error: parallel.heads: backend tt-sim cannot run head-parallel (no separate output projection)\n");
+  EXPECT_EQ(r.err,
+            "mha: error: parallel.heads: backend tt-sim cannot run head-parallel (attention \"ops\" has no separate "
+            "output projection: TT-NN picks its projections' programs by their width, so a share of the heads may "
+            "round otherwise; attention \"sdpa\" has one)\n");
   EXPECT_FALSE(std::ifstream(dir.file("o.npy")).good()) << "an output was written";
   r = test::run_command(mpirun(2) + MHA_BINARY + " inspect " + f);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "mha: error: only `mha run` and `mha bench` run across MPI ranks (launched on 2)\n");
+  EXPECT_EQ(r.err, "mha: error: only `mha run`, `mha bench` and `mha op` run across MPI ranks (launched on 2)\n");
 }
 
 // Runs in this binary under mpirun (Mpirun.BadShapeOnOneRank): rank 1's

@@ -161,10 +161,10 @@ class CpuBackend : public Backend {
 
   // The same pack_linear and row calls (project_rows), and so the same bits,
   // as run_flash's output projection of a context [B, L, E].
-  std::optional<Tensor> project_output(const Projection& out, const Tensor& context) override {
+  std::optional<Tensor> project_output(const AttentionSpec& spec, const Tensor& context) override {
     cpu::SerialBlasScope serial_blas;
     const Tensor x = context.dtype() == DType::F32 ? context : context.cast(DType::F32);
-    const cpu::PackedLinear lin = cpu::pack_linear(out);
+    const cpu::PackedLinear lin = cpu::pack_linear(*spec.out);
     if (lin.in != x.dim(x.ndim() - 1)) throw std::logic_error("project_output: context width is not the weight's");
     Shape shape = x.shape();
     shape.back() = lin.out;

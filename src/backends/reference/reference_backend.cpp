@@ -251,7 +251,8 @@ class ReferenceBackend : public Backend {
         }
   }
 
-  std::optional<Tensor> project_output(const Projection& out, const Tensor& context) override {
+  std::optional<Tensor> project_output(const AttentionSpec& spec, const Tensor& context) override {
+    const Projection& out = *spec.out;
     const int64_t rows = context.numel() / context.dim(context.ndim() - 1);
     Shape shape = context.shape();
     shape.back() = out.weight.dim(0);

@@ -45,6 +45,11 @@ std::optional<std::string> sdpa_only_gap(const AttentionSpec& spec) {
   return std::nullopt;
 }
 
+// Why attention "ops" cannot serve head-parallel runs.
+constexpr const char* kOpsNotShared =
+    "no separate output projection: TT-NN picks its projections' programs by their width, so a share of the heads "
+    "may round otherwise; attention \"sdpa\" has one";
+
 class TtSimBackend : public Backend {
  public:
   explicit TtSimBackend(TtOptions o) : dev_(o), opt_(std::move(o)) {}
@@ -73,10 +78,17 @@ class TtSimBackend : public Backend {
     require_supported(*this, spec, in);
     if (spec.mla) {
       if (opt.need_weights) throw InputError("tt-sim: flash_mla_prefill returns no attention weights");
+      if (opt.group_projections) throw InputError("tt-sim: head-parallel MLA is not modelled (one process runs it)");
       const MlaPlan& p = mla_plan(spec);
       return run_mla_prefill(dev_, p.recipe, p.weights, spec, in, opt);
     }
-    if (path(spec, &in, opt.need_weights) == AttentionKernel::Sdpa) {
+    const AttentionKernel kernel = path(spec, &in, opt.need_weights);
+    // A head-parallel share (RunOptions::group_projections) is projected by
+    // project_output, which is the SDPA pipeline's: the inputs (a mask,
+    // cross-attention) must not send the share down the op sequence.
+    if (opt.group_projections && kernel != AttentionKernel::Sdpa)
+      throw InputError(std::string("tt-sim: head-parallel: these inputs run attention \"ops\", which has ") + kOpsNotShared);
+    if (kernel == AttentionKernel::Sdpa) {
       if (opt.need_weights)
         throw InputError("tt-sim: attention \"sdpa\" returns no attention weights (set attention to \"ops\")");
       const SdpaPlan& p = sdpa_plan(spec);
@@ -117,6 +129,14 @@ class TtSimBackend : public Backend {
     return make_sdpa_decode(dev_, p.recipe, p.weights, spec, opt);
   }
 
+  // The SDPA pipeline's projection of a gathered context (ttsim_sdpa.h).
+  std::optional<Tensor> project_output(const AttentionSpec& spec, const Tensor& context) override {
+    if (capability_gap(Capability::OutputProjection, spec)) return std::nullopt;
+    const SdpaPlan& p = sdpa_plan(spec);
+    const Tensor x = context.dtype() == DType::F32 ? context : context.cast(DType::F32);
+    return sdpa_project_output(dev_, p.recipe, p.weights, spec, x);
+  }
+
   CacheStats cache_stats() const override { return dev_.stats(); }
 
   int threads() const override {
@@ -145,6 +165,10 @@ class TtSimBackend : public Backend {
     if (c == Capability::AttentionWeights) {
       if (opt_.attention == AttentionKernel::Sdpa || spec.rope)
         return std::string("attention \"sdpa\" returns no attention weights");
+      return std::nullopt;
+    }
+    if (c == Capability::OutputProjection) {
+      if (path(spec, nullptr) != AttentionKernel::Sdpa) return std::string("attention \"ops\" has ") + kOpsNotShared;
       return std::nullopt;
     }
     return std::string("no ") + capability_name(c);

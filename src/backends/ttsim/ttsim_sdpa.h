@@ -93,6 +93,18 @@ std::optional<std::string> sdpa_unsupported(const AttentionSpec& spec, const Att
 AttentionResult run_sdpa_prefill(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const AttentionSpec& spec,
                                  const AttentionInputs& in, const RunOptions& opt);
 
+// The output projection of every user's context [B, L, H dv], as
+// run_sdpa_prefill applies it to nlp_concat_heads' result: rows in the SDPA
+// output's format (q_sdpa) padded to the prefill length, ttnn.linear(., wo)
+// (+ bo) per user -> [B, L, E_out]. Head-parallel (src/parallel/) gathers the
+// ranks' contexts (run_sdpa_prefill of their heads' share, without `out`)
+// and projects them here: the bits of one process's run, since every step
+// before the projection computes a head's bits whatever heads surround it
+// (the QKV linear's K blocking is the explicit program config's, and a head
+// is whole tiles), and the projection's row r reads context row r only.
+Tensor sdpa_project_output(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const AttentionSpec& spec,
+                           const Tensor& context);
+
 // The KV-cache session (backends/decode.h) on the device: the first append
 // is a prefill of every user into the caches (fill_cache), each later append
 // of one token runs the decode ops above. The device, recipe and weights

@@ -122,4 +122,17 @@ AttentionResult run_sdpa_prefill(TtDevice& dev, const SdpaRecipe& r, const SdpaW
   return res;
 }
 
+Tensor sdpa_project_output(TtDevice& dev, const SdpaRecipe& r, const SdpaWeights& w, const AttentionSpec& spec,
+                           const Tensor& context) {
+  const int64_t B = context.dim(0), L = context.dim(1), Lp = padded_prefill_len(L), E = spec.out_dim();
+  dev.set_memory(MemoryKind::DRAM);
+  dev.set_resident(w.all());
+  Tensor out(DType::F32, {B, L, E});
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<float> y = first_rows(sdpa_out_linear(dev, r, w, user_rows(context, b, Lp, r.q_sdpa), true), L);
+    std::copy(y.begin(), y.end(), out.data<float>() + b * L * E);
+  }
+  return out;
+}
+
 }  // namespace mha::ttsim

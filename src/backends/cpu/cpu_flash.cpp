@@ -86,7 +86,7 @@ bool visible_lanes(const MaskRule& rule, int64_t i0, int64_t j0, int64_t nk, int
     const int64_t h0 = j >= nk ? 0 : std::min<int64_t>(nql, rule.end_query(jj) - i0);
     lo[j] = static_cast<int32_t>(std::min<int64_t>(l0, nql));
     hi[j] = static_cast<int32_t>(std::max<int64_t>(std::min<int64_t>(h0, nql), lo[j]));
-    cut |= lo[j] > 0 || hi[j] < nql;
+    if (j < nk) cut |= lo[j] > 0 || hi[j] < nql;
   }
   return cut;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The flash block kernel per ISA. The algorithm (cpu_flash_kernel.inc) is
 // compiled twice: cpu_flash_avx2.cpp (8-float vectors, 6x16 tiles) and
-// cpu_flash_avx512.cpp (16-float vectors, 12x32 tiles), each with its
+// cpu_flash_avx512.cpp (16-float vectors, 8x48 and 12x32 tiles), each with its
 // level's flags (src/vec/isa_levels.def). flash_kernel() picks one through
 // the project's dispatch (src/vec/isa.h), so the binary runs on any x86-64
 // with AVX2 and FMA.
@@ -44,7 +44,7 @@ void load_rows(const float* src, int64_t ld, int64_t row0, const float* bias, in
 void load_source_rows(const FlashArgs& a, bool value, int64_t b, int64_t g, int64_t j0, int64_t n, float* dst, int64_t ldl);
 // Query lanes [lo[j], hi[j]) of key row j0 + j (j < nkp) survive the causal /
 // window rule and the padding (rows j >= nk see nothing); returns whether
-// any row is cut at all.
+// the rule cuts any of the nk real rows (padding rows always are).
 bool visible_lanes(const MaskRule& rule, int64_t i0, int64_t j0, int64_t nk, int64_t nkp, int64_t nql, int32_t* lo,
                    int32_t* hi);
 // mt[j * kBr + ii] = the additive mask of (query i0 + ii, key j0 + j) in

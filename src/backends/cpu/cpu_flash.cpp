@@ -77,6 +77,29 @@ void load_source_rows(const FlashArgs& a, bool value, int64_t b, int64_t g, int6
   if (real < n) std::memset(dst + real * ldl, 0, sizeof(float) * (n - real) * ldl);
 }
 
+void kv_rows_ahead(const FlashArgs& a, int64_t b, int64_t g, int64_t j0, int64_t n, KvAhead* ahead) {
+  *ahead = KvAhead{};
+  const int64_t rows = std::max<int64_t>(0, std::min(n, a.S - j0));
+  if (rows == 0) return;
+  for (int value = 0; value < 2; ++value) {
+    RowStream& r = ahead->s[value];
+    if (a.rows) {
+      if (!a.rows->locate) return;
+      int64_t row_bytes = 0;
+      r.p = static_cast<const char*>(a.rows->locate(a.rows->self, value, b, g, j0, &row_bytes));
+      r.bytes = rows * row_bytes, r.stride = 0, r.rows = 1;  // back to back: one run of lines
+    } else {
+      const float* base = value ? a.v : a.k;
+      const int64_t ld = value ? a.ldv : a.ldk, d = value ? a.dv : a.dh;
+      r.p = reinterpret_cast<const char*>(base + (b * a.S + j0 - a.kv_row0) * ld + g * d);
+      r.bytes = d * static_cast<int64_t>(sizeof(float)), r.stride = ld * static_cast<int64_t>(sizeof(float)), r.rows = rows;
+    }
+    // Lines are whole: start at the line holding the first byte.
+    const int64_t skew = reinterpret_cast<std::uintptr_t>(r.p) % 64;
+    r.p -= skew, r.bytes += skew;
+  }
+}
+
 bool visible_lanes(const MaskRule& rule, int64_t i0, int64_t j0, int64_t nk, int64_t nkp, int64_t nql, int32_t* lo,
                    int32_t* hi) {
   bool cut = false;

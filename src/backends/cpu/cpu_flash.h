@@ -35,9 +35,13 @@ constexpr int64_t kHeadsPerTask = 4;
 // type of their own (the KV cache, cpu_decode_prefill.h): load writes rows
 // [j0, j0 + n) of kv head g of batch b (values when `value`, else keys),
 // all < S, widened to float32, into dst [n, ldd] with zero columns past d.
+// locate gives where row j0 of that plane starts and *row_bytes, the bytes
+// of one stored row (rows are back to back), so the kernel can prefetch the
+// next block while it computes on this one.
 struct FlashRowSource {
   void (*load)(const void* self, bool value, int64_t b, int64_t g, int64_t j0, int64_t n, float* dst, int64_t ldd) =
       nullptr;
+  const void* (*locate)(const void* self, bool value, int64_t b, int64_t g, int64_t j0, int64_t* row_bytes) = nullptr;
   const void* self = nullptr;
 };
 

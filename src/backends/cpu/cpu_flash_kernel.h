@@ -42,6 +42,23 @@ void load_rows(const float* src, int64_t ld, int64_t row0, const float* bias, in
 // load_rows for a FlashRowSource: rows [j0, j0 + n) through a.rows, rows
 // at or past S zero (block padding).
 void load_source_rows(const FlashArgs& a, bool value, int64_t b, int64_t g, int64_t j0, int64_t n, float* dst, int64_t ldl);
+// The next key block's stored key and value rows, which the kernel
+// prefetches a cache line at a time between its tiles' steps (the .inc's
+// prefetch_line): from the cache, or from projections that outgrew L2, each
+// block would otherwise wait on memory in load_rows / load_source_rows.
+// rows rows of bytes bytes, stride bytes apart, per stream (keys, values);
+// line: the next line's offset in the current row of stream `cur`.
+struct RowStream {
+  const char* p = nullptr;
+  int64_t bytes = 0, stride = 0, rows = 0;
+};
+struct KvAhead {
+  RowStream s[2];
+  int64_t line = 0;
+  int cur = 0;
+};
+// The rows below S of key block [j0, j0 + n) of kv head g of batch b.
+void kv_rows_ahead(const FlashArgs& a, int64_t b, int64_t g, int64_t j0, int64_t n, KvAhead* ahead);
 // Query lanes [lo[j], hi[j]) of key row j0 + j (j < nkp) survive the causal /
 // window rule and the padding (rows j >= nk see nothing); returns whether
 // the rule cuts any of the nk real rows (padding rows always are).

@@ -37,6 +37,7 @@ FlashRowSource cache_row_source(const CacheView& view) {
   FlashRowSource s;
   s.load = load_cache_rows;
   s.locate = locate_cache_rows;
+  s.floats = view.dtype == CacheDtype::Float32;
   s.self = &view;
   return s;
 }

@@ -43,6 +43,7 @@ struct FlashRowSource {
       nullptr;
   const void* (*locate)(const void* self, bool value, int64_t b, int64_t g, int64_t j0, int64_t* row_bytes) = nullptr;
   const void* self = nullptr;
+  bool floats = false;  // rows are stored as float32 (locate set): the tiles may read them in place
 };
 
 struct FlashArgs {
@@ -91,9 +92,8 @@ struct FlashScratch {
   AlignedVector<float> qt;   // [dh, kBr]   Q block transposed: score lanes are queries
   AlignedVector<float> st;   // [kBc, kBr]  scores, then probabilities, transposed
   AlignedVector<float> mt;   // [kBc, kBr]  additive mask block, transposed
-  AlignedVector<float> kl;   // [kBc, dh]   key block past S (padded with extras / zeros)
-  AlignedVector<float> kt;   // [dh, kBc]   key block transposed: the score tile broadcasts a column
-  AlignedVector<float> vl;   // [kBc, dvp]  value block, dv padded to the kernel's tile width
+  AlignedVector<float> kl;   // [kBc, dh]   key block (flash_detail::kv_block), padded with extras / zeros
+  AlignedVector<float> vl;   // [kBc, dvp]  value block likewise, dv padded to the kernel's tile width
   AlignedVector<float> o;    // [kBr, dvp]  unnormalised context accumulator
   AlignedVector<float> m, l, alpha;  // [kBr] running max (log2 units), row sum, rescale
   void resize(int64_t dh, int64_t dv);

@@ -32,8 +32,8 @@ namespace flash_detail {
 constexpr int64_t kMaxTileWidth = 32;  // the widest kernel's tile: dv is padded to a multiple of its width
 
 // dst[c * ldd + r] = src[r * lds + c] for rows r < n and columns c < d;
-// zero for rows r in [n, np). Q and K blocks become [d, rows] so that the
-// score tile's lanes are queries and its broadcasts one key column.
+// zero for rows r in [n, np). Q blocks become [d, rows] so that the score
+// tile's lanes are queries (its broadcasts walk the key rows).
 void transpose_rows(const float* src, int64_t lds, int64_t n, int64_t np, int64_t d, float* dst, int64_t ldd);
 // Rows [j0, j0 + n) of kv head g of batch b into a dense [n, ldl] block:
 // rows past S take the bias row (index S) or zeros, columns past d are zero.
@@ -42,6 +42,22 @@ void load_rows(const float* src, int64_t ld, int64_t row0, const float* bias, in
 // load_rows for a FlashRowSource: rows [j0, j0 + n) through a.rows, rows
 // at or past S zero (block padding).
 void load_source_rows(const FlashArgs& a, bool value, int64_t b, int64_t g, int64_t j0, int64_t n, float* dst, int64_t ldl);
+// Rows [j0, j0 + nkp) of kv head g of batch b as the tiles read them:
+// keys [nkp, dh] at k (ldk floats apart), values [nkp, dvp] at v (ldv =
+// dvp). The keys of a row source that stores float32 rows (a float32 KV
+// cache) are read in place; all others are copied into the dense,
+// zero-padded kl [nkp, dh] and vl [nkp, dvp], widened from the cache's
+// format or taken from the projections, whose rows are H*d floats apart,
+// often a multiple of 4 KiB, so that tiles reading them in place would land
+// every row in the same few L1 sets.
+struct KvBlock {
+  const float* k;
+  int64_t ldk;
+  const float* v;
+  int64_t ldv;
+};
+KvBlock kv_block(const FlashArgs& a, int64_t b, int64_t g, int64_t j0, int64_t nkp, int64_t dvp, float* kl, float* vl);
+
 // The next key block's stored key and value rows, which the kernel
 // prefetches a cache line at a time between its tiles' steps (the .inc's
 // prefetch_line): from the cache, or from projections that outgrew L2, each

@@ -37,7 +37,8 @@ struct F32x16 {
   // 2^n for t = n + 1.5 * 2^23, n integral in [-127, 0]: t's pattern is
   // 0x4B400000 + n, and 2^n's exponent field n + 127 (0 at n = -127).
   static F pow2i_rounded(F t) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(127 - 0x4B400000)), 23));
+    const auto biased = _mm512_add_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(127 - 0x4B400000));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(biased, 23));
   }
   static F exp2(F x) { return exp2_nonpositive<F32x16>(x); }  // x <= 0 (vec/exp2.h)
 };

@@ -113,7 +113,8 @@ void kv_rows_ahead(const FlashArgs& a, int64_t b, int64_t g, int64_t j0, int64_t
       const float* base = value ? a.v : a.k;
       const int64_t ld = value ? a.ldv : a.ldk, d = value ? a.dv : a.dh;
       r.p = reinterpret_cast<const char*>(base + (b * a.S + j0 - a.kv_row0) * ld + g * d);
-      r.bytes = d * static_cast<int64_t>(sizeof(float)), r.stride = ld * static_cast<int64_t>(sizeof(float)), r.rows = rows;
+      const int64_t f = sizeof(float);
+      r.bytes = d * f, r.stride = ld * f, r.rows = rows;
     }
     // Lines are whole: start at the line holding the first byte.
     const int64_t skew = reinterpret_cast<std::uintptr_t>(r.p) % 64;

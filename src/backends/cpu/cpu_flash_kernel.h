@@ -29,7 +29,7 @@ bool flash_isa_available(vec::Isa isa);
 
 namespace flash_detail {
 
-constexpr int64_t kMaxTileWidth = 32;  // the widest kernel's tile: dv is padded to a multiple of its width
+constexpr int64_t kMaxTileWidth = 32;  // the widest P.V tile: dv is padded to a multiple of its width
 
 // dst[c * ldd + r] = src[r * lds + c] for rows r < n and columns c < d;
 // zero for rows r in [n, np). Q blocks become [d, rows] so that the score

@@ -36,9 +36,11 @@ struct F32x8 {
   static F fmsub(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }
   // Rounded to the nearest integer (ties to even), still a float.
   static F round(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-  // 2^n for integral n in [-127, 127], built in the exponent field.
-  static F pow2i(F n) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  // 2^n for t = n + 1.5 * 2^23, n integral in [-127, 0]: t's pattern is
+  // 0x4B400000 + n, and 2^n's exponent field n + 127 (0 at n = -127).
+  static F pow2i_rounded(F t) {
+    const auto biased = _mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(127 - 0x4B400000));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23));
   }
   static F exp2(F x) { return exp2_nonpositive<F32x8>(x); }  // x <= 0 (vec/exp2.h)
 };

@@ -34,8 +34,11 @@ struct F32x16 {
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F fmsub(F a, F b, F c) { return _mm512_fmsub_ps(a, b, c); }
   static F round(F x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-  static F pow2i(F n) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+  // 2^n for t = n + 1.5 * 2^23, n integral in [-127, 0]: t's pattern is
+  // 0x4B400000 + n, and 2^n's exponent field n + 127 (0 at n = -127).
+  static F pow2i_rounded(F t) {
+    const auto biased = _mm512_add_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(127 - 0x4B400000));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(biased, 23));
   }
   static F exp2(F x) { return exp2_nonpositive<F32x16>(x); }  // x <= 0 (vec/exp2.h)
 };

@@ -133,6 +133,10 @@ TEST(FlashKernel, EveryIsaMatchesFloat64AndTheOthersBitForBit) {
       {2, 50, 210, 4, 2, 20, 36, false, 0, true, true, true, 4},      // cross, per-head mask, bias and zero keys
       {1, 193, 193, 3, 3, 17, 9, false, 50, true, false, true, 1},    // window without causality, broadcast mask
       {1, 1, 300, 2, 1, 16, 16, false, 0, false, false, false},       // one query
+      // No mask and no cut: a last key block of 6 and of 7 rows, which the
+      // ISAs' tiles pad differently (6- and 8-row score tiles).
+      {1, 1, 102, 2, 1, 16, 16, false, 0, false, false, false},
+      {1, 40, 199, 4, 2, 24, 24, false, 0, false, false, false},
   };
   std::mt19937 g(12);
   for (const FlashCase& c : cases) {

@@ -24,11 +24,20 @@ void load_cache_rows(const void* self, bool value, int64_t b, int64_t g, int64_t
     for (int64_t j = 0; j < n; ++j) std::memset(dst + j * ldd + d, 0, sizeof(float) * (ldd - d));
 }
 
+const void* locate_cache_rows(const void* self, bool value, int64_t b, int64_t g, int64_t j0, int64_t* row_bytes) {
+  const CacheView& c = *static_cast<const CacheView*>(self);
+  const int64_t row = kv_row_bytes(c.dtype, value ? c.dv : c.dh);
+  *row_bytes = row;
+  return static_cast<const unsigned char*>(value ? c.v : c.k) + ((b * c.Hkv + g) * c.T + j0) * row;
+}
+
 }  // namespace
 
 FlashRowSource cache_row_source(const CacheView& view) {
   FlashRowSource s;
   s.load = load_cache_rows;
+  s.locate = locate_cache_rows;
+  s.floats = view.dtype == CacheDtype::Float32;
   s.self = &view;
   return s;
 }

@@ -8,13 +8,15 @@
 #include <vector>
 
 #include "model/mask.h"
+#include "util/aligned_vector.h"
 #include "vec/isa.h"
 
 namespace mha::cpu {
 
-// Multiples of both kernels' tiles (cpu_flash_kernel.h): AVX2 6x16, AVX-512 12x32.
-constexpr int64_t kBr = 96;  // queries per task: whole score-tile lane groups and P·V tile rows
-constexpr int64_t kBc = 96;  // keys per block: whole score-tile rows
+// Shared by both kernels (cpu_flash_kernel.h), so block boundaries, and with
+// them the online softmax's bits, do not depend on the ISA.
+constexpr int64_t kBr = 96;  // queries per task: whole vectors of either ISA
+constexpr int64_t kBc = 96;  // keys per block: whole score-tile rows (AVX2 6, AVX-512 8)
 // Query heads per task at most: with grouped-query attention the heads of
 // one KV group share each packed key/value block; four keep a task's
 // scratch (Q blocks and accumulators) within L2 at head_dim 128.
@@ -33,10 +35,15 @@ constexpr int64_t kHeadsPerTask = 4;
 // type of their own (the KV cache, cpu_decode_prefill.h): load writes rows
 // [j0, j0 + n) of kv head g of batch b (values when `value`, else keys),
 // all < S, widened to float32, into dst [n, ldd] with zero columns past d.
+// locate gives where row j0 of that plane starts and *row_bytes, the bytes
+// of one stored row (rows are back to back), so the kernel can prefetch the
+// next block while it computes on this one.
 struct FlashRowSource {
   void (*load)(const void* self, bool value, int64_t b, int64_t g, int64_t j0, int64_t n, float* dst, int64_t ldd) =
       nullptr;
+  const void* (*locate)(const void* self, bool value, int64_t b, int64_t g, int64_t j0, int64_t* row_bytes) = nullptr;
   const void* self = nullptr;
+  bool floats = false;  // rows are stored as float32 (locate set): the tiles may read them in place
 };
 
 struct FlashArgs {
@@ -78,15 +85,17 @@ struct FlashArgs {
 
 // Per-thread scratch, sized once per plan.
 struct FlashScratch {
+  // Cache-line aligned, and every row stride below a multiple of 16 floats
+  // (kBr, kBc, dvp; dh at 16-multiples), so the tiles' vector loads never
+  // straddle two lines.
   // Per head of the set: qt, o, m, l, alpha (kHeadsPerTask copies).
-  std::vector<float> qt;   // [dh, kBr]   Q block transposed: score lanes are queries
-  std::vector<float> st;   // [kBc, kBr]  scores, then probabilities, transposed
-  std::vector<float> mt;   // [kBc, kBr]  additive mask block, transposed
-  std::vector<float> kl;   // [kBc, dh]   key block past S (padded with extras / zeros)
-  std::vector<float> kt;   // [dh, kBc]   key block transposed: the score tile broadcasts a column
-  std::vector<float> vl;   // [kBc, dvp]  value block, dv padded to the kernel's tile width
-  std::vector<float> o;    // [kBr, dvp]  unnormalised context accumulator
-  std::vector<float> m, l, alpha;  // [kBr] running max (log2 units), row sum, rescale
+  AlignedVector<float> qt;   // [dh, kBr]   Q block transposed: score lanes are queries
+  AlignedVector<float> st;   // [kBc, kBr]  scores, then probabilities, transposed
+  AlignedVector<float> mt;   // [kBc, kBr]  additive mask block, transposed
+  AlignedVector<float> kl;   // [kBc, dh]   key block (flash_detail::kv_block), padded with extras / zeros
+  AlignedVector<float> vl;   // [kBc, dvp]  value block likewise, dv padded to the kernel's tile width
+  AlignedVector<float> o;    // [kBr, dvp]  unnormalised context accumulator
+  AlignedVector<float> m, l, alpha;  // [kBr] running max (log2 units), row sum, rescale
   void resize(int64_t dh, int64_t dv);
 };
 

@@ -132,8 +132,7 @@ DCase with(F f) {
 }
 
 TEST(Decode, GqaMqaWindowsRopeAndEdges) {
-  uint32_t seed = std::random_device{}();
-  std::printf("seed %u\n", seed);
+  const uint32_t seed = test::test_seed(1);
   std::vector<DCase> cases;
   cases.push_back({});                                                   // GQA 2
   cases.push_back(with([](DCase& c) { c.B = 2; c.P = 7; c.T = 5; c.H = 8; c.Hkv = 1; }));           // MQA, batch 2
@@ -152,8 +151,7 @@ TEST(Decode, GqaMqaWindowsRopeAndEdges) {
 // variants before the cache, softcap and sinks in the attention over it, on
 // prompts, single steps and multi-row appends, every cache dtype.
 TEST(Decode, QkNormSoftcapSinksAndRopeVariants) {
-  uint32_t seed = std::random_device{}();
-  std::printf("seed %u\n", seed);
+  const uint32_t seed = test::test_seed(2);
   auto norm = [](bool gemma) {
     return [gemma](AttentionSpec& s, std::mt19937& g) {
       s.qk_norm = QkNorm{rand_tensor(g, {s.head_dim}, -0.5f, 1.5f), rand_tensor(g, {s.head_dim}, -0.5f, 1.5f), 1e-6, gemma};

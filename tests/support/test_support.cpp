@@ -143,4 +143,15 @@ Tensor token_rows(const Tensor& x, int64_t r0, int64_t n) {
   return Tensor::from_f32({B, n, E}, std::move(v));
 }
 
+uint32_t test_seed(uint32_t fixed) {
+  const char* env = std::getenv("MHA_TEST_SEED");
+  uint32_t seed = fixed;
+  if (env && std::string(env) == "random")
+    seed = std::random_device{}();
+  else if (env && *env)
+    seed = static_cast<uint32_t>(std::strtoul(env, nullptr, 10));
+  std::printf("seed %u (MHA_TEST_SEED=%u replays it)\n", seed, seed);
+  return seed;
+}
+
 }  // namespace mha::test

@@ -61,6 +61,10 @@ Tensor randn(const Shape& shape, uint32_t seed, float scale = 1.0f, float offset
 // A projection [out, in] (and bias [out]) uniform in +-1/sqrt(in), as
 // nn.Linear initialises one.
 Projection rand_proj(std::mt19937& g, int64_t out, int64_t in, bool bias);
+// The seed of a randomised test: `fixed`, so that the test command gives the
+// same verdict on every run; MHA_TEST_SEED=N replays seed N and
+// MHA_TEST_SEED=random draws one (printed either way) to explore further.
+uint32_t test_seed(uint32_t fixed);
 // Tokens [r0, r0 + n) of a float32 x [B, L, E]: what one decode append takes.
 Tensor token_rows(const Tensor& x, int64_t r0, int64_t n);
 

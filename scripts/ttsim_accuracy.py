@@ -63,15 +63,21 @@ def gen(kind, shape, gen_):
     return normal_1 + normal_2 * spikes
 
 
-def ref_prefill(Q, K, V):
-    """Causal softmax attention in float64, one q head at a time. Q [1, nqh, s, dh], K/V [1, nkv, s, dh]."""
+def ref_prefill(Q, K, V, block=512):
+    """Causal softmax attention in float64, one q head at a time. Q [1, nqh, s, dh], K/V [1, nkv, s, dh].
+    Rows in blocks of `block` queries against the keys up to the block's last (the keys past it are
+    masked out, exp(-inf) = 0: the causal half of the work)."""
     nqh, s, dh = Q.shape[1], Q.shape[2], Q.shape[3]
     g = nqh // K.shape[1]
     mask = torch.triu(torch.full((s, s), float("-inf"), dtype=torch.float64), diagonal=1)
     out = torch.empty(nqh, s, dh, dtype=torch.float64)
+    Kd, Vd = K[0].double(), V[0].double()
     for h in range(nqh):
-        sc = (Q[0, h].double() @ K[0, h // g].double().T) / math.sqrt(dh) + mask
-        out[h] = torch.softmax(sc, -1) @ V[0, h // g].double()
+        q = Q[0, h].double()
+        for i0 in range(0, s, block):
+            i1 = min(s, i0 + block)
+            sc = (q[i0:i1] @ Kd[h // g, :i1].T) / math.sqrt(dh) + mask[i0:i1, :i1]
+            out[h, i0:i1] = torch.softmax(sc, -1) @ Vd[h // g, :i1]
     return out
 
 

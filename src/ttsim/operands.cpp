@@ -60,62 +60,98 @@ int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row) {
 void In1Buffer::resize(int64_t K, int64_t N) {
   ld = N;
   const size_t n = static_cast<size_t>(K * N);
-  for (auto* v : {&exp16, &pc16_hi, &pc16_lo, &spc16_hi, &spc16_lo}) v->resize(n);
-  neg16.resize(n / 16);
-  pos16.resize(n / 16);
+  for (auto* v : {&exp16, &spc16_hi, &spc16_lo})
+    if (v->size() < n) v->resize(n);
 }
 
 simd::In1 In1Buffer::view(int64_t k0, int64_t c0) const {
   const int64_t o = k0 * ld + c0;
-  return {{neg16.data() + o / 16, pos16.data() + o / 16},
-          exp16.data() + o,
-          {pc16_hi.data() + o, pc16_lo.data() + o},
-          {spc16_hi.data() + o, spc16_lo.data() + o},
-          ld};
+  return {exp16.data() + o, {spc16_hi.data() + o, spc16_lo.data() + o}, ld};
 }
+
+namespace {
+
+// encode_srca's fields for 16 Src values on AVX2 (the whole binary requires
+// it), as simd::In1 holds them at element offset o: exponent (kZeroExp for
+// exponent field 0) and the doubled pieces (hidden + 4 bits, next 5 bits)
+// signed.
+void encode_in1_16(const uint32_t u[16], In1Buffer& out, int64_t o) {
+  __m256i exs[2], shis[2], slos[2];
+  for (int h = 0; h < 2; ++h) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + 8 * h));
+    const __m256i e = _mm256_and_si256(_mm256_srli_epi32(v, 23), _mm256_set1_epi32(255));
+    const __m256i m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(v, 13), _mm256_set1_epi32(0x3ff)),
+                                      _mm256_set1_epi32(0x400));
+    const __m256i zero = _mm256_cmpeq_epi32(e, _mm256_setzero_si256());
+    const __m256i hi = _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_srli_epi32(m, 6), 1));
+    const __m256i lo =
+        _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(m, 1), _mm256_set1_epi32(31)), 1));
+    exs[h] = _mm256_blendv_epi8(e, _mm256_set1_epi32(simd::kZeroExp), zero);
+    const __m256i sgn = _mm256_srai_epi32(v, 31);
+    // The pieces with the operand's sign on them ((x ^ s) - s negates where s = -1).
+    shis[h] = _mm256_sub_epi32(_mm256_xor_si256(hi, sgn), sgn);
+    slos[h] = _mm256_sub_epi32(_mm256_xor_si256(lo, sgn), sgn);
+  }
+  // 32 -> 16 bits (every value fits): packs works per 128-bit lane, the
+  // permute puts the 16 results back in order.
+  auto pack16 = [](__m256i a, __m256i b) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8); };
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.exp16[o]), pack16(exs[0], exs[1]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.spc16_hi[o]), pack16(shis[0], shis[1]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.spc16_lo[o]), pack16(slos[0], slos[1]));
+}
+
+// The 8 x 8 block of floats at p (row i at p + i*ld) transposed into
+// t[j][c0 + i], j < 8.
+void transpose8(const float* p, int64_t ld, float (*t)[16], int c0) {
+  __m256 r[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(p + i * ld);
+  __m256 a[8], b[8];
+  for (int i = 0; i < 8; i += 2) {
+    a[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    a[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    b[i] = _mm256_shuffle_ps(a[i], a[i + 2], 0x44);
+    b[i + 1] = _mm256_shuffle_ps(a[i], a[i + 2], 0xee);
+    b[i + 2] = _mm256_shuffle_ps(a[i + 1], a[i + 3], 0x44);
+    b[i + 3] = _mm256_shuffle_ps(a[i + 1], a[i + 3], 0xee);
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(&t[j][c0], _mm256_permute2f128_ps(b[j], b[j + 4], 0x20));
+    _mm256_storeu_ps(&t[j + 4][c0], _mm256_permute2f128_ps(b[j], b[j + 4], 0x31));
+  }
+}
+
+}  // namespace
 
 void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, DataFormat f, bool fp32, In1Buffer& out,
                 int64_t k0) {
+  if (ks == 1 && ns != 1 && f != DataFormat::Float32 && K % 8 == 0) {
+    // Read transposed (K^T from K's rows): 8 x 16 blocks through two 8 x 8
+    // transposes rather than 16 strided loads per encoded row.
+    float t[8][16];
+    for (int64_t k = 0; k < K; k += 8)
+      for (int64_t n0 = 0; n0 < N; n0 += 16) {
+        transpose8(b + k + n0 * ns, ns, t, 0);
+        transpose8(b + k + (n0 + 8) * ns, ns, t, 8);
+        for (int j = 0; j < 8; ++j)
+          encode_in1_16(reinterpret_cast<const uint32_t*>(t[j]), out, (k0 + k + j) * out.ld + n0);
+      }
+    return;
+  }
   for (int64_t k = 0; k < K; ++k)
     for (int64_t n0 = 0; n0 < N; n0 += 16) {
-      const int64_t o = (k0 + k) * out.ld + n0;
       // The 16 Src values (a strided gather when b is read transposed).
       uint32_t u[16];
-      for (int64_t j = 0; j < 16; ++j) {
-        const float x = unpack_to_src(b[k * ks + (n0 + j) * ns], f, fp32);
-        std::memcpy(&u[j], &x, 4);
+      if (ns == 1 && f != DataFormat::Float32) {  // already Src values, consecutive
+        std::memcpy(u, b + k * ks + n0, sizeof u);
+      } else {
+        for (int64_t j = 0; j < 16; ++j) {
+          const float x = unpack_to_src(b[k * ks + (n0 + j) * ns], f, fp32);
+          std::memcpy(&u[j], &x, 4);
+        }
       }
-      // encode_srca's fields for 16 lanes on AVX2 (the whole binary requires
-      // it), as simd::In1 holds them: exponent (kZeroExp for exponent field
-      // 0), the doubled pieces (hidden + 4 bits, next 5 bits), the same
-      // signed, and the sign masks.
-      uint32_t bits = 0;
-      __m256i exs[2], his[2], los[2], shis[2], slos[2];
-      for (int h = 0; h < 2; ++h) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + 8 * h));
-        const __m256i e = _mm256_and_si256(_mm256_srli_epi32(v, 23), _mm256_set1_epi32(255));
-        const __m256i m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(v, 13), _mm256_set1_epi32(0x3ff)),
-                                          _mm256_set1_epi32(0x400));
-        const __m256i zero = _mm256_cmpeq_epi32(e, _mm256_setzero_si256());
-        his[h] = _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_srli_epi32(m, 6), 1));
-        los[h] = _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(m, 1), _mm256_set1_epi32(31)), 1));
-        exs[h] = _mm256_blendv_epi8(e, _mm256_set1_epi32(simd::kZeroExp), zero);
-        const __m256i sgn = _mm256_srai_epi32(v, 31);
-        // The pieces with the operand's sign on them ((x ^ s) - s negates where s = -1).
-        shis[h] = _mm256_sub_epi32(_mm256_xor_si256(his[h], sgn), sgn);
-        slos[h] = _mm256_sub_epi32(_mm256_xor_si256(los[h], sgn), sgn);
-        bits |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(v))) << (8 * h);
-      }
-      // 32 -> 16 bits (every value fits): packs works per 128-bit lane, the
-      // permute puts the 16 results back in order.
-      auto pack16 = [](__m256i a, __m256i b) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8); };
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.exp16[o]), pack16(exs[0], exs[1]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.pc16_hi[o]), pack16(his[0], his[1]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.pc16_lo[o]), pack16(los[0], los[1]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.spc16_hi[o]), pack16(shis[0], shis[1]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.spc16_lo[o]), pack16(slos[0], slos[1]));
-      out.neg16[o / 16] = static_cast<uint16_t>(bits);
-      out.pos16[o / 16] = static_cast<uint16_t>(~bits);
+      encode_in1_16(u, out, (k0 + k) * out.ld + n0);
     }
 }
 

@@ -25,10 +25,11 @@ int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row);
 
 // in1 (SrcA role) decoded for simd::In1, with the storage behind it.
 struct In1Buffer {
-  std::vector<uint16_t> neg16, pos16;
-  std::vector<int16_t> exp16, pc16_hi, pc16_lo, spc16_hi, spc16_lo;
+  std::vector<int16_t> exp16, spc16_hi, spc16_lo;
   int64_t ld = 0;
-  void resize(int64_t K, int64_t N);  // ld = N
+  // ld = N, room for K x N (the storage only grows: a buffer reused for
+  // operands of changing shapes is not cleared again each time).
+  void resize(int64_t K, int64_t N);
   // View of the part starting at element (k0, c0) (c0 a multiple of 16).
   simd::In1 view(int64_t k0 = 0, int64_t c0 = 0) const;
 };

@@ -31,15 +31,17 @@ void requantize_host(TileTensor& t) {
 TileTensor to_tile_layout(const float* values, const Shape& shape, DataFormat format,
                           float pad_value) {
   TileTensor t = make_tile_tensor(shape, format);
-  // Row by row (a KV cache's conversion is most of a decode op's host work).
+  // Row by row, each quantised while it is in cache (a KV cache's
+  // conversion is most of a decode op's host work). A padded row is whole
+  // face rows, the unit block-float formats quantise.
   for (int64_t b = 0; b < t.batch; ++b)
     for (int64_t r = 0; r < t.prows; ++r) {
       float* row = &t.at(b, r, 0);
       const int64_t n = r < t.rows ? t.cols : 0;
       if (n > 0) std::copy(values + (b * t.rows + r) * t.cols, values + (b * t.rows + r + 1) * t.cols, row);
       std::fill(row + n, row + t.pcols, pad_value);
+      host_quantize(row, row, t.pcols, t.format);
     }
-  requantize_host(t);
   return t;
 }
 

@@ -227,3 +227,40 @@ TEST(TtsimFormats, UnpackerEqualsHostDecodeOnEveryEncodedRow) {
   }
   EXPECT_EQ(rows, 200000);  // 20000 input rows x 2 widths x (host + 4 packer modes)
 }
+
+// host_quantize (the vector path every from_torch conversion takes) equals
+// the per-value and per-row rules: host_round_bf16, host_quantize_bfp_row.
+// Rows span every exponent gap, small shared exponents (results at and
+// below exponent 0), saturating round-ups, zeros, denormals, Inf and NaN.
+TEST(TtsimFormats, HostQuantizeEqualsTheRowRules) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> any;
+  const int64_t rows = 20000, n = rows * 16 + 5;  // a tail that is no whole row (bf16 takes it)
+  std::vector<float> in(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint32_t top = any(rng) % 256, spread = any(rng) % 40;
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t drop = any(rng) % (spread + 1);
+      const uint32_t e = drop >= top ? 0 : top - drop;
+      uint32_t u = (any(rng) & 0x807fffffu) | (e << 23);
+      if (any(rng) % 8 == 0) u |= 0x007e0000u;  // near the rounding boundary: round-ups, saturation
+      in[static_cast<size_t>(r * 16 + j)] = f32_from_bits(u);
+    }
+  }
+  for (int64_t i = rows * 16; i < n; ++i) in[static_cast<size_t>(i)] = f32_from_bits(any(rng));
+  for (DataFormat f : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b}) {
+    std::vector<float> got(in.size()), want(in.size());
+    host_quantize(in.data(), got.data(), n, f);
+    const int bits = bfp_magnitude_bits(f);
+    if (bits == 0) {
+      for (int64_t i = 0; i < n; ++i) want[static_cast<size_t>(i)] = host_round_bf16(in[static_cast<size_t>(i)]);
+    } else {
+      for (int64_t i = 0; i + 16 <= n; i += 16) host_quantize_bfp_row(&in[static_cast<size_t>(i)], &want[static_cast<size_t>(i)], bits);
+      // A partial last row is not a block: host_quantize leaves it.
+      for (int64_t i = rows * 16; i < n; ++i) want[static_cast<size_t>(i)] = got[static_cast<size_t>(i)];
+    }
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(f32_bits(got[static_cast<size_t>(i)]), f32_bits(want[static_cast<size_t>(i)]))
+          << format_name(f) << " value " << i << " input bits " << std::hex << f32_bits(in[static_cast<size_t>(i)]);
+  }
+}

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "backends/ttsim/ops/sdpa/sdpa_common.h"
 #include "backends/ttsim/ops/sdpa/sdpa_kernel.h"
 #include "ttsim/simd/kernels.h"
 #include "ttsim/tile.h"
@@ -282,4 +283,26 @@ TEST(TtsimSdpa, RefusesBadWindowOrSink) {
   c.sliding_window_size = 0;
   c.attention_sink = {1.0f, 2.0f};
   EXPECT_NE(sdpa_problem(q, kv, kv, nullptr, c).find("one value per query head (4)"), std::string::npos);
+}
+
+// reduce_c MAX is one step both the fast path and the oracle share, so it is
+// pinned here to its rule, the scalar x > m ? x : m from m = -inf in row
+// order: NaN never wins, and of +0 and -0 the first seen stays.
+TEST(TtsimSdpa, RowMaxKeepsTheScalarRuleOnLanes) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> pick(0, 9);
+  std::normal_distribution<float> nd;
+  const float specials[] = {0.0f, -0.0f, -INFINITY, INFINITY, NAN, -NAN};
+  for (int it = 0; it < 4000; ++it) {
+    const int64_t n = 8 * (1 + it % 40) + (it % 7 == 0 ? 3 : 0);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = pick(rng) < 4 ? specials[pick(rng) % 6] : (it % 3 ? -std::fabs(nd(rng)) : nd(rng));
+    float want = -INFINITY;
+    for (float v : x) want = v > want ? v : want;
+    const float got = sdpa_row_max(x.data(), n);
+    uint32_t a, b;
+    std::memcpy(&a, &got, 4);
+    std::memcpy(&b, &want, 4);
+    ASSERT_EQ(a, b) << "row " << it << " of " << n;
+  }
 }

@@ -29,35 +29,32 @@ constexpr Arch kArch = Arch::Blackhole;
 }  // namespace blackhole
 using wormhole::T;
 
-// A group's products on 32 int16 lanes (see group<>), aligned with
-// AVX-512BW's variable 16-bit shifts: with the in1 piece stored doubled,
-// u = 2y >> g is y / 2^(g-1) truncated, and u - u/2 = ceil(u/2) is y / 2^g
-// rounded half up (u = 2y when g = 0; 0 once g >= 16, as every product
-// below 2^13 needs). The magnitudes are summed apart by sign, the masks
-// loaded straight from In1::sign16 (its complement when the in0 datum is
-// negative), and subtracted: both sums stay below 2^15.
+// A group's products on 32 int16 lanes (see group<>), as the AVX2 kernel
+// computes them (isa_avx2.cpp): with y2 the signed product of the pieces
+// (the in1 piece stored doubled, signs on both pieces), the model's term
+// sign(y) round_half_up(|y| / 2^g) is vpmulhrsw(y2 - (y < 0), 2^(14-g)).
+// AVX-512BW's variable 16-bit shift builds the multiplier: 0x4000 >> g is
+// 2^(14-g) up to g = 14 (multiplier 1, which gives 0 as every larger g
+// must) and 0 from g = 15 on. The multipliers serve every fidelity phase;
+// per phase a product is 5 vector operations, with no mask or scalar work
+// (the earlier form's per-product sign masks cost more than the ALU work).
 struct Products {
   template <int P>
   [[gnu::always_inline]] static void sums(const ARec* ar0, const In1& b, int64_t idx, T top, T (&e)[8], T (&out)[P]) {
+    const __m512i one_q = _mm512_set1_epi16(0x4000);
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) e[i] = _mm512_sub_epi16(top, e[i]);  // the alignment shifts
+    for (int i = 0; i < 8; ++i) e[i] = _mm512_srlv_epi16(one_q, _mm512_sub_epi16(top, e[i]));  // 2^(14-g)
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
-      __m512i pos = _mm512_setzero_si512(), neg = _mm512_setzero_si512();
+      __m512i sum = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
-        const int64_t j = idx + i * b.ld;
-        const __m512i y2 = _mm512_mullo_epi16(V::load(b.pc16[p & 1] + j), V::bcast16(ar0[p * 32 + i].piece));
-        const __m512i u = _mm512_srlv_epi16(y2, e[i]);
-        const __m512i m = _mm512_sub_epi16(u, _mm512_srli_epi16(u, 1));
-        const uint64_t w = static_cast<uint64_t>(j) >> 4;
-        const int an = ar0[i].neg & 1;
-        const __mmask32 kneg = _load_mask32(reinterpret_cast<__mmask32*>(const_cast<uint16_t*>(b.sign16[an] + w)));
-        const __mmask32 kpos = _load_mask32(reinterpret_cast<__mmask32*>(const_cast<uint16_t*>(b.sign16[an ^ 1] + w)));
-        pos = _mm512_mask_add_epi16(pos, kpos, pos, m);
-        neg = _mm512_mask_add_epi16(neg, kneg, neg, m);
+        const __m512i y2 =
+            _mm512_mullo_epi16(V::load(b.spc16[p & 1] + idx + i * b.ld), V::bcast16(ar0[p * 32 + i].spiece));
+        const __m512i m = _mm512_mulhrs_epi16(_mm512_add_epi16(y2, _mm512_srai_epi16(y2, 15)), e[i]);
+        sum = _mm512_add_epi16(sum, m);  // |sum| < 2^15
       }
-      out[p] = _mm512_sub_epi16(pos, neg);
+      out[p] = sum;
     }
   }
 };

@@ -46,16 +46,11 @@ struct ARec {
 };
 
 // in1 (SrcA) decoded as int16s: element (k, n) at k*ld + n (ld a multiple
-// of 32): exp16 its exponent field (kZeroExp for a zero), pc16 each piece
+// of 32): exp16 its exponent field (kZeroExp for a zero), spc16 each piece
 // doubled ([0]: high piece, [1]: low piece; doubled so that an alignment
-// can round with one shift), spc16 the same with the value's sign; and the
-// sign as bit masks per 16 lanes at (k*ld + n)/16: sign16[0] set where
-// negative, sign16[1] its complement (indexed by an in0 sign & 1, the lanes
-// where the product is negative). Each instruction set loads what it uses.
+// can round with one multiply, isa_avx2.cpp) with the value's sign.
 struct In1 {
-  const uint16_t* sign16[2];
   const int16_t* exp16;
-  const int16_t* pc16[2];
   const int16_t* spc16[2];
   int64_t ld;
 };

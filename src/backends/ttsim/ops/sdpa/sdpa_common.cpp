@@ -1,5 +1,7 @@
 #include "backends/ttsim/ops/sdpa/sdpa_common.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -49,6 +51,14 @@ float exp_polynomial(float x, float scale_bf16, bool fp32, Arch a) {
   float y = sfpu_mul(p, f32_from_bits(e << 23), a);  // SFPSETEXP on +0
   if (!(kb > 0.0f)) y = 0.0f;                        // SFPSETCC, SFPLOADI 0
   return fp32 ? y : sfpu_round_bf16(y);  // SFP_STOCH_RND to FP16B before the 16-bit store
+}
+
+// Sizes a work buffer to at least n, never shrinking it: the matrix-unit
+// steps alternate between small and large record counts, and a shrink then
+// grow value-initialises the whole tail again.
+template <class T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
 }
 
 }  // namespace
@@ -101,7 +111,20 @@ void sdpa_add(float* a, const float* b, int64_t n, const TileMath& m) {
 }
 
 float sdpa_row_max(const float* x, int64_t n) {
+  // 8 lanes at once: vmaxps(x, m) is the scalar step's x > m ? x : m (a NaN
+  // never wins), so the lanes' maxima and their max are the row's, except
+  // that which of +0 and -0 comes first decides a zero maximum: that case
+  // (and a row not a multiple of 8) takes the scalar loop.
   float mx = -std::numeric_limits<float>::infinity();
+  if (n % 8 == 0 && n > 0) {
+    __m256 m = _mm256_set1_ps(mx);
+    for (int64_t i = 0; i < n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, m);
+    for (float v : lanes) mx = v > mx ? v : mx;
+    if (mx != 0.0f) return mx;
+    mx = -std::numeric_limits<float>::infinity();
+  }
   for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
   return mx;
 }
@@ -157,15 +180,19 @@ void sdpa_row_sums(const float* x, int64_t ld, int64_t rows, int64_t n, const Ti
                    float* sums) {
   if (m.kern) {
     // Lanes across rows: the rows are in1 (SrcA, K = n), the scaler in0.
-    s.arec.resize(static_cast<size_t>(n * m.phases));
+    grow(s.arec, n * m.phases);
     s.t.assign(static_cast<size_t>(n), 1.0f);
     detail::decode_in0(s.t.data(), n, 1, n, DataFormat::Bfloat16, m.fp32, m.phases, s.arec.data());
     const int64_t N = pad_to_tile(rows);
     s.in1.resize(n, N);
-    s.t.assign(static_cast<size_t>(n * N), 0.0f);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t k = 0; k < n; ++k) s.t[k * N + r] = x[r * ld + k];
-    detail::decode_in1(s.t.data(), N, 1, n, N, DataFormat::Bfloat16, m.fp32, s.in1, 0);
+    if (rows == N) {  // no padding columns: decode the rows in place, read transposed
+      detail::decode_in1(x, 1, ld, n, N, DataFormat::Bfloat16, m.fp32, s.in1, 0);
+    } else {
+      s.t.assign(static_cast<size_t>(n * N), 0.0f);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < n; ++k) s.t[k * N + r] = x[r * ld + k];
+      detail::decode_in1(s.t.data(), N, 1, n, N, DataFormat::Bfloat16, m.fp32, s.in1, 0);
+    }
     s.dst.assign(static_cast<size_t>(N), 0u);
     m.kern->mvmul(s.arec.data(), 0, 1, s.in1.view(), N, n / kTile, m.phases, m.fp32, s.dst.data(), N);
     for (int64_t r = 0; r < rows; ++r) std::memcpy(&sums[r], &s.dst[r], 4);
@@ -223,7 +250,7 @@ void sdpa_matmul_decoded(const float* a, int64_t lda, int64_t rows, int64_t K, c
                          int64_t k0, int64_t c0, int64_t N, const TileMath& m, SdpaScratch& s, float* out,
                          int64_t ldo) {
   const int64_t rec = K * m.phases;
-  s.arec.resize(static_cast<size_t>(rows * rec));
+  grow(s.arec, rows * rec);
   detail::decode_in0(a, lda, rows, K, DataFormat::Bfloat16, m.fp32, m.phases, s.arec.data());
   const simd::In1 v = b1.view(k0, c0);
   // Dst is the output rows themselves (in0 is decoded by now).

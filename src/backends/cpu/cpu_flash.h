@@ -13,6 +13,8 @@
 namespace mha::cpu {
 
 // Multiples of both kernels' tiles (cpu_flash_kernel.h): AVX2 6x16, AVX-512 12x32.
+// exp(x) = exp2(x * log2(e)): the kernels' softmax works in base 2.
+constexpr float kLog2e = 1.4426950408889634f;
 constexpr int64_t kBr = 96;  // queries per task: whole score-tile lane groups and P·V tile rows
 constexpr int64_t kBc = 96;  // keys per block: whole score-tile rows
 // Query heads per task at most: with grouped-query attention the heads of

@@ -4,7 +4,7 @@
 # UndefinedBehaviorSanitizer (build-asan/: the suites and the libFuzzer
 # targets over one instrumented library) runs the suites again and fuzzes
 # each parser. MHA_SKIP_SANITIZE=1 skips the sanitizer suites,
-# MHA_SKIP_FUZZ=1 the fuzzing (MHA_FUZZ_SECONDS: seconds per target, 20).
+# MHA_SKIP_FUZZ=1 the fuzzing (MHA_FUZZ_SECONDS: seconds per target, 10).
 # Both builds compile the library in unity batches (MHA_UNITY_BUILD, CMakeLists.txt):
 # a fresh build's headers are parsed once a batch, not once a file.
 set -euo pipefail
@@ -42,11 +42,11 @@ if [ "$sanitize" = 1 ]; then
 fi
 
 # Each libFuzzer target (tests/fuzz/) for a bounded time under ASan + UBSan,
-# from its committed seed corpus (8 targets x 20 s), as many at once as there are cores; any
+# from its committed seed corpus (8 targets x 10 s), as many at once as there are cores; any
 # crash fails the test command. Without the sanitizer pass, fuzz.sh builds
 # build-fuzz/ for it.
 if [ "$fuzz" = 1 ]; then
   MHA_FUZZ_BUILD_DIR="$([ "$sanitize" = 1 ] && echo build-asan || echo build-fuzz)" \
-    ./scripts/fuzz.sh smoke "${MHA_FUZZ_SECONDS:-20}"
+    ./scripts/fuzz.sh smoke "${MHA_FUZZ_SECONDS:-10}"
   phase "fuzz smoke"
 fi

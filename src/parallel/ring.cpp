@@ -46,7 +46,7 @@ struct RingWork {
   RingScratch scratch;  // not sent: this rank's buffers between passes
 };
 
-std::string encode(const RingWork& w) {
+std::string encode_ring(const RingWork& w) {
   Writer out;
   out.str(w.backend);
   out.str(w.backend_options);
@@ -64,7 +64,7 @@ std::string encode(const RingWork& w) {
   return out.bytes();
 }
 
-RingWork decode(const std::string& bytes) {
+RingWork decode_ring(const std::string& bytes) {
   Reader in(bytes);
   RingWork w;
   w.backend = in.str();
@@ -316,7 +316,7 @@ RingWork distribute(WorkFor&& work_for, int64_t L, bool causal, DType dt, const 
   for (int64_t r = 1; r < size(); ++r) {
     std::string msg;
     if (err.empty() && r != fault.bad_shape_rank) try {
-        msg = encode(work_for(r));
+        msg = encode_ring(work_for(r));
       } catch (...) {
         err = error_of(std::current_exception());
       }
@@ -446,7 +446,7 @@ int serve_ring() {
     RingWork w;
     std::unique_ptr<Backend> backend;
     collectively([&] {
-      w = decode(recv_bytes(0));
+      w = decode_ring(recv_bytes(0));
       backend = make_backend(w.backend, nlohmann::ordered_json::parse(w.backend_options), "backend");
       if (w.source.kind != RowSourceKind::Sent)
         w.x = source_rows(w.source, ring_chunks(w.L, rank(), size(), w.spec.causal), backend->arithmetic_dtype());

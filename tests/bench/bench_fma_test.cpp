@@ -60,7 +60,10 @@ TEST(BenchFma, PrefillRowsOnASessionReportTheirAttention) {
   const bench::Result deep = bench::run_row(pp_row(30, false), 0, 3, rates);
   ASSERT_EQ(deep.skipped, "");
   ASSERT_GT(deep.attention_ms, 0.0);
-  EXPECT_LT(deep.attention_ms, deep.timing.median_ms * 1.5);  // part of a run (medians of different samples)
+  // Each timed run's attention is timed inside that run, on the same clock
+  // (bench/phases.cpp), and both medians are over the same runs: a median
+  // keeps a run-by-run order, so this holds however loaded the machine is.
+  EXPECT_LE(deep.attention_ms, deep.timing.median_ms);
   AttentionSpec s;
   s.num_heads = 4, s.num_kv_heads = 2, s.head_dim = s.head_dim_v = 16;
   EXPECT_DOUBLE_EQ(deep.attention_gflops, bench::append_attention_flops(s, 1, 30, 40) / (deep.attention_ms * 1e6));

@@ -2,8 +2,8 @@
 // config listed, every config key documented, no pointer to files outside the
 // repository; every link and every repository path they cite resolves; the
 // README stays a front door whose "Extending mha" recipes name files and
-// functions that exist; and scripts/test.sh's `-LE slow` excludes tests that
-// really carry that label.
+// functions that exist; and scripts/test.sh's `-LE 'slow|numeric'` excludes tests that
+// really carry those labels.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -267,7 +267,7 @@ TEST(Docs, BenchmarksMdHoldsCurrentFiguresOnly) {
 
 TEST(Docs, SlowLabelThatTestShExcludesExists) {
   const std::string script = read_text(source_dir() + "/scripts/test.sh");
-  ASSERT_NE(script.find("-LE slow"), std::string::npos);
+  ASSERT_NE(script.find("-LE 'slow|numeric'"), std::string::npos);
   const std::string build = fs::path(MHA_BINARY).parent_path().string();
   // Tests are listed once their binary is built (gtest_discover_tests).
   if (!fs::exists(build + "/tests/test_parity")) GTEST_SKIP() << "test_parity not built in " << build;
@@ -275,6 +275,20 @@ TEST(Docs, SlowLabelThatTestShExcludesExists) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("Total Tests: 0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Parity"), std::string::npos) << r.out;
+}
+
+// The sanitizer pass leaves the `numeric` sweeps to the Release pass, which
+// runs them (tests/CMakeLists.txt): the label names tt-sim cases, and only those.
+TEST(Docs, NumericLabelThatTestShExcludesExists) {
+  const std::string build = fs::path(MHA_BINARY).parent_path().string();
+  if (!fs::exists(build + "/tests/test_ttsim")) GTEST_SKIP() << "test_ttsim not built in " << build;
+  CommandResult r = run_command("cd " + shell_quote(build) + " && ctest -N -L numeric");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("Total Tests: 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SdpaStandard.FastEqualsOracleAcrossProgramConfigs"), std::string::npos) << r.out;
+  r = run_command("cd " + shell_quote(build) + " && ctest -N -LE numeric -R SdpaStandard");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("SdpaStandard.FastEqualsOracleOnEdgeValues"), std::string::npos) << r.out;
 }
 
 }  // namespace

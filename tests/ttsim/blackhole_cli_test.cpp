@@ -17,14 +17,15 @@
 #include "ttsim/packer.h"
 #include "ttsim/sfpu.h"
 #include "ttsim/tile.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::test;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
 
-const Exec kOracle{simd::Isa::Scalar, nullptr};
 
 int64_t differing(const Tensor& a, const std::vector<float>& b) {
   const std::vector<float> av = a.to_f32();
@@ -34,7 +35,7 @@ int64_t differing(const Tensor& a, const std::vector<float>& b) {
   return n;
 }
 
-struct OpRun {
+struct BlackholeOpRun {
   TempDir dir;
   std::string in(const std::string& name, const Tensor& t) {
     io::write_npy(dir.file(name), t);
@@ -51,7 +52,7 @@ struct OpRun {
 }  // namespace
 
 TEST(BlackholeCli, ReciprocalAndSoftmaxRunBlackholesArithmetic) {
-  OpRun r;
+  BlackholeOpRun r;
   const Tensor p = randn({2, 20, 50}, 21, 1.0f, 3.0f), a = randn({2, 20, 50}, 22, 2.0f);
   const std::string ip = r.in("p.npy", p), ia = r.in("a.npy", a);
   nlohmann::json j;
@@ -98,7 +99,7 @@ TEST(BlackholeCli, ReciprocalAndSoftmaxRunBlackholesArithmetic) {
 // (-1 and -2^-23 in the first face's two groups, +1 in the second):
 // Blackhole gives -2^-23, Wormhole's leading-sign counter -16.
 TEST(BlackholeCli, MatmulMinusOneUlp) {
-  OpRun r;
+  BlackholeOpRun r;
   std::vector<float> a(32 * 32, 0.0f), b(32 * 32, 0.0f);
   a[0] = -1.0f, a[8] = -std::ldexp(1.0f, -23), a[16] = 1.0f;
   b[0] = b[8 * 32] = b[16 * 32] = 1.0f;

@@ -24,10 +24,12 @@
 #include "ttsim/tile.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::test;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 using json = nlohmann::ordered_json;
 
 namespace {
@@ -85,15 +87,6 @@ json chunked(const Table& t, int64_t start, json o = json::object()) {
   o["page_table"] = t;
   o["chunk_start_idx"] = start;
   return o;
-}
-
-::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape()) return ::testing::AssertionFailure() << shape_str(a.shape()) << " vs " << shape_str(b.shape());
-  for (int64_t i = 0; i < a.numel(); ++i)
-    if (std::memcmp(a.data<float>() + i, b.data<float>() + i, 4) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a.data<float>()[i] << " vs "
-                                           << b.data<float>()[i];
-  return ::testing::AssertionSuccess();
 }
 
 // The one-line InputError chunked-sdpa gives, or "" when it runs.

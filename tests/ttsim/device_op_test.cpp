@@ -21,7 +21,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 std::string error_of(const std::function<void()>& f) {
   try {

@@ -8,12 +8,13 @@
 #include "tensor/half.h"
 #include "ttsim/formats.h"
 #include "ttsim/packer.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
-float bits(uint32_t u) { return f32_from_bits(u); }
 // A row of 16 values with x at index 0 and fill elsewhere.
 void row_of(float out[16], float x, float fill) {
   for (int i = 0; i < 16; ++i) out[i] = fill;

@@ -24,27 +24,17 @@
 #include "ttsim/tile.h"
 #include "backends/ttsim/ops/unary/unary_kernel.h"
 #include "util/error.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::test;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
 
-const Exec kOracle{simd::Isa::Scalar, nullptr};
 
 // Bit-for-bit equality of two float32 tensors (NaN payloads included).
-::testing::AssertionResult same_bits(const Tensor& got, const Tensor& want) {
-  if (got.shape() != want.shape())
-    return ::testing::AssertionFailure() << "shape " << shape_str(got.shape()) << " vs " << shape_str(want.shape());
-  if (got.dtype() != DType::F32 || want.dtype() != DType::F32) return ::testing::AssertionFailure() << "not float32";
-  const float *a = got.data<float>(), *b = want.data<float>();
-  for (int64_t i = 0; i < got.numel(); ++i)
-    if (std::memcmp(&a[i], &b[i], 4) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
-  return ::testing::AssertionSuccess();
-}
-
 struct OpRun {
   TempDir dir;
   std::string in(const std::string& name, const Tensor& t) {

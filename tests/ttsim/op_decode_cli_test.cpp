@@ -16,23 +16,14 @@
 #include "backends/ttsim/ops/rotary_llama/rotary_llama_kernel.h"
 #include "backends/ttsim/ops/sdpa_decode/sdpa_decode_kernel.h"
 #include "ttsim/tile.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::test;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
-
-::testing::AssertionResult same_bits(const Tensor& got, const TileTensor& want_t) {
-  const Tensor want = to_tensor(want_t);
-  if (got.shape() != want.shape())
-    return ::testing::AssertionFailure() << "shape " << shape_str(got.shape()) << " vs " << shape_str(want.shape());
-  for (int64_t i = 0; i < got.numel(); ++i)
-    if (std::memcmp(got.data<float>() + i, want.data<float>() + i, 4) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << got.data<float>()[i] << " vs "
-                                           << want.data<float>()[i];
-  return ::testing::AssertionSuccess();
-}
 
 struct OpFiles {
   TempDir dir;

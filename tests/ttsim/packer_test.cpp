@@ -17,12 +17,13 @@
 #include "ttsim/matrix_unit.h"
 #include "ttsim/packer.h"
 #include "ttsim/sfpu.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
-float bits(uint32_t u) { return f32_from_bits(u); }
 // A face row: row[0] = first, every other value `rest`.
 std::vector<float> row_of(float first, float rest) {
   std::vector<float> r(16, rest);

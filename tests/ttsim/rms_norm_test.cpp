@@ -14,10 +14,12 @@
 #include "support/test_support.h"
 #include "ttsim/formats.h"
 #include "ttsim/sfpu_sqrt.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::ttsim;
 using namespace mha::test;
+using namespace mha::ttsim_test;
 
 namespace {
 
@@ -37,14 +39,6 @@ std::vector<float> random_gamma(int64_t w, uint32_t seed) {
   std::vector<float> raw(static_cast<size_t>(w));
   for (float& x : raw) x = u(g);
   return rms_norm_weight_bf16(raw.data(), w, false);
-}
-
-::testing::AssertionResult same_bits(const TileTensor& a, const TileTensor& b) {
-  if (a.data.size() != b.data.size()) return ::testing::AssertionFailure() << "sizes differ";
-  for (size_t i = 0; i < a.data.size(); ++i)
-    if (std::memcmp(&a.data[i], &b.data[i], 4) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a.data[i] << " vs " << b.data[i];
-  return ::testing::AssertionSuccess();
 }
 
 ComputeConfig config(MathFidelity f, bool approx, bool fp32, DataFormat out) {

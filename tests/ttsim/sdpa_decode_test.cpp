@@ -17,13 +17,14 @@
 #include "backends/ttsim/ops/sdpa_decode/sdpa_decode_kernel.h"
 #include "ttsim/tile.h"
 #include "util/error.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
 
-const Exec kOracle{simd::Isa::Scalar, nullptr};
 const Exec kFast{};  // the best instruction set this CPU has
 
 TileTensor randn_tile(const Shape& s, DataFormat f, uint32_t seed, float scale = 1.0f) {
@@ -32,15 +33,6 @@ TileTensor randn_tile(const Shape& s, DataFormat f, uint32_t seed, float scale =
   std::vector<float> v(static_cast<size_t>(shape_numel(s)));
   for (float& x : v) x = d(g);
   return to_tile_layout(v.data(), s, f);
-}
-
-::testing::AssertionResult same_bits(const TileTensor& a, const TileTensor& b) {
-  if (a.shape != b.shape || a.data.size() != b.data.size())
-    return ::testing::AssertionFailure() << "shape " << shape_str(a.shape) << " vs " << shape_str(b.shape);
-  for (size_t i = 0; i < a.data.size(); ++i)
-    if (std::memcmp(&a.data[i], &b.data[i], 4) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a.data[i] << " vs " << b.data[i];
-  return ::testing::AssertionSuccess();
 }
 
 // softmax(q k^T * scale) v over positions 0..cur_pos (with a window W > 0:

@@ -12,16 +12,14 @@
 #include "support/test_support.h"
 #include "backends/ttsim/ops/sdpa/sdpa_kernel.h"
 #include "ttsim/tile.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::test;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data<float>(), b.data<float>(), 4 * a.numel()) == 0;
-}
 
 Tensor oracle(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* m, DataFormat f, const SdpaConfig& c) {
   const TileTensor tq = to_tile_layout(q, f), tk = to_tile_layout(k, f), tv = to_tile_layout(v, f);

@@ -17,13 +17,15 @@
 #include "support/test_support.h"
 #include "util/error.h"
 #include "variants/variant.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::test;
+using namespace mha::ttsim_test;
 
 namespace {
 
-struct Built {
+struct LlamaBuilt {
   std::unique_ptr<Variant> v;
   AttentionSpec spec;
   AttentionInputs in;
@@ -31,9 +33,9 @@ struct Built {
 
 // A llama_attention layer (no sliding window) with torch-initialised weights
 // and randn hidden states [batch, seq, hidden].
-Built llama(int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t batch, int64_t seq,
+LlamaBuilt llama(int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t batch, int64_t seq,
             bool bias = false) {
-  Built b;
+  LlamaBuilt b;
   b.v = make_variant("llama_attention", ordered_json{{"hidden_size", hidden},
                                                      {"num_attention_heads", heads},
                                                      {"num_key_value_heads", kv_heads},
@@ -51,7 +53,7 @@ Built llama(int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim, i
   return b;
 }
 
-std::unique_ptr<Backend> ttsim(const ordered_json& extra = ordered_json::object()) {
+std::unique_ptr<Backend> ttsim_backend(const ordered_json& extra = ordered_json::object()) {
   ordered_json o = {{"threads", 2}};
   o.update(extra);
   return make_backend("tt-sim", o, "backend");
@@ -61,7 +63,7 @@ double pcc(const Tensor& ref, const Tensor& out) { return compare::compare(ref, 
 
 // Decode step i's input [2, 1, 256]: token i of each of the two batch rows
 // of b's [2, 6, 256] query.
-Tensor step_input(const Built& b, int64_t i) {
+Tensor step_input(const LlamaBuilt& b, int64_t i) {
   Tensor x(DType::F32, {2, 1, 256});
   for (int64_t bb = 0; bb < 2; ++bb)
     std::copy_n(b.in.query.data<float>() + (bb * 6 + i) * 256, 256, x.data<float>() + bb * 256);
@@ -76,12 +78,12 @@ Tensor step_input(const Built& b, int64_t i) {
 // nlp_create_qkv_heads_decode, rotary, paged_update_cache, SDPA decode,
 // concat heads, output linear), no prefill involved.
 TEST(TtSimSdpa, DecodeStepsTrackCpuAfterASyntheticCache) {
-  Built b = llama(256, 8, 2, 32, 2, 6);
+  LlamaBuilt b = llama(256, 8, 2, 32, 2, 6);
   DecodeOptions opt;
   opt.batch = 2;
   opt.max_tokens = 80;
   auto cpu = make_backend("cpu", ordered_json::object(), "backend");
-  auto tt = ttsim({{"kv_cache_dtype", "bfloat16"}});
+  auto tt = ttsim_backend({{"kv_cache_dtype", "bfloat16"}});
   ASSERT_FALSE(tt->supports_decode(b.spec)) << *tt->supports_decode(b.spec);
   auto sc = cpu->start_decode(b.spec, opt), st = tt->start_decode(b.spec, opt);
   sc->fill_synthetic(70, 5);
@@ -97,11 +99,11 @@ TEST(TtSimSdpa, DecodeStepsTrackCpuAfterASyntheticCache) {
 // A decode config's cache_dtype names the cache; tt-sim holds it in the
 // backend's kv_cache_dtype, so another format is refused, not run as that.
 TEST(TtSimSdpa, DecodeRefusesACacheDtypeItDoesNotHold) {
-  Built b = llama(256, 8, 2, 32, 2, 6);
+  LlamaBuilt b = llama(256, 8, 2, 32, 2, 6);
   DecodeOptions opt;
   opt.batch = 2;
   opt.max_tokens = 80;
-  auto tt = ttsim();
+  auto tt = ttsim_backend();
   for (const CacheDtype d : {CacheDtype::Q4_0, CacheDtype::Q8_0, CacheDtype::Float16, CacheDtype::Bfloat16}) {
     opt.cache_dtype = d;
     try {
@@ -122,15 +124,15 @@ TEST(TtSimSdpa, DecodeRefusesACacheDtypeItDoesNotHold) {
 // SDPA decode's sliding_window_size follows cpu's window; without the
 // window the steps move away from cpu.
 TEST(TtSimSdpa, WindowedDecodeStepsTrackCpu) {
-  Built b = llama(256, 8, 2, 32, 2, 6);
+  LlamaBuilt b = llama(256, 8, 2, 32, 2, 6);
   b.spec.window = 30;
   DecodeOptions opt;
   opt.batch = 2;
   opt.max_tokens = 80;
   auto cpu = make_backend("cpu", ordered_json::object(), "backend");
-  auto tt = ttsim({{"kv_cache_dtype", "bfloat16"}});
+  auto tt = ttsim_backend({{"kv_cache_dtype", "bfloat16"}});
   ASSERT_FALSE(tt->supports_decode(b.spec)) << *tt->supports_decode(b.spec);
-  Built plain = llama(256, 8, 2, 32, 2, 6);
+  LlamaBuilt plain = llama(256, 8, 2, 32, 2, 6);
   auto sc = cpu->start_decode(b.spec, opt), st = tt->start_decode(b.spec, opt), sp = tt->start_decode(plain.spec, opt);
   for (auto* s : {sc.get(), st.get(), sp.get()}) s->fill_synthetic(70, 5);
   for (int64_t i = 0; i < 6; ++i) {
@@ -149,10 +151,10 @@ TEST(TtSimSdpa, WindowedDecodeStepsTrackCpu) {
 // them), the concatenated context (SDPA's bfloat8_b output) and the output
 // (bfloat8_b). Floors from the bfloat8_b formats' 7-bit mantissas.
 TEST(TtSimSdpa, PrefillStagesTrackCpu) {
-  Built b = llama(256, 8, 2, 32, 2, 96);
+  LlamaBuilt b = llama(256, 8, 2, 32, 2, 96);
   RunOptions ro;
   ro.collect_stages = true;
-  AttentionResult r = ttsim()->run(b.spec, b.in, ro);
+  AttentionResult r = ttsim_backend()->run(b.spec, b.in, ro);
   const std::vector<StageComparison> c = compare_stages(b.spec, b.in, r.stages);
   ASSERT_EQ(c.size(), 5u);
   const std::map<std::string, double> floor = {
@@ -168,11 +170,11 @@ TEST(TtSimSdpa, PrefillStagesTrackCpu) {
 // backend with the floors above, and the window is not ignored: without it
 // the output moves away from cpu's windowed output on the rows past W.
 TEST(TtSimSdpa, SlidingWindowPrefillTracksCpu) {
-  Built b = llama(256, 8, 2, 32, 2, 96);
+  LlamaBuilt b = llama(256, 8, 2, 32, 2, 96);
   b.spec.window = 40;
   RunOptions ro;
   ro.collect_stages = true;
-  auto tt = ttsim();
+  auto tt = ttsim_backend();
   ASSERT_FALSE(tt->supports(b.spec, b.in)) << *tt->supports(b.spec, b.in);
   AttentionResult r = tt->run(b.spec, b.in, ro);
   const std::vector<StageComparison> c = compare_stages(b.spec, b.in, r.stages);
@@ -185,8 +187,8 @@ TEST(TtSimSdpa, SlidingWindowPrefillTracksCpu) {
   }
   auto cpu = make_backend("cpu", ordered_json::object(), "backend");
   const Tensor want = cpu->run(b.spec, b.in, RunOptions{}).output;
-  Built full = llama(256, 8, 2, 32, 2, 96);
-  const Tensor unwindowed = ttsim()->run(full.spec, full.in, RunOptions{}).output;
+  LlamaBuilt full = llama(256, 8, 2, 32, 2, 96);
+  const Tensor unwindowed = ttsim_backend()->run(full.spec, full.in, RunOptions{}).output;
   const double with = pcc(want, r.output), without = pcc(want, unwindowed);
   std::cout << "[window] output PCC against cpu's windowed output: " << with << " (unwindowed tt-sim: " << without
             << ")\n";
@@ -204,8 +206,8 @@ TEST(TtSimSdpa, SlidingWindowPrefillTracksCpu) {
 // it; and PCC above 0.999.
 TEST(TtSimSdpa, DecodeEqualsCausalPrefillWithinBound) {
   const int64_t P = 64, T = 32;
-  Built b = llama(256, 8, 2, 32, 1, P + T);
-  auto tt = ttsim();
+  LlamaBuilt b = llama(256, 8, 2, 32, 1, P + T);
+  auto tt = ttsim_backend();
   const Tensor full = tt->run(b.spec, b.in, RunOptions{}).output;
   DecodeOptions opt;
   opt.max_tokens = P + T;
@@ -245,8 +247,8 @@ TEST(TtSimSdpa, DecodeEqualsCausalPrefillWithinBound) {
 // where SDPA takes the spec; seed 000's mha_causal (head_dim 1) keeps the op
 // sequence (its bits are checked against hardware in ttsim_backend_test).
 TEST(TtSimSdpa, DefaultPathFollowsTheSpec) {
-  auto tt = ttsim();
-  Built l = llama(256, 8, 2, 32, 1, 32);
+  auto tt = ttsim_backend();
+  LlamaBuilt l = llama(256, 8, 2, 32, 1, 32);
   tt->run(l.spec, l.in, RunOptions{});
   EXPECT_EQ(tt->describe()["pipeline"], "sdpa");
   auto mc = make_variant("mha_causal", ordered_json{{"d_in", 64}, {"d_out", 64}, {"context_length", 64},
@@ -261,28 +263,28 @@ TEST(TtSimSdpa, DefaultPathFollowsTheSpec) {
   AttentionInputs in = mc->build_inputs(inputs, fo);
   tt->run(spec, in, RunOptions{});
   EXPECT_EQ(tt->describe()["pipeline"], "sdpa");
-  auto ops = ttsim({{"attention", "ops"}});
+  auto ops = ttsim_backend({{"attention", "ops"}});
   ops->run(spec, in, RunOptions{});
   EXPECT_EQ(ops->describe()["pipeline"], "book");
 }
 
 TEST(TtSimSdpa, RefusalsSayWhy) {
-  Built l = llama(256, 8, 2, 32, 1, 32);
-  auto ops = ttsim({{"attention", "ops"}});
+  LlamaBuilt l = llama(256, 8, 2, 32, 1, 32);
+  auto ops = ttsim_backend({{"attention", "ops"}});
   ASSERT_TRUE(ops->supports(l.spec, l.in));
   EXPECT_NE(ops->supports(l.spec, l.in)->find("no rotary embedding op"), std::string::npos);
   ASSERT_TRUE(ops->supports_decode(l.spec));
   EXPECT_NE(ops->supports_decode(l.spec)->find("has no KV cache"), std::string::npos);
   l.spec.window = 12;
-  auto tt = ttsim();
+  auto tt = ttsim_backend();
   EXPECT_FALSE(tt->supports(l.spec, l.in));  // a window is SDPA's sliding_window_size,
   EXPECT_FALSE(tt->supports_decode(l.spec));  // in prefill and decode alike
-  EXPECT_THROW(ttsim({{"attention", "flash"}}), InputError);
-  EXPECT_THROW(ttsim({{"kv_cache_dtype", "float32"}}), InputError);
+  EXPECT_THROW(ttsim_backend({{"attention", "flash"}}), InputError);
+  EXPECT_THROW(ttsim_backend({{"kv_cache_dtype", "float32"}}), InputError);
   RunOptions weights;
   weights.need_weights = true;
-  Built m = llama(256, 8, 2, 32, 1, 32);
-  EXPECT_THROW(ttsim()->run(m.spec, m.in, weights), InputError);
+  LlamaBuilt m = llama(256, 8, 2, 32, 1, 32);
+  EXPECT_THROW(ttsim_backend()->run(m.spec, m.in, weights), InputError);
 }
 
 // The bundled configs run end to end through the CLI, the decode one
@@ -329,7 +331,7 @@ TEST(TtSimSdpa, CausalModulesDecodeLikeCpu) {
     const Tensor x = gen.randn({1, P + T, 64});
     DecodeOptions opt;
     opt.max_tokens = P + T;
-    auto tt = ttsim(), cpu = make_backend("cpu", ordered_json::object(), "backend");  // sessions use their pools
+    auto tt = ttsim_backend(), cpu = make_backend("cpu", ordered_json::object(), "backend");  // sessions use their pools
     ASSERT_FALSE(tt->supports_decode(spec)) << m.variant << ": " << *tt->supports_decode(spec);
     auto sc = cpu->start_decode(spec, opt);
     auto st = tt->start_decode(spec, opt);

@@ -22,39 +22,13 @@
 #include "ttsim/tile.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
-
-std::vector<float> normal(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = scale * d(g);
-  return v;
-}
-
-TileTensor tiles(const Shape& s, uint32_t seed, DataFormat f, float scale = 1.0f) {
-  const std::vector<float> v = normal(shape_numel(s), seed, scale);
-  return to_tile_layout(v.data(), s, f);
-}
-
-::testing::AssertionResult same_bits(const TileTensor& a, const TileTensor& b) {
-  if (a.data.size() != b.data.size()) return ::testing::AssertionFailure() << "sizes differ";
-  for (size_t i = 0; i < a.data.size(); ++i)
-    if (std::memcmp(&a.data[i], &b.data[i], 4) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a.data[i] << " vs " << b.data[i];
-  return ::testing::AssertionSuccess();
-}
-
-std::vector<simd::Isa> vector_isas() {
-  std::vector<simd::Isa> v;
-  for (simd::Isa i : {simd::Isa::Avx2, simd::Isa::Avx512})
-    if (simd::kernels_for(i)) v.push_back(i);
-  return v;
-}
 
 SdpaConfig latest_fp32(int64_t qc = 32, int64_t kc = 32) {
   SdpaConfig c;
@@ -65,7 +39,7 @@ SdpaConfig latest_fp32(int64_t qc = 32, int64_t kc = 32) {
   return c;
 }
 
-struct Case {
+struct StandardCase {
   std::string name;
   Shape q, kv;
   SdpaConfig cfg;
@@ -84,14 +58,14 @@ TileTensor half_masked(const Shape& q, const Shape& kv, DataFormat f) {
 }
 
 // Returns the oracle's output after checking every fast path against it.
-TileTensor expect_fast_equals_oracle(const Case& c) {
+TileTensor expect_fast_equals_oracle(const StandardCase& c) {
   const TileTensor q = tiles(c.q, 1, c.fq, c.scale), k = tiles(c.kv, 2, c.fkv, c.scale), v = tiles(c.kv, 3, c.fkv);
   const TileTensor m = c.mask ? half_masked(c.q, c.kv, c.fmask) : TileTensor{};
   const TileTensor* mp = c.mask ? &m : nullptr;
   TileTensor want;
   tt_sdpa_standard_oracle(q, k, v, mp, want, c.cfg);
   static ThreadPool three(3);  // results never depend on the thread count
-  for (simd::Isa isa : vector_isas())
+  for (simd::Isa isa : simd::vector_isas())
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &three}) {
       TileTensor got;
       tt_sdpa_standard(q, k, v, mp, got, c.cfg, Exec{isa, pool});
@@ -105,7 +79,7 @@ TileTensor expect_fast_equals_oracle(const Case& c) {
 TEST(SdpaStandard, FastEqualsOracleAcrossProgramConfigs) {
   for (auto [qc, kc] : {std::pair<int64_t, int64_t>{32, 32}, {64, 32}, {32, 64}, {128, 64}, {64, 128}})
     for (bool causal : {true, false}) {
-      Case c{"q" + std::to_string(qc) + " k" + std::to_string(kc) + (causal ? " causal" : ""), {1, 2, 256, 64},
+      StandardCase c{"q" + std::to_string(qc) + " k" + std::to_string(kc) + (causal ? " causal" : ""), {1, 2, 256, 64},
              {1, 2, 256, 64}, latest_fp32(qc, kc)};
       c.cfg.is_causal = causal;
       expect_fast_equals_oracle(c);
@@ -113,34 +87,34 @@ TEST(SdpaStandard, FastEqualsOracleAcrossProgramConfigs) {
 }
 
 TEST(SdpaStandard, FastEqualsOracleAcrossShapesMasksAndFormats) {
-  std::vector<Case> cs;
+  std::vector<StandardCase> cs;
   cs.push_back({"gqa dh 128 batch 2", {2, 4, 128, 128}, {2, 2, 128, 128}, latest_fp32(64, 32)});
   cs.push_back({"mqa dh 32", {1, 4, 96, 32}, {1, 1, 96, 32}, latest_fp32()});
   cs.push_back({"dh 40 (padded)", {1, 2, 64, 40}, {1, 2, 64, 40}, latest_fp32()});
-  Case longer{"K longer than Q", {1, 2, 64, 64}, {1, 2, 192, 64}, latest_fp32(32, 64)};
+  StandardCase longer{"K longer than Q", {1, 2, 64, 64}, {1, 2, 192, 64}, latest_fp32(32, 64)};
   longer.cfg.is_causal = false;
   cs.push_back(longer);
   for (DataFormat fm : {DataFormat::Bfloat16, DataFormat::Bfp4_b}) {
-    Case m{std::string("mask ") + format_name(fm), {1, 2, 128, 64}, {1, 2, 128, 64}, latest_fp32(64, 32)};
+    StandardCase m{std::string("mask ") + format_name(fm), {1, 2, 128, 64}, {1, 2, 128, 64}, latest_fp32(64, 32)};
     m.cfg.is_causal = false;
     m.mask = true;
     m.fmask = fm;
     cs.push_back(m);
   }
   for (DataFormat f : {DataFormat::Bfp8_b, DataFormat::Bfp4_b}) {
-    Case b{std::string("inputs ") + format_name(f), {1, 2, 128, 64}, {1, 2, 128, 64}, latest_fp32(64, 64)};
+    StandardCase b{std::string("inputs ") + format_name(f), {1, 2, 128, 64}, {1, 2, 128, 64}, latest_fp32(64, 64)};
     b.fq = b.fkv = f;
     cs.push_back(b);
   }
   for (DataFormat out : {DataFormat::Bfp8_b, DataFormat::Float32})
     for (bool precise : {false, true}) {
-      Case o{std::string("output ") + format_name(out) + (precise ? " precise" : ""), {1, 1, 64, 64}, {1, 1, 64, 64},
+      StandardCase o{std::string("output ") + format_name(out) + (precise ? " precise" : ""), {1, 1, 64, 64}, {1, 1, 64, 64},
              latest_fp32()};
       o.cfg.compute.output = out;
       o.cfg.compute.bfp8_pack_precise = precise;
       cs.push_back(o);
     }
-  for (const Case& c : cs) expect_fast_equals_oracle(c);
+  for (const StandardCase& c : cs) expect_fast_equals_oracle(c);
 }
 
 // Lengths padded to whole chunks (the factory's padded_Sq / padded_Sk) and
@@ -238,7 +212,7 @@ TEST(SdpaStandard, FastEqualsOracleAcrossComputeConfigsAndArchitectures) {
     for (bool approx : {true, false})
       for (bool exp_approx : {true, false})
         for (Arch a : {Arch::Wormhole, Arch::Blackhole}) {
-          Case c{std::string(fidelity_name(f)) + (approx ? " approx " : " exact ") +
+          StandardCase c{std::string(fidelity_name(f)) + (approx ? " approx " : " exact ") +
                      (exp_approx ? "exp_approx " : "exp_poly ") + arch_name(a),
                  {1, 2, 128, 64}, {1, 2, 128, 64}, latest_fp32(64, 32)};
           c.cfg.compute.math_fidelity = f;
@@ -253,7 +227,7 @@ TEST(SdpaStandard, FastEqualsOracleAcrossComputeConfigsAndArchitectures) {
 // by packer ReLU), flushed products and overflowing sums.
 TEST(SdpaStandard, FastEqualsOracleOnEdgeValues) {
   for (float s : {30.0f, 1e-20f, 1e10f}) {
-    Case c{"inputs x " + std::to_string(s), {1, 2, 128, 64}, {1, 2, 128, 64}, latest_fp32(64, 32)};
+    StandardCase c{"inputs x " + std::to_string(s), {1, 2, 128, 64}, {1, 2, 128, 64}, latest_fp32(64, 32)};
     c.scale = s;
     const TileTensor out = expect_fast_equals_oracle(c);
     int64_t finite = 0;
@@ -437,7 +411,7 @@ TEST(SdpaStandard, OpCliBitForBitWithTheOracle) {
   EXPECT_EQ(std::memcmp(got.data<float>(), w.data<float>(), static_cast<size_t>(got.numel()) * 4), 0);
   // Every instruction set through the `kernels` option, 1 and 3 threads: the same bits.
   std::vector<std::string> isas = {"scalar"};
-  for (simd::Isa i : vector_isas()) isas.push_back(simd::isa_name(i));
+  for (simd::Isa i : simd::vector_isas()) isas.push_back(simd::isa_name(i));
   for (const std::string& isa : isas)
     for (int threads : {1, 3}) {
       const test::CommandResult ri = test::run_mha(

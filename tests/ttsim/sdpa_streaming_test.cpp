@@ -20,29 +20,15 @@
 #include "ttsim/tile.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
 
-TileTensor tiles(const Shape& s, uint32_t seed, DataFormat f, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (float& x : v) x = scale * d(g);
-  return to_tile_layout(v.data(), s, f);
-}
-
-::testing::AssertionResult same_bits(const TileTensor& a, const TileTensor& b) {
-  if (a.data.size() != b.data.size()) return ::testing::AssertionFailure() << "sizes differ";
-  for (size_t i = 0; i < a.data.size(); ++i)
-    if (std::memcmp(&a.data[i], &b.data[i], 4) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a.data[i] << " vs " << b.data[i];
-  return ::testing::AssertionSuccess();
-}
-
-struct Case {
+struct StreamingCase {
   const char* name;
   Shape q, kv;
   SdpaConfig cfg;
@@ -52,7 +38,7 @@ struct Case {
   float scale = 1.0f;  // of Q's and K's values
 };
 
-SdpaConfig cfg(int64_t qc, int64_t kc, bool causal = true) {
+SdpaConfig chunks(int64_t qc, int64_t kc, bool causal = true) {
   SdpaConfig c;
   c.q_chunk_size = qc;
   c.k_chunk_size = kc;
@@ -62,7 +48,7 @@ SdpaConfig cfg(int64_t qc, int64_t kc, bool causal = true) {
 
 // Half the keys of every row masked with -1e9 (tt-metal's test mask); with
 // masked_row, query row 5 sees no key at all (-inf everywhere).
-TileTensor make_mask(const Case& c) {
+TileTensor make_mask(const StreamingCase& c) {
   const Shape ms{c.q[0], 1, c.q[2], c.kv[2]};
   std::vector<float> mv(static_cast<size_t>(shape_numel(ms)));
   std::mt19937 g(7);
@@ -72,7 +58,7 @@ TileTensor make_mask(const Case& c) {
   return to_tile_layout(mv.data(), ms, c.fmask);
 }
 
-void expect_fast_equals_oracle(const Case& c) {
+void expect_fast_equals_oracle(const StreamingCase& c) {
   const TileTensor q = tiles(c.q, 1, c.fq, c.scale), k = tiles(c.kv, 2, c.fkv, c.scale), v = tiles(c.kv, 3, c.fkv);
   const TileTensor m = c.mask ? make_mask(c) : TileTensor{};
   const TileTensor* mp = c.mask ? &m : nullptr;
@@ -128,7 +114,7 @@ std::vector<double> attention_f64(const TileTensor& q, const TileTensor& k, cons
 }  // namespace
 
 TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossProgramConfigs) {
-  std::vector<Case> cases;
+  std::vector<StreamingCase> cases;
   // sbh 2 (64/128), 4 (128/64), 1 with no split (32/256), 1 with the first
   // row group's keys split in two (32/512), TT-NN's default (32/32), and
   // test_sdpa_tt_large_seq's 256/128.
@@ -136,22 +122,22 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossProgramConfigs) {
     for (bool causal : {true, false}) {
       if (kc == 512 && !causal) continue;  // one k chunk either way: the split once is enough
       const int64_t s = kc == 512 ? 512 : 256;
-      cases.push_back({"chunks", {1, 1, s, 32}, {1, 1, s, 32}, cfg(qc, kc, causal)});
+      cases.push_back({"chunks", {1, 1, s, 32}, {1, 1, s, 32}, chunks(qc, kc, causal)});
     }
-  cases.push_back({"gqa", {2, 4, 128, 64}, {2, 2, 128, 64}, cfg(64, 128)});
-  cases.push_back({"dh40 dh128", {1, 1, 128, 40}, {1, 1, 128, 40}, cfg(64, 64)});
-  cases.push_back({"dh128", {1, 1, 128, 128}, {1, 1, 128, 128}, cfg(64, 128, false)});
+  cases.push_back({"gqa", {2, 4, 128, 64}, {2, 2, 128, 64}, chunks(64, 128)});
+  cases.push_back({"dh40 dh128", {1, 1, 128, 40}, {1, 1, 128, 40}, chunks(64, 64)});
+  cases.push_back({"dh128", {1, 1, 128, 128}, {1, 1, 128, 128}, chunks(64, 128, false)});
   // Lengths that are not multiples of the chunks: the kernel pads them.
-  cases.push_back({"padded causal", {1, 2, 160, 64}, {1, 2, 160, 64}, cfg(64, 128)});
-  cases.push_back({"padded", {1, 2, 96, 64}, {1, 2, 224, 64}, cfg(64, 128, false)});
+  cases.push_back({"padded causal", {1, 2, 160, 64}, {1, 2, 160, 64}, chunks(64, 128)});
+  cases.push_back({"padded", {1, 2, 96, 64}, {1, 2, 224, 64}, chunks(64, 128, false)});
   // A partial last tile: the causal diagonal hides the padded keys; the
   // non-causal kernel stamps the partial tile (4 and 8 valid columns), with
   // whole padded tiles after it (40 keys in a 128-key chunk).
-  cases.push_back({"partial causal", {1, 2, 70, 64}, {1, 2, 70, 64}, cfg(32, 64)});
-  cases.push_back({"partial", {1, 2, 70, 64}, {1, 2, 100, 64}, cfg(64, 64, false)});
-  cases.push_back({"partial + padded tiles", {2, 2, 50, 32}, {2, 1, 40, 32}, cfg(32, 128, false)});
-  cases.push_back({"partial, sbh 1 split", {1, 1, 33, 32}, {1, 1, 500, 32}, cfg(32, 512, false)});
-  for (const Case& c : cases) expect_fast_equals_oracle(c);
+  cases.push_back({"partial causal", {1, 2, 70, 64}, {1, 2, 70, 64}, chunks(32, 64)});
+  cases.push_back({"partial", {1, 2, 70, 64}, {1, 2, 100, 64}, chunks(64, 64, false)});
+  cases.push_back({"partial + padded tiles", {2, 2, 50, 32}, {2, 1, 40, 32}, chunks(32, 128, false)});
+  cases.push_back({"partial, sbh 1 split", {1, 1, 33, 32}, {1, 1, 500, 32}, chunks(32, 512, false)});
+  for (const StreamingCase& c : cases) expect_fast_equals_oracle(c);
 }
 
 // The first n rows of x's values, tiled again (the same values: rows are
@@ -178,26 +164,26 @@ TEST(TtsimSdpaStreaming, PartialLastTileIsMaskedAsTheWriterMasksIt) {
   const TileTensor mask = to_tile_layout(mv.data(), {1, 1, 64, 64}, DataFormat::Bfloat16);
   for (int64_t kc : {32, 64}) {
     TileTensor want, got;
-    tt_sdpa_streaming_oracle(q, k, v, &mask, want, cfg(32, kc, false));
-    tt_sdpa_streaming_oracle(q, first_rows(k, 40), first_rows(v, 40), nullptr, got, cfg(32, kc, false));
+    tt_sdpa_streaming_oracle(q, k, v, &mask, want, chunks(32, kc, false));
+    tt_sdpa_streaming_oracle(q, first_rows(k, 40), first_rows(v, 40), nullptr, got, chunks(32, kc, false));
     EXPECT_TRUE(same_bits(got, want)) << "k chunk " << kc;
   }
   const TileTensor q70 = tiles({1, 2, 70, 64}, 24, DataFormat::Bfloat16), k70 = tiles({1, 1, 70, 64}, 25, DataFormat::Bfloat16);
   for (bool causal : {true, false}) {
     TileTensor full, head;
-    tt_sdpa_streaming_oracle(q70, k70, k70, nullptr, full, cfg(32, 32, causal));
+    tt_sdpa_streaming_oracle(q70, k70, k70, nullptr, full, chunks(32, 32, causal));
     const TileTensor k64 = causal ? first_rows(k70, 64) : k70;
-    tt_sdpa_streaming_oracle(first_rows(q70, 64), k64, k64, nullptr, head, cfg(32, 32, causal));
+    tt_sdpa_streaming_oracle(first_rows(q70, 64), k64, k64, nullptr, head, chunks(32, 32, causal));
     EXPECT_TRUE(same_bits(first_rows(full, 64), head)) << "causal " << causal;
   }
 }
 
 TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
-  std::vector<Case> cases;
+  std::vector<StreamingCase> cases;
   for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi4})
     for (bool exp_approx : {false, true})
       for (bool approx : {false, true}) {
-        Case c{"fidelity x exp x recip", {1, 1, 128, 64}, {1, 1, 128, 64}, cfg(64, 64)};
+        StreamingCase c{"fidelity x exp x recip", {1, 1, 128, 64}, {1, 1, 128, 64}, chunks(64, 64)};
         c.cfg.compute.math_fidelity = f;
         c.cfg.exp_approx_mode = exp_approx;
         c.cfg.compute.math_approx_mode = approx;
@@ -205,52 +191,52 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
       }
   for (DataFormat in : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b})
     for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Float32}) {
-      Case c{"formats", {1, 1, 128, 64}, {1, 1, 128, 64}, cfg(64, 64)};
+      StreamingCase c{"formats", {1, 1, 128, 64}, {1, 1, 128, 64}, chunks(64, 64)};
       c.fq = c.fkv = in;
       c.cfg.compute.output = out;
       cases.push_back(c);
     }
   for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Float32}) {
-    Case c{"float32 Q", {1, 2, 96, 64}, {1, 1, 96, 64}, cfg(32, 64)};
+    StreamingCase c{"float32 Q", {1, 2, 96, 64}, {1, 1, 96, 64}, chunks(32, 64)};
     c.fq = DataFormat::Float32;
     c.fkv = DataFormat::Bfp8_b;
     c.cfg.compute.output = out;
     cases.push_back(c);
   }
   for (DataFormat fm : {DataFormat::Bfloat16, DataFormat::Bfp4_b}) {
-    Case c{"mask", {1, 2, 128, 64}, {1, 2, 192, 64}, cfg(64, 128, false)};  // 192 keys: padded to 256
+    StreamingCase c{"mask", {1, 2, 128, 64}, {1, 2, 192, 64}, chunks(64, 128, false)};  // 192 keys: padded to 256
     c.mask = true;
     c.fmask = fm;
     cases.push_back(c);
   }
-  for (const Case& c : cases) expect_fast_equals_oracle(c);
+  for (const StreamingCase& c : cases) expect_fast_equals_oracle(c);
 }
 
 // Scores far beyond exp's range, tiny inputs, a scale of 1, and a row that
 // sees no key.
 TEST(TtsimSdpaStreaming, FastEqualsOracleOnEdgeValues) {
-  std::vector<Case> cases;
+  std::vector<StreamingCase> cases;
   for (float s : {30.0f, 1e-20f, 1e10f}) {
-    Case c{"scaled inputs", {1, 2, 128, 64}, {1, 1, 128, 64}, cfg(64, 64)};
+    StreamingCase c{"scaled inputs", {1, 2, 128, 64}, {1, 1, 128, 64}, chunks(64, 64)};
     c.scale = s;
     cases.push_back(c);
   }
-  Case one{"scale 1", {1, 1, 128, 32}, {1, 1, 128, 32}, cfg(64, 64, false)};
+  StreamingCase one{"scale 1", {1, 1, 128, 32}, {1, 1, 128, 32}, chunks(64, 64, false)};
   one.cfg.scale = 1.0f;
   one.scale = 4.0f;
   cases.push_back(one);
-  Case row{"-inf row", {1, 1, 64, 64}, {1, 1, 128, 64}, cfg(64, 64, false)};
+  StreamingCase row{"-inf row", {1, 1, 64, 64}, {1, 1, 128, 64}, chunks(64, 64, false)};
   row.mask = row.masked_row = true;
   cases.push_back(row);
-  for (const Case& c : cases) expect_fast_equals_oracle(c);
+  for (const StreamingCase& c : cases) expect_fast_equals_oracle(c);
   // Isa::Scalar through the fast path's task split is the oracle too.
   const Shape qs{1, 2, 128, 64};
   const TileTensor q = tiles(qs, 1, DataFormat::Bfloat16), k = tiles(qs, 2, DataFormat::Bfloat16),
                    v = tiles(qs, 3, DataFormat::Bfloat16);
   TileTensor want, got;
-  tt_sdpa_streaming_oracle(q, k, v, nullptr, want, cfg(64, 64));
+  tt_sdpa_streaming_oracle(q, k, v, nullptr, want, chunks(64, 64));
   ThreadPool three(3);
-  tt_sdpa_streaming(q, k, v, nullptr, got, cfg(64, 64), Exec{simd::Isa::Scalar, &three});
+  tt_sdpa_streaming(q, k, v, nullptr, got, chunks(64, 64), Exec{simd::Isa::Scalar, &three});
   EXPECT_TRUE(same_bits(got, want));
 }
 
@@ -285,7 +271,7 @@ TEST(TtsimSdpaStreaming, RescaleExpTakesTheFlagInverted) {
               sdpa_streaming_alpha_exp(d, 0.125f, false, Arch::Wormhole);
   EXPECT_GT(differ, 10);
   // The notes a report prints.
-  SdpaConfig on = cfg(32, 32, false), off = on;
+  SdpaConfig on = chunks(32, 32, false), off = on;
   off.exp_approx_mode = false;
   const auto notes_on = sdpa_streaming_flag_notes(on), notes_off = sdpa_streaming_flag_notes(off);
   ASSERT_EQ(notes_on.size(), 1u);
@@ -304,7 +290,7 @@ TEST(TtsimSdpaStreaming, CloseToFloat64Attention) {
       const TileTensor q = tiles(qs, 11, DataFormat::Bfloat16), k = tiles(ks, 12, DataFormat::Bfloat16),
                        v = tiles(ks, 13, DataFormat::Bfloat16);
       TileTensor out;
-      SdpaConfig c = cfg(qc, kc, causal);
+      SdpaConfig c = chunks(qc, kc, causal);
       c.compute.math_fidelity = MathFidelity::HiFi4;
       tt_sdpa_streaming(q, k, v, nullptr, out, c, Exec{});
       const Tensor ref = Tensor::from_f64(qs, attention_f64(q, k, v, causal, 1.0 / std::sqrt(128.0)));
@@ -317,7 +303,7 @@ TEST(TtsimSdpaStreaming, CloseToFloat64Attention) {
     const TileTensor q = tiles(qs, 14, DataFormat::Bfloat16), k = tiles(ks, 15, DataFormat::Bfloat16),
                      v = tiles(ks, 16, DataFormat::Bfloat16);
     TileTensor out;
-    SdpaConfig c = cfg(64, 128, causal);
+    SdpaConfig c = chunks(64, 128, causal);
     c.compute.math_fidelity = MathFidelity::HiFi4;
     tt_sdpa_streaming(q, k, v, nullptr, out, c, Exec{});
     const Tensor ref = Tensor::from_f64(qs, attention_f64(q, k, v, causal, 1.0 / std::sqrt(128.0)));
@@ -331,7 +317,7 @@ TEST(TtsimSdpaStreaming, CloseToFloat64Attention) {
 TEST(TtsimSdpaStreaming, CircularBuffersAsTheFactorySizesThem) {
   const TileTensor t = make_tile_tensor({1, 1, 512, 128}, DataFormat::Bfloat16);
   const int64_t tiles = 64 + 64 + 2 + 32 + 64 + 40 + 3 + 16;
-  EXPECT_EQ(sdpa_streaming_cb_bytes(t, t, t, nullptr, cfg(256, 128)), tiles * 2048);
+  EXPECT_EQ(sdpa_streaming_cb_bytes(t, t, t, nullptr, chunks(256, 128)), tiles * 2048);
 }
 
 // A float32 Q reaches the 16-bit Dst's matmul as the unpacker cuts it: its
@@ -352,15 +338,15 @@ TEST(TtsimSdpaStreaming, Float32QIsItsBf16Truncation) {
     }
   const TileTensor qt = to_tile_layout(cut.data(), qs, DataFormat::Bfloat16);
   TileTensor want, got;
-  tt_sdpa_streaming_oracle(q, k, k, nullptr, got, cfg(32, 32));
-  tt_sdpa_streaming_oracle(qt, k, k, nullptr, want, cfg(32, 32));
+  tt_sdpa_streaming_oracle(q, k, k, nullptr, got, chunks(32, 32));
+  tt_sdpa_streaming_oracle(qt, k, k, nullptr, want, chunks(32, 32));
   EXPECT_TRUE(same_bits(got, want));
   TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "backend"));
-  SdpaConfig latest = cfg(32, 32);
+  SdpaConfig latest = chunks(32, 32);
   latest.compute.tt_metal = TtMetal::Latest;
   EXPECT_TRUE(same_bits(run_sdpa(dev, "sdpa", q, k, k, nullptr, latest), want));
   try {
-    run_sdpa(dev, "sdpa", q, k, k, nullptr, cfg(32, 32));
+    run_sdpa(dev, "sdpa", q, k, k, nullptr, chunks(32, 32));
     FAIL() << "ran at 2024";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("a float32 Q runs at tt_metal latest"), std::string::npos) << e.what();
@@ -371,7 +357,7 @@ TEST(TtsimSdpaStreaming, Float32QIsItsBf16Truncation) {
 TEST(TtsimSdpaStreaming, RunsOnTheDeviceFrame) {
   TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "backend"));
   const TileTensor q = tiles({1, 2, 128, 64}, 1, DataFormat::Bfloat16), k = tiles({1, 1, 128, 64}, 2, DataFormat::Bfp8_b);
-  SdpaConfig latest = cfg(64, 64);
+  SdpaConfig latest = chunks(64, 64);
   latest.compute.tt_metal = TtMetal::Latest;  // run_sdpa's program: streaming at latest with a 16-bit Dst
   TileTensor want;
   tt_sdpa_streaming_oracle(q, k, k, nullptr, want, latest);
@@ -380,24 +366,24 @@ TEST(TtsimSdpaStreaming, RunsOnTheDeviceFrame) {
   EXPECT_THROW(run_sdpa(dev, "sdpa", q, f32, f32, nullptr, latest), InputError);
   // 1024-key chunks of dh 256 need more than a core's L1.
   const TileTensor big = make_tile_tensor({1, 1, 1024, 256}, DataFormat::Bfloat16);
-  SdpaConfig huge = cfg(1024, 1024);
+  SdpaConfig huge = chunks(1024, 1024);
   huge.compute.tt_metal = TtMetal::Latest;
   EXPECT_THROW(run_sdpa(dev, "sdpa", big, big, big, nullptr, huge), DeviceOutOfMemory);
 }
 
 TEST(TtsimSdpaStreaming, RefusesWhatTheKernelDoesNotTake) {
   const Shape q{1, 2, 64, 64};
-  EXPECT_EQ(sdpa_streaming_problem(q, q, q, nullptr, cfg(64, 128)), "");
-  SdpaConfig fp32 = cfg(64, 64);
+  EXPECT_EQ(sdpa_streaming_problem(q, q, q, nullptr, chunks(64, 128)), "");
+  SdpaConfig fp32 = chunks(64, 64);
   fp32.compute.fp32_dest_acc_en = true;
   EXPECT_NE(sdpa_streaming_problem(q, q, q, nullptr, fp32).find("fp32_dest_acc_en"), std::string::npos);
-  SdpaConfig win = cfg(64, 64);
+  SdpaConfig win = chunks(64, 64);
   win.sliding_window_size = 16;
   EXPECT_NE(sdpa_streaming_problem(q, q, q, nullptr, win).find("sliding_window_size"), std::string::npos);
   const Shape q70{1, 2, 70, 64}, m70{1, 1, 70, 64};
-  EXPECT_EQ(sdpa_streaming_problem(q70, q, q, nullptr, cfg(64, 64, false)), "");  // a partial last tile runs
-  EXPECT_NE(sdpa_streaming_problem(q70, q, q, &m70, cfg(64, 64, false)).find("multiples of 32"), std::string::npos);
-  EXPECT_NE(sdpa_streaming_problem(q, q, q, nullptr, cfg(48, 64)).find("q_chunk_size"), std::string::npos);
+  EXPECT_EQ(sdpa_streaming_problem(q70, q, q, nullptr, chunks(64, 64, false)), "");  // a partial last tile runs
+  EXPECT_NE(sdpa_streaming_problem(q70, q, q, &m70, chunks(64, 64, false)).find("multiples of 32"), std::string::npos);
+  EXPECT_NE(sdpa_streaming_problem(q, q, q, nullptr, chunks(48, 64)).find("q_chunk_size"), std::string::npos);
   const TileTensor t = tiles(q, 1, DataFormat::Bfloat16);
   TileTensor out;
   EXPECT_THROW(tt_sdpa_streaming(t, t, t, nullptr, out, fp32), InputError);

@@ -14,41 +14,15 @@
 #include "ttsim/tile.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
 
-std::vector<float> randn(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = scale * d(g);
-  return v;
-}
-
-TileTensor tiles(const Shape& s, uint32_t seed, DataFormat f, float scale = 1.0f) {
-  const std::vector<float> v = randn(shape_numel(s), seed, scale);
-  return to_tile_layout(v.data(), s, f);
-}
-
-::testing::AssertionResult same_bits(const TileTensor& a, const TileTensor& b) {
-  if (a.data.size() != b.data.size()) return ::testing::AssertionFailure() << "sizes differ";
-  for (size_t i = 0; i < a.data.size(); ++i)
-    if (std::memcmp(&a.data[i], &b.data[i], 4) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a.data[i] << " vs " << b.data[i];
-  return ::testing::AssertionSuccess();
-}
-
-std::vector<simd::Isa> vector_isas() {
-  std::vector<simd::Isa> v;
-  for (simd::Isa i : {simd::Isa::Avx2, simd::Isa::Avx512})
-    if (simd::kernels_for(i)) v.push_back(i);
-  return v;
-}
-
-struct Case {
+struct PrefillCase {
   const char* name;
   Shape q, kv;
   SdpaConfig cfg;
@@ -57,7 +31,7 @@ struct Case {
   float scale = 1.0f;  // of the inputs' values
 };
 
-void expect_fast_equals_oracle(const Case& c) {
+void expect_fast_equals_oracle(const PrefillCase& c) {
   const TileTensor q = tiles(c.q, 1, c.fq, c.scale), k = tiles(c.kv, 2, c.fkv, c.scale), v = tiles(c.kv, 3, c.fkv);
   TileTensor m;
   if (c.mask) {
@@ -70,7 +44,7 @@ void expect_fast_equals_oracle(const Case& c) {
   }
   TileTensor want;
   tt_sdpa_oracle(q, k, v, c.mask ? &m : nullptr, want, c.cfg);
-  for (simd::Isa isa : vector_isas()) {
+  for (simd::Isa isa : simd::vector_isas()) {
     static ThreadPool three(3);  // results never depend on the thread count
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &three}) {
       TileTensor got;
@@ -98,7 +72,7 @@ SdpaConfig cfg(int64_t qc, int64_t kc, bool causal = true) {
 }  // namespace
 
 TEST(TtsimSdpa, FastEqualsOracleAcrossProgramConfigs) {
-  std::vector<Case> cases;
+  std::vector<PrefillCase> cases;
   for (auto [qc, kc] : {std::pair<int, int>{32, 32}, {64, 32}, {32, 64}, {128, 64}, {64, 128}})
     for (bool causal : {true, false}) cases.push_back({"chunks", {1, 2, 128, 64}, {1, 2, 128, 64}, cfg(qc, kc, causal)});
   // GQA (4 query heads on 2 kv heads), batch 2, dh 40 (padded to 64), dh 128.
@@ -107,18 +81,18 @@ TEST(TtsimSdpa, FastEqualsOracleAcrossProgramConfigs) {
   cases.push_back({"dh40", {1, 2, 96, 40}, {1, 2, 96, 40}, cfg(32, 32)});
   cases.push_back({"dh128", {1, 1, 64, 128}, {1, 1, 64, 128}, cfg(64, 32)});
   // Non-causal with a bfloat4_b mask, and K longer than Q.
-  Case mk{"mask", {1, 2, 64, 64}, {1, 2, 96, 64}, cfg(32, 32, false)};
+  PrefillCase mk{"mask", {1, 2, 64, 64}, {1, 2, 96, 64}, cfg(32, 32, false)};
   mk.mask = true;
   cases.push_back(mk);
   cases.push_back({"sk>sq", {1, 2, 64, 64}, {1, 2, 128, 64}, cfg(64, 64, false)});
-  for (const Case& c : cases) expect_fast_equals_oracle(c);
+  for (const PrefillCase& c : cases) expect_fast_equals_oracle(c);
 }
 
 TEST(TtsimSdpa, FastEqualsOracleAcrossComputeConfigsAndFormats) {
-  std::vector<Case> cases;
+  std::vector<PrefillCase> cases;
   for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4})
     for (bool fp32 : {false, true}) {
-      Case c{"fidelity x dst", {1, 2, 96, 64}, {1, 1, 96, 64}, cfg(32, 32)};
+      PrefillCase c{"fidelity x dst", {1, 2, 96, 64}, {1, 1, 96, 64}, cfg(32, 32)};
       c.cfg.compute.math_fidelity = f;
       c.cfg.compute.fp32_dest_acc_en = fp32;
       cases.push_back(c);
@@ -126,7 +100,7 @@ TEST(TtsimSdpa, FastEqualsOracleAcrossComputeConfigsAndFormats) {
   for (bool exp_approx : {false, true})
     for (bool approx : {false, true})
       for (bool fp32 : {false, true}) {
-        Case c{"exp x recip approx", {1, 1, 128, 64}, {1, 1, 128, 64}, cfg(32, 32)};
+        PrefillCase c{"exp x recip approx", {1, 1, 128, 64}, {1, 1, 128, 64}, cfg(32, 32)};
         c.cfg.exp_approx_mode = exp_approx;
         c.cfg.compute.math_approx_mode = approx;
         c.cfg.compute.fp32_dest_acc_en = fp32;
@@ -134,42 +108,42 @@ TEST(TtsimSdpa, FastEqualsOracleAcrossComputeConfigsAndFormats) {
       }
   for (DataFormat in : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b})
     for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Float32}) {
-      Case c{"formats", {1, 2, 64, 64}, {1, 2, 64, 64}, cfg(32, 32)};
+      PrefillCase c{"formats", {1, 2, 64, 64}, {1, 2, 64, 64}, cfg(32, 32)};
       c.fq = c.fkv = in;
       c.cfg.compute.output = out;
       c.cfg.compute.fp32_dest_acc_en = out == DataFormat::Float32;
       cases.push_back(c);
     }
-  Case precise{"bfp8 precise", {1, 1, 64, 64}, {1, 1, 64, 64}, cfg(32, 32)};
+  PrefillCase precise{"bfp8 precise", {1, 1, 64, 64}, {1, 1, 64, 64}, cfg(32, 32)};
   precise.cfg.compute.output = DataFormat::Bfp8_b;
   precise.cfg.compute.bfp8_pack_precise = true;
   cases.push_back(precise);
-  for (const Case& c : cases) expect_fast_equals_oracle(c);
+  for (const PrefillCase& c : cases) expect_fast_equals_oracle(c);
 }
 
 // Scores far beyond exp's range (inputs x30: |q.k| * scale ~ 1e3), tiny
 // inputs (1e-20: denormal products flush), a scale of 1, and rows of equal
 // scores.
 TEST(TtsimSdpa, FastEqualsOracleOnEdgeValues) {
-  std::vector<Case> cases;
+  std::vector<PrefillCase> cases;
   for (float s : {30.0f, 1e-20f, 1e10f}) {
-    Case c{"scaled inputs", {1, 2, 64, 64}, {1, 1, 64, 64}, cfg(32, 32)};
+    PrefillCase c{"scaled inputs", {1, 2, 64, 64}, {1, 1, 64, 64}, cfg(32, 32)};
     c.scale = s;
     cases.push_back(c);
     c.cfg.compute.fp32_dest_acc_en = true;
     cases.push_back(c);
   }
-  Case one{"scale 1", {1, 1, 64, 32}, {1, 1, 64, 32}, cfg(32, 32, false)};
+  PrefillCase one{"scale 1", {1, 1, 64, 32}, {1, 1, 64, 32}, cfg(32, 32, false)};
   one.cfg.scale = 1.0f;
   one.scale = 4.0f;
   cases.push_back(one);
-  for (const Case& c : cases) expect_fast_equals_oracle(c);
+  for (const PrefillCase& c : cases) expect_fast_equals_oracle(c);
   // Equal scores (Q zero): every row is the running mean of V's rows.
   const TileTensor q = to_tile_layout(std::vector<float>(64 * 32, 0.0f).data(), {1, 1, 64, 32}, DataFormat::Bfloat16);
   const TileTensor k = tiles({1, 1, 64, 32}, 4, DataFormat::Bfloat16), v = tiles({1, 1, 64, 32}, 5, DataFormat::Bfloat16);
   TileTensor want, got;
   tt_sdpa_oracle(q, k, v, nullptr, want, cfg(32, 32));
-  for (simd::Isa isa : vector_isas()) {
+  for (simd::Isa isa : simd::vector_isas()) {
     tt_sdpa(q, k, v, nullptr, got, cfg(32, 32), Exec{isa, nullptr});
     EXPECT_TRUE(same_bits(got, want));
   }
@@ -218,30 +192,30 @@ TEST(TtsimSdpa, RefusesWhatTheOpDoesNotTake) {
 // chunks the window misses entirely (their mask is all -inf), GQA and both
 // Dst modes; sinks below, near and far above the scores.
 TEST(TtsimSdpa, FastEqualsOracleWithSlidingWindowAndSink) {
-  std::vector<Case> cases;
+  std::vector<PrefillCase> cases;
   for (int64_t w : {1, 17, 32, 64, 100})
     for (bool causal : {true, false}) {
-      Case c{"window", {1, 2, 128, 64}, {1, 1, 128, 64}, cfg(32, 32, causal)};
+      PrefillCase c{"window", {1, 2, 128, 64}, {1, 1, 128, 64}, cfg(32, 32, causal)};
       c.cfg.sliding_window_size = w;
       cases.push_back(c);
     }
-  Case wide{"window, q 64 k 32, fp32 Dst", {1, 2, 192, 64}, {1, 2, 192, 64}, cfg(64, 32)};
+  PrefillCase wide{"window, q 64 k 32, fp32 Dst", {1, 2, 192, 64}, {1, 2, 192, 64}, cfg(64, 32)};
   wide.cfg.sliding_window_size = 40;
   wide.cfg.compute.fp32_dest_acc_en = true;
   cases.push_back(wide);
   for (float s : {-30.0f, 0.5f, 3.0f, 200.0f})
     for (bool fp32 : {false, true}) {
-      Case c{"sink", {1, 4, 96, 32}, {1, 2, 96, 32}, cfg(32, 32)};
+      PrefillCase c{"sink", {1, 4, 96, 32}, {1, 2, 96, 32}, cfg(32, 32)};
       c.cfg.attention_sink = {s, -s, 2 * s, 0.0f};
       c.cfg.compute.fp32_dest_acc_en = fp32;
       cases.push_back(c);
     }
-  Case both{"window and sink, exact rescale", {2, 2, 128, 64}, {2, 2, 128, 64}, cfg(32, 64)};
+  PrefillCase both{"window and sink, exact rescale", {2, 2, 128, 64}, {2, 2, 128, 64}, cfg(32, 64)};
   both.cfg.sliding_window_size = 48;
   both.cfg.attention_sink = {1.0f, 4.0f};
   both.cfg.exp_approx_mode = false;
   cases.push_back(both);
-  for (const Case& c : cases) expect_fast_equals_oracle(c);
+  for (const PrefillCase& c : cases) expect_fast_equals_oracle(c);
 }
 
 // A window of one key: every query sees itself only, so the output is V's

@@ -10,12 +10,13 @@
 
 #include "tensor/half.h"
 #include "ttsim/sfpu_mad.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
-const float kInf = std::numeric_limits<float>::infinity();
 float fb(uint32_t u) { return f32_from_bits(u); }
 uint32_t mad(uint32_t a, uint32_t b, uint32_t c) { return sfpu_mad_bits(a, b, c); }
 uint32_t fma_bits(uint32_t a, uint32_t b, uint32_t c) { return f32_bits(std::fmaf(fb(a), fb(b), fb(c))); }

@@ -7,12 +7,13 @@
 #include "backends/ttsim/ops/softmax/softmax_kernel.h"
 #include "tensor/half.h"
 #include "ttsim/sfpu.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
-const float kInf = std::numeric_limits<float>::infinity();
 float bf16_ulp(float x) { return std::ldexp(1.0f, std::ilogb(x) - 7); }
 }  // namespace
 

@@ -15,19 +15,13 @@
 #include "ttsim/sfpu.h"
 #include "util/thread_pool.h"
 #include "variants/variant.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
-
-::testing::AssertionResult same_bits(const std::vector<float>& want, const std::vector<float>& got) {
-  if (want.size() != got.size()) return ::testing::AssertionFailure() << "sizes differ";
-  for (size_t i = 0; i < want.size(); ++i)
-    if (f32_bits(want[i]) != f32_bits(got[i]))
-      return ::testing::AssertionFailure() << "element " << i << ": want " << want[i] << " got " << got[i];
-  return ::testing::AssertionSuccess();
-}
 
 TileTensor random_tiles(std::mt19937& rng, const Shape& shape, DataFormat f, float scale) {
   std::normal_distribution<float> n(0.0f, scale);

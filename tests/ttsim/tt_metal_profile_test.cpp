@@ -19,19 +19,18 @@
 #include "ttsim/revision.h"
 #include "ttsim/tile.h"
 #include "util/error.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::test;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 using json = nlohmann::json;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-std::string repo(const std::string& rel) { return source_dir() + "/" + rel; }
 bool file_exists(const std::string& p) { return std::ifstream(p).good(); }
 
-const Exec kOracle{simd::Isa::Scalar, nullptr};
 
 int64_t differing(const Tensor& a, const Tensor& b) {
   int64_t n = 0;

@@ -20,13 +20,14 @@
 #include "ttsim/sfpu.h"
 #include "util/error.h"
 #include "variants/variant.h"
+#include "ttsim_test_util.h"
 
 using namespace mha;
 using namespace mha::test;
+using namespace mha::ttsim_test;
 
 namespace {
 
-std::string repo(const std::string& rel) { return source_dir() + "/" + rel; }
 
 // Distance in bf16 steps between two bf16-exact floats of the same sign.
 int64_t bf16_ulps(float a, float b) {
@@ -52,7 +53,7 @@ void expect_error(const CommandResult& r, const std::string& needle) {
   EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
 }
 
-struct Built {
+struct Seed002Built {
   std::unique_ptr<Variant> v;
   AttentionSpec spec;
   AttentionInputs in;
@@ -62,8 +63,8 @@ struct Built {
 // are nn.Linear-initialised: with seed 002's torch.rand weights the scores
 // reach ~1e3 and exp overflows in a softmax without max subtraction, on the
 // device as here (docs/TTSIM.md), which says nothing about precision.
-Built seed002(const std::string& variant, int64_t hidden, int64_t heads, int64_t batch, int64_t seq) {
-  Built b;
+Seed002Built seed002(const std::string& variant, int64_t hidden, int64_t heads, int64_t batch, int64_t seq) {
+  Seed002Built b;
   b.v = make_variant(variant, ordered_json{{"hidden_size", hidden}, {"num_heads", heads}});
   ForwardOptions opt;
   TensorMap w = bind_weights(*b.v, b.v->init_torch(0), "init");
@@ -124,7 +125,7 @@ TEST(TtSimBackend, Seed002PipelinesPccBf16BeatsBfp8) {
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(variants[i]);
     // Small hidden size keeps the scores of torch.rand data inside exp's range.
-    Built b = seed002(variants[i], 64, 4, 2, 64);
+    Seed002Built b = seed002(variants[i], 64, 4, 2, 64);
     auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
     Tensor want = ref->run(b.spec, b.in, {}).output, got = tt->run(b.spec, b.in, {}).output;
     compare::Report rep = compare::compare(want, got, compare::Options{});
@@ -142,7 +143,7 @@ TEST(TtSimBackend, Seed002PipelinesPccBf16BeatsBfp8) {
 // context matmuls): the output moves, describe() reports it, and the
 // programs are keyed on it.
 TEST(TtSimBackend, Bfp8PackPreciseChangesTheFusedPipeline) {
-  Built b = seed002("ttnn_mha_fused", 64, 4, 1, 64);
+  Seed002Built b = seed002("ttnn_mha_fused", 64, 4, 1, 64);
   auto plain = make_backend("tt-sim", ordered_json::object(), "backend");
   auto precise = make_backend("tt-sim", ordered_json{{"bfp8_pack_precise", true}}, "backend");
   Tensor x = plain->run(b.spec, b.in, {}).output, y = precise->run(b.spec, b.in, {}).output;
@@ -156,7 +157,7 @@ TEST(TtSimBackend, Bfp8PackPreciseChangesTheFusedPipeline) {
 }
 
 TEST(TtSimBackend, ProgramCacheHitsOnLaterRuns) {
-  Built b = seed002("ttnn_mha", 64, 2, 1, 32);
+  Seed002Built b = seed002("ttnn_mha", 64, 2, 1, 32);
   auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
   tt->run(b.spec, b.in, {});
   CacheStats first = tt->cache_stats();
@@ -177,7 +178,7 @@ TEST(TtSimBackend, ProgramCacheHitsOnLaterRuns) {
 }
 
 TEST(TtSimBackend, FusedPipelineDescribesItsDtypes) {
-  Built b = seed002("ttnn_mha_fused", 64, 2, 1, 32);
+  Seed002Built b = seed002("ttnn_mha_fused", 64, 2, 1, 32);
   auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
   tt->run(b.spec, b.in, {});
   nlohmann::json d = tt->describe();
@@ -259,7 +260,7 @@ TEST(TtSimBackend, Seed002ShapeBf16AndBfp8PccAgainstFloat64) {
   const char* variants[2] = {"ttnn_mha", "ttnn_mha_fused"};
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(variants[i]);
-    Built b = seed002(variants[i], 1024, 16, 1, 384);
+    Seed002Built b = seed002(variants[i], 1024, 16, 1, 384);
     auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
     Tensor want = ref->run(b.spec, b.in, {}).output, got = tt->run(b.spec, b.in, {}).output;
     pcc[i] = compare::compare(want, got, compare::Options{}).pcc;
@@ -290,7 +291,6 @@ struct DeviceRun {
   }
 };
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -337,7 +337,7 @@ TEST(TtSimBackend, MaskRowBroadcastEqualsExpandedMask) {
     for (OpSequence ops : {OpSequence::Book, OpSequence::TtnnMha, OpSequence::TtnnMhaFused}) {
       SCOPED_TRACE(std::string(variant) + " on " + op_sequence_name(ops));
       if ((ops == OpSequence::TtnnMhaFused) != (std::string(variant) == "ttnn_mha_fused")) continue;
-      Built b = seed002(variant, 64, 2, 2, 40);
+      Seed002Built b = seed002(variant, 64, 2, 2, 40);
       b.spec.ops = ops;
       ASSERT_EQ(b.in.mask->shape(), (Shape{2, 1, 1, 40}));
       auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
@@ -356,7 +356,7 @@ TEST(TtSimBackend, MaskRowBroadcastEqualsExpandedMask) {
 // name: a renamed variant keeps its pipeline, and a book spec told to run
 // seed 002's ops gets that pipeline's defaults.
 TEST(TtSimBackend, PipelineFollowsTheSpecsOpSequence) {
-  Built b = seed002("ttnn_mha_fused", 64, 2, 1, 32);
+  Seed002Built b = seed002("ttnn_mha_fused", 64, 2, 1, 32);
   auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
   Tensor before = tt->run(b.spec, b.in, {}).output;
   AttentionSpec renamed = b.spec;
@@ -381,7 +381,7 @@ TEST(TtSimBackend, PipelineFollowsTheSpecsOpSequence) {
 // op sequence with a distinct key is refused with the reason, by
 // supports() and by run().
 TEST(TtSimBackend, SupportsGivesTheReason) {
-  Built b = seed002("ttnn_mha_fused", 64, 2, 1, 32);
+  Seed002Built b = seed002("ttnn_mha_fused", 64, 2, 1, 32);
   auto tt = make_backend("tt-sim", ordered_json::object(), "backend");
   EXPECT_FALSE(tt->supports(b.spec, b.in).has_value());
   TorchGenerator gen(5);
@@ -421,7 +421,7 @@ TEST(TtSimBackend, MutedScopesNest) {
 // one tile with L1 accumulation, which the program key says; `packer_l1_acc: false` switches to
 // spill/reload (exact through bf16 with a 16-bit Dst), so the outputs differ.
 TEST(TtSimBackend, MatmulKBlockingFollowsPackerL1Acc) {
-  Built b = seed002("ttnn_mha", 256, 4, 1, 64);
+  Seed002Built b = seed002("ttnn_mha", 256, 4, 1, 64);
   std::vector<float> out[2];
   for (int l1 = 0; l1 < 2; ++l1) {
     ttsim::TtDevice dev{ttsim::parse_tt_options(ordered_json{{"packer_l1_acc", l1 == 1}}, "backend")};
@@ -453,7 +453,7 @@ TEST(TtSimBackend, BlackholeDeviceSelectsItsArithmetic) {
   auto bh = make_backend("tt-sim", ordered_json{{"device", "blackhole"}}, "backend");
   auto bh_scalar = make_backend("tt-sim", ordered_json{{"device", "blackhole"}, {"kernels", "scalar"}}, "backend");
   for (const char* variant : {"ttnn_mha", "ttnn_mha_fused"}) {
-    Built b = seed002(variant, 64, 4, 1, 64);
+    Seed002Built b = seed002(variant, 64, 4, 1, 64);
     const std::vector<float> x = bh->run(b.spec, b.in, {}).output.to_f32(),
                              s = bh_scalar->run(b.spec, b.in, {}).output.to_f32();
     ASSERT_EQ(x.size(), s.size());

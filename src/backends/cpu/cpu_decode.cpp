@@ -50,7 +50,6 @@ namespace mha::cpu {
 
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr int64_t kMinChunk = 256;  // keys per chunk at least: below it the merge costs more than it spreads
 
 // y[out] = W[out, in] . x[in] + b, output columns split across the pool in

@@ -16,8 +16,6 @@ namespace mha::cpu {
 
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 // dst[c * ldd + r] = src[r * lds + c] for an 8x8 block.

@@ -13,6 +13,8 @@
 
 namespace mha::cpu {
 
+// exp(x) = exp2(x * log2(e)): the kernels' softmax works in base 2.
+constexpr float kLog2e = 1.4426950408889634f;
 // Shared by both kernels (cpu_flash_kernel.h), so block boundaries, and with
 // them the online softmax's bits, do not depend on the ISA.
 constexpr int64_t kBr = 96;  // queries per task: whole vectors of either ISA

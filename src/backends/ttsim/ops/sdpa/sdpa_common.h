@@ -16,6 +16,7 @@
 // Each step runs the lane models (kern == nullptr: the oracle) or the
 // vector kernels (bit-identical). Shared by SDPA prefill and decode.
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "ttsim/matrix_unit.h"
@@ -23,6 +24,9 @@
 #include "ttsim/simd/kernels.h"
 
 namespace mha::ttsim {
+
+// A masked score, and the running max before any key.
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // The compute config every step of one SDPA kernel runs under.
 struct TileMath {

@@ -25,8 +25,6 @@ namespace mha::ttsim {
 
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
 // A Float32 CB value as the unpacker puts it in Src with an fp32 Dst.
 float tf32(float x) { return unpack_to_src(x, DataFormat::Float32, true); }
 // An fp32 Dst value packed to a Float32 / Float16_b CB.

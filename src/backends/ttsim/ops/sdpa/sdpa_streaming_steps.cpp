@@ -19,8 +19,6 @@ namespace mha::ttsim {
 
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
 // The packer adding n values (a multiple of 32) onto bf16 ones in L1.
 void l1acc(float* l1, const float* x, int64_t n, const TileMath& tm) {
   if (tm.kern) {

@@ -1,0 +1,84 @@
+#pragma once
+// Helpers the tt-sim suites share (tests/ttsim/), written once: inputs drawn
+// from a seed and the bit-for-bit comparisons.
+// One definition each also lets the area's files compile in unity batches
+// (tests/CMakeLists.txt), where two files' helpers of one name would clash.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+#include "tensor/half.h"
+#include "tensor/tensor.h"
+#include "ttsim/exec.h"
+#include "ttsim/formats.h"
+#include "ttsim/tile.h"
+
+namespace mha::ttsim_test {
+
+using ttsim::DataFormat;
+using ttsim::TileTensor;
+
+// The scalar model: every fast path is held to it bit for bit.
+inline const ttsim::Exec kOracle{ttsim::simd::Isa::Scalar, nullptr};
+inline const float kInf = std::numeric_limits<float>::infinity();
+inline float bits(uint32_t u) { return f32_from_bits(u); }
+
+// n values of scale * N(0, 1) from seed.
+inline std::vector<float> normal(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = scale * d(g);
+  return v;
+}
+
+// A tensor of shape s of normal(seed, scale) values, in tile layout as f.
+inline TileTensor tiles(const Shape& s, uint32_t seed, DataFormat f, float scale = 1.0f) {
+  const std::vector<float> v = normal(shape_numel(s), seed, scale);
+  return ttsim::to_tile_layout(v.data(), s, f);
+}
+
+// Same shape and every float the same bits (so -0 != 0 and NaNs compare).
+inline ::testing::AssertionResult same_bits(const TileTensor& a, const TileTensor& b) {
+  if (a.shape != b.shape || a.data.size() != b.data.size())
+    return ::testing::AssertionFailure() << "shape " << shape_str(a.shape) << " vs " << shape_str(b.shape);
+  for (size_t i = 0; i < a.data.size(); ++i)
+    if (std::memcmp(&a.data[i], &b.data[i], 4) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << a.data[i] << " vs " << b.data[i];
+  return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult same_bits(const Tensor& got, const Tensor& want) {
+  if (got.shape() != want.shape())
+    return ::testing::AssertionFailure() << "shape " << shape_str(got.shape()) << " vs " << shape_str(want.shape());
+  if (got.dtype() != DType::F32 || want.dtype() != DType::F32) return ::testing::AssertionFailure() << "not float32";
+  const float *a = got.data<float>(), *b = want.data<float>();
+  for (int64_t i = 0; i < got.numel(); ++i)
+    if (std::memcmp(&a[i], &b[i], 4) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
+  return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult same_bits(const Tensor& got, const TileTensor& want) {
+  return same_bits(got, ttsim::to_tensor(want));
+}
+
+inline ::testing::AssertionResult same_bits(const std::vector<float>& want, const std::vector<float>& got) {
+  if (want.size() != got.size()) return ::testing::AssertionFailure() << "sizes differ";
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::memcmp(&want[i], &got[i], 4) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": want " << want[i] << " got " << got[i];
+  return ::testing::AssertionSuccess();
+}
+
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+// A path in the repository.
+inline std::string repo(const std::string& rel) { return test::source_dir() + "/" + rel; }
+
+}  // namespace mha::ttsim_test

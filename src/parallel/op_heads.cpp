@@ -13,7 +13,7 @@ namespace {
 
 using ttsim::OpRequest;
 
-std::string encode(const OpRequest& req) {
+std::string encode_op(const OpRequest& req) {
   Writer w;
   w.str(req.op);
   w.str(req.options.dump());
@@ -29,7 +29,7 @@ std::string encode(const OpRequest& req) {
   return w.bytes();
 }
 
-OpRequest decode(const std::string& bytes) {
+OpRequest decode_op(const std::string& bytes) {
   Reader r(bytes);
   OpRequest req;
   req.op = r.str();
@@ -71,7 +71,7 @@ ttsim::OpResult run_op_heads(const OpRequest& request, WorkerRelease& release) {
   std::vector<OpRequest> shares;
   for (int r = 0; r < n; ++r) shares.push_back(ttsim::op_heads_share(request, r, n));
   release.go(WorkerMode::Op);
-  for (int r = 1; r < n; ++r) send_bytes(encode(shares[r]), r);
+  for (int r = 1; r < n; ++r) send_bytes(encode_op(shares[r]), r);
   collectively([] {});  // the workers' receipt
   ttsim::OpResult res;
   collectively([&] { res = ttsim::run_tt_op(shares[0]); });
@@ -86,7 +86,7 @@ ttsim::OpResult run_op_heads(const OpRequest& request, WorkerRelease& release) {
 int serve_op_heads() {
   try {
     OpRequest req;
-    collectively([&] { req = decode(recv_bytes(0)); });
+    collectively([&] { req = decode_op(recv_bytes(0)); });
     ttsim::OpResult res;
     collectively([&] { res = ttsim::run_tt_op(req); });
     gather_outputs(res.output);

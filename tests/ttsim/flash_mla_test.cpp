@@ -20,6 +20,7 @@
 #include "backends/ttsim/ttsim_single_op.h"
 #include "io/tensor_file.h"
 #include "support/test_support.h"
+#include "ttsim_test_util.h"
 #include "ttsim/simd/kernels.h"
 #include "ttsim/tile.h"
 #include "util/error.h"
@@ -28,31 +29,13 @@
 using namespace mha;
 using namespace mha::test;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 using json = nlohmann::ordered_json;
 
 namespace {
 
-const Exec kOracle{simd::Isa::Scalar, nullptr};
 
-::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape()) return ::testing::AssertionFailure() << shape_str(a.shape()) << " vs " << shape_str(b.shape());
-  for (int64_t i = 0; i < a.numel(); ++i)
-    if (std::memcmp(a.data<float>() + i, b.data<float>() + i, 4) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a.data<float>()[i] << " vs "
-                                           << b.data<float>()[i];
-  return ::testing::AssertionSuccess();
-}
 
-::testing::AssertionResult same_bits(const TileTensor& a, const TileTensor& b) {
-  return same_bits(to_tensor(a), to_tensor(b));
-}
-
-std::vector<simd::Isa> vector_isas() {
-  std::vector<simd::Isa> v;
-  for (simd::Isa i : {simd::Isa::Avx2, simd::Isa::Avx512})
-    if (simd::kernels_for(i)) v.push_back(i);
-  return v;
-}
 
 // x [..., d] with columns [n, d) zeroed (keep = true) or x's first n
 // columns only (keep = false).
@@ -105,19 +88,6 @@ SdpaConfig mla_cfg(int64_t qc, int64_t kc, int64_t dv, bool causal = true) {
   return c;
 }
 
-// PCC of two equally long arrays.
-double pcc(const std::vector<double>& a, const std::vector<double>& b) {
-  double ma = 0, mb = 0;
-  for (size_t i = 0; i < a.size(); ++i) ma += a[i], mb += b[i];
-  ma /= static_cast<double>(a.size()), mb /= static_cast<double>(b.size());
-  double sab = 0, saa = 0, sbb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    sab += (a[i] - ma) * (b[i] - mb);
-    saa += (a[i] - ma) * (a[i] - ma);
-    sbb += (b[i] - mb) * (b[i] - mb);
-  }
-  return sab / std::sqrt(saa * sbb);
-}
 
 }  // namespace
 
@@ -185,7 +155,7 @@ TEST(FlashMlaPrefill, FastEqualsOracle) {
     TileTensor want;
     tt_sdpa_oracle(q, k, v, nullptr, want, c.cfg);
     EXPECT_EQ(want.shape, (Shape{c.q[0], c.q[1], c.q[2], c.cfg.head_dim_v})) << c.name;
-    for (simd::Isa isa : vector_isas()) {
+    for (simd::Isa isa : simd::vector_isas()) {
       static ThreadPool three(3);  // results never depend on the thread count
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &three}) {
         TileTensor got;
@@ -323,7 +293,7 @@ TEST(FlashMlaDecode, FastEqualsOracle) {
     cfg.compute.fp32_dest_acc_en = fp32;
     const TileTensor want = tt_sdpa_decode(q, k, k, {77}, nullptr, cfg, kOracle);
     EXPECT_EQ(want.shape, (Shape{1, 1, 128, 512}));
-    for (simd::Isa isa : vector_isas()) {
+    for (simd::Isa isa : simd::vector_isas()) {
       static ThreadPool three(3);
       EXPECT_TRUE(same_bits(tt_sdpa_decode(q, k, k, {77}, nullptr, cfg, Exec{isa, &three}), want))
           << simd::isa_name(isa) << " fp32 " << fp32;

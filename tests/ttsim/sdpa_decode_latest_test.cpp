@@ -19,6 +19,7 @@
 #include "backends/ttsim/ops/sdpa_decode/sdpa_decode_kernel.h"
 #include "io/tensor_file.h"
 #include "support/test_support.h"
+#include "ttsim_test_util.h"
 #include "ttsim/simd/kernels.h"
 #include "ttsim/tile.h"
 #include "util/error.h"
@@ -26,19 +27,10 @@
 
 using namespace mha;
 using namespace mha::ttsim;
+using namespace mha::ttsim_test;
 
 namespace {
 
-const Exec kOracle{simd::Isa::Scalar, nullptr};
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-TileTensor randn_tile(const Shape& s, DataFormat f, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (float& x : v) x = d(g);
-  return to_tile_layout(v.data(), s, f);
-}
 
 // A mask [b, 1, nh, S]: -inf on about a third of the positions (never all of
 // a row), else small values, in format f.
@@ -49,14 +41,6 @@ TileTensor random_mask(int64_t b, int64_t nh, int64_t S, DataFormat f, uint32_t 
   return to_tile_layout(m.data(), {b, 1, nh, S}, f);
 }
 
-::testing::AssertionResult same_bits(const TileTensor& a, const TileTensor& b) {
-  if (a.shape != b.shape || a.data.size() != b.data.size())
-    return ::testing::AssertionFailure() << "shape " << shape_str(a.shape) << " vs " << shape_str(b.shape);
-  for (size_t i = 0; i < a.data.size(); ++i)
-    if (std::memcmp(&a.data[i], &b.data[i], 4) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a.data[i] << " vs " << b.data[i];
-  return ::testing::AssertionSuccess();
-}
 
 int64_t differing(const TileTensor& a, const TileTensor& b) {
   int64_t n = 0;
@@ -215,12 +199,6 @@ TileTensor run_case(const LatestCase& c, const Operands& o, const Exec& ex) {
                         c.cfg, ex);
 }
 
-std::vector<simd::Isa> vector_isas() {
-  std::vector<simd::Isa> v;
-  for (simd::Isa i : {simd::Isa::Avx2, simd::Isa::Avx512})
-    if (simd::kernels_for(i)) v.push_back(i);
-  return v;
-}
 
 }  // namespace
 
@@ -235,7 +213,7 @@ TEST(TtsimSdpaDecodeLatest, FastEqualsOracleAcrossConfigs) {
   for (const LatestCase& c : latest_cases()) {
     const Operands o = operands(c);
     const TileTensor oracle = run_case(c, o, kOracle);
-    for (const simd::Isa isa : vector_isas())
+    for (const simd::Isa isa : simd::vector_isas())
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &three})
         EXPECT_TRUE(same_bits(run_case(c, o, Exec{isa, pool}), oracle))
             << c.name << " " << simd::isa_name(isa) << (pool ? " 3 threads" : "");

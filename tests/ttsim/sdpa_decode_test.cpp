@@ -27,13 +27,6 @@ namespace {
 
 const Exec kFast{};  // the best instruction set this CPU has
 
-TileTensor randn_tile(const Shape& s, DataFormat f, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-  for (float& x : v) x = d(g);
-  return to_tile_layout(v.data(), s, f);
-}
 
 // softmax(q k^T * scale) v over positions 0..cur_pos (with a window W > 0:
 // cur_pos - W + 1..cur_pos), in float64, for user b and q head h of caches
@@ -62,18 +55,6 @@ std::vector<double> reference_row(const TileTensor& q, const TileTensor& k, cons
   return out;
 }
 
-double pcc(const std::vector<double>& a, const std::vector<double>& b) {
-  double ma = 0, mb = 0;
-  for (size_t i = 0; i < a.size(); ++i) ma += a[i], mb += b[i];
-  ma /= a.size(), mb /= b.size();
-  double sab = 0, saa = 0, sbb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    sab += (a[i] - ma) * (b[i] - mb);
-    saa += (a[i] - ma) * (a[i] - ma);
-    sbb += (b[i] - mb) * (b[i] - mb);
-  }
-  return sab / std::sqrt(saa * sbb);
-}
 
 struct DecodeCase {
   const char* name;

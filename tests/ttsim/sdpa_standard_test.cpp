@@ -121,18 +121,18 @@ TEST(SdpaStandard, FastEqualsOracleAcrossShapesMasksAndFormats) {
 // partial last tiles: causal, and non-causal with the generated padding
 // mask on the last k chunk (whole padded tiles after the partial one too).
 TEST(SdpaStandard, FastEqualsOracleOnPaddedLengths) {
-  std::vector<Case> cs;
+  std::vector<StandardCase> cs;
   cs.push_back({"padded causal", {1, 2, 160, 64}, {1, 2, 160, 64}, latest_fp32(64, 128)});
   cs.push_back({"partial causal", {1, 2, 70, 64}, {1, 2, 70, 64}, latest_fp32(32, 64)});
   for (const auto& [name, q, kv, qc, kc] :
        {std::tuple<const char*, Shape, Shape, int64_t, int64_t>{"padded", {1, 2, 96, 64}, {1, 2, 224, 64}, 64, 128},
         {"partial", {1, 2, 70, 64}, {1, 2, 100, 64}, 64, 64},
         {"partial + padded tiles", {2, 2, 50, 32}, {2, 1, 40, 32}, 32, 128}}) {
-    Case c{name, q, kv, latest_fp32(qc, kc)};
+    StandardCase c{name, q, kv, latest_fp32(qc, kc)};
     c.cfg.is_causal = false;
     cs.push_back(c);
   }
-  for (const Case& c : cs) expect_fast_equals_oracle(c);
+  for (const StandardCase& c : cs) expect_fast_equals_oracle(c);
 }
 
 // A float32 Q enters the QK matmul as TF32 (the unpacker with an fp32 Dst):
@@ -140,7 +140,7 @@ TEST(SdpaStandard, FastEqualsOracleOnPaddedLengths) {
 // does.
 TEST(SdpaStandard, Float32QIsTf32) {
   for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Float32}) {
-    Case c{std::string("float32 Q -> ") + format_name(out), {1, 2, 96, 64}, {1, 1, 96, 64}, latest_fp32(32, 64)};
+    StandardCase c{std::string("float32 Q -> ") + format_name(out), {1, 2, 96, 64}, {1, 1, 96, 64}, latest_fp32(32, 64)};
     c.fq = DataFormat::Float32;
     c.fkv = DataFormat::Bfp8_b;
     c.cfg.compute.output = out;
@@ -167,15 +167,6 @@ TEST(SdpaStandard, Float32QIsTf32) {
   EXPECT_FALSE(same_bits(high, want));
 }
 
-// The first n rows of x's values, tiled again (rows quantise independently).
-static TileTensor first_rows(const TileTensor& x, int64_t n) {
-  Shape s = x.shape;
-  s[2] = n;
-  std::vector<float> v;
-  for (int64_t b = 0; b < x.batch; ++b)
-    for (int64_t r = 0; r < n; ++r) v.insert(v.end(), x.matrix(b) + r * x.pcols, x.matrix(b) + r * x.pcols + x.cols);
-  return to_tile_layout(v.data(), s, x.format);
-}
 
 // The padding mask does what a given mask of 0 / -inf at the first padded
 // key does (the same ELWADD onto TF32 scores), and padded query rows never
@@ -314,7 +305,7 @@ TEST(SdpaStandard, TracksFloat64Attention) {
 // and no value.
 TEST(SdpaStandard, AttentionSink) {
   for (bool causal : {true, false}) {
-    Case c{std::string("sink") + (causal ? " causal" : ""), {1, 4, 96, 64}, {1, 2, 96, 64}, latest_fp32(32, 64)};
+    StandardCase c{std::string("sink") + (causal ? " causal" : ""), {1, 4, 96, 64}, {1, 2, 96, 64}, latest_fp32(32, 64)};
     c.cfg.is_causal = causal;
     c.cfg.attention_sink = {0.5f, -3.0f, 12.0f, 40.0f};
     expect_fast_equals_oracle(c);

@@ -140,16 +140,6 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossProgramConfigs) {
   for (const StreamingCase& c : cases) expect_fast_equals_oracle(c);
 }
 
-// The first n rows of x's values, tiled again (the same values: rows are
-// quantised independently).
-static TileTensor first_rows(const TileTensor& x, int64_t n) {
-  Shape s = x.shape;
-  s[2] = n;
-  std::vector<float> v;
-  for (int64_t b = 0; b < x.batch; ++b)
-    for (int64_t r = 0; r < n; ++r) v.insert(v.end(), x.matrix(b) + r * x.pcols, x.matrix(b) + r * x.pcols + x.cols);
-  return to_tile_layout(v.data(), s, x.format);
-}
 
 // A partial last tile, as the writer's partial tile masks it: 40 keys give
 // the bits of 64 keys under a given mask that is 0 on the first 40 and -inf

@@ -5,6 +5,7 @@
 // (tests/CMakeLists.txt), where two files' helpers of one name would clash.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -75,6 +76,39 @@ inline ::testing::AssertionResult same_bits(const std::vector<float>& want, cons
     if (std::memcmp(&want[i], &got[i], 4) != 0)
       return ::testing::AssertionFailure() << "element " << i << ": want " << want[i] << " got " << got[i];
   return ::testing::AssertionSuccess();
+}
+
+// Normal values (stddev `scale`, seed) in format f, tiled.
+inline TileTensor randn_tile(const Shape& s, DataFormat f, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+  for (float& x : v) x = d(g);
+  return ttsim::to_tile_layout(v.data(), s, f);
+}
+
+// The first n rows of x's values, tiled again (rows quantise independently).
+inline TileTensor first_rows(const TileTensor& x, int64_t n) {
+  Shape s = x.shape;
+  s[2] = n;
+  std::vector<float> v;
+  for (int64_t b = 0; b < x.batch; ++b)
+    for (int64_t r = 0; r < n; ++r) v.insert(v.end(), x.matrix(b) + r * x.pcols, x.matrix(b) + r * x.pcols + x.cols);
+  return ttsim::to_tile_layout(v.data(), s, x.format);
+}
+
+// Pearson correlation of two equally long arrays.
+inline double pcc(const std::vector<double>& a, const std::vector<double>& b) {
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < a.size(); ++i) ma += a[i], mb += b[i];
+  ma /= static_cast<double>(a.size()), mb /= static_cast<double>(b.size());
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    sab += (a[i] - ma) * (b[i] - mb);
+    saa += (a[i] - ma) * (a[i] - ma);
+    sbb += (b[i] - mb) * (b[i] - mb);
+  }
+  return sab / std::sqrt(saa * sbb);
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

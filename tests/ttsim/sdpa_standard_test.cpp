@@ -174,10 +174,7 @@ TEST(SdpaStandard, Float32QIsTf32) {
 TEST(SdpaStandard, PaddedKeysAreMaskedAndPaddedRowsDropped) {
   const TileTensor q = tiles({1, 2, 64, 64}, 21, DataFormat::Bfloat16), k = tiles({1, 1, 64, 64}, 22, DataFormat::Bfp8_b),
                    v = tiles({1, 1, 64, 64}, 23, DataFormat::Bfloat16);
-  std::vector<float> mv(64 * 64);
-  for (int64_t i = 0; i < 64; ++i)
-    for (int64_t j = 0; j < 64; ++j) mv[static_cast<size_t>(i * 64 + j)] = j < 40 ? 0.0f : -std::numeric_limits<float>::infinity();
-  const TileTensor mask = to_tile_layout(mv.data(), {1, 1, 64, 64}, DataFormat::Bfloat16);
+  const TileTensor mask = key_mask(64, 64, 40, DataFormat::Bfloat16);
   for (int64_t kc : {32, 64}) {
     SdpaConfig c = latest_fp32(32, kc);
     c.is_causal = false;

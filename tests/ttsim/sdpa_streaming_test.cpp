@@ -140,7 +140,6 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossProgramConfigs) {
   for (const StreamingCase& c : cases) expect_fast_equals_oracle(c);
 }
 
-
 // A partial last tile, as the writer's partial tile masks it: 40 keys give
 // the bits of 64 keys under a given mask that is 0 on the first 40 and -inf
 // on the rest (stamped on every tile by the same L1 accumulation); padded
@@ -148,10 +147,7 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossProgramConfigs) {
 TEST(TtsimSdpaStreaming, PartialLastTileIsMaskedAsTheWriterMasksIt) {
   const TileTensor q = tiles({1, 2, 64, 64}, 21, DataFormat::Bfloat16), k = tiles({1, 1, 64, 64}, 22, DataFormat::Bfp8_b),
                    v = tiles({1, 1, 64, 64}, 23, DataFormat::Bfloat16);
-  std::vector<float> mv(64 * 64);
-  for (int64_t i = 0; i < 64; ++i)
-    for (int64_t j = 0; j < 64; ++j) mv[static_cast<size_t>(i * 64 + j)] = j < 40 ? 0.0f : -std::numeric_limits<float>::infinity();
-  const TileTensor mask = to_tile_layout(mv.data(), {1, 1, 64, 64}, DataFormat::Bfloat16);
+  const TileTensor mask = key_mask(64, 64, 40, DataFormat::Bfloat16);
   for (int64_t kc : {32, 64}) {
     TileTensor want, got;
     tt_sdpa_streaming_oracle(q, k, v, &mask, want, chunks(32, kc, false));

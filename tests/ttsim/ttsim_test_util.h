@@ -97,6 +97,15 @@ inline TileTensor first_rows(const TileTensor& x, int64_t n) {
   return ttsim::to_tile_layout(v.data(), s, x.format);
 }
 
+// A [1, 1, rows, cols] mask in format f: 0 on the first `valid` keys of
+// every row, -inf on the rest.
+inline TileTensor key_mask(int64_t rows, int64_t cols, int64_t valid, DataFormat f) {
+  std::vector<float> m(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) m[static_cast<size_t>(i * cols + j)] = j < valid ? 0.0f : -kInf;
+  return ttsim::to_tile_layout(m.data(), {1, 1, rows, cols}, f);
+}
+
 // Pearson correlation of two equally long arrays.
 inline double pcc(const std::vector<double>& a, const std::vector<double>& b) {
   double ma = 0, mb = 0;

@@ -15,6 +15,17 @@ RotaryAttributes rotary_params(const nlohmann::ordered_json& p) {
   return a;
 }
 
+// The rotary ops' compute config: TT-NN's defaults (HiFi4, fp32 Dst off)
+// under the call's flags and device.
+void rotary_compute(const OpCall& c, ComputeConfig& cfg) {
+  cfg.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi4);
+  cfg.math_approx_mode = c.opt.math_approx_mode.value_or(true);
+  cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
+  apply_device(cfg, c.opt);
+  cfg.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
+  cfg.output = c.out_format;
+}
+
 void check_rotary(const OpCheck& c) {
   require_4d(c, "rotary-llama");
   rotary_params(c.params);
@@ -23,12 +34,7 @@ void check_rotary(const OpCheck& c) {
 TileTensor run_rotary_op(OpCall& c) {
   RotaryAttributes at = rotary_params(c.params);
   ComputeConfig& cfg = at.compute;
-  cfg.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi4);
-  cfg.math_approx_mode = c.opt.math_approx_mode.value_or(true);
-  cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
-  apply_device(cfg, c.opt);
-  cfg.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
-  cfg.output = c.out_format;
+  rotary_compute(c, cfg);
   const TileTensor trans = c.in.size() == 4 ? c.in[3] : rotary_llama_trans_mat(c.in[0].format);
   TileTensor out = run_rotary_llama(c.dev, c.in[0], c.in[1], c.in[2], trans, at);
   c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.math_fidelity)},
@@ -47,12 +53,7 @@ TileTensor run_rotary_fused_op(OpCall& c) {
   RotaryAttributes at;
   at.is_decode_mode = true;
   ComputeConfig& cfg = at.compute;
-  cfg.math_fidelity = c.opt.math_fidelity.value_or(MathFidelity::HiFi4);
-  cfg.math_approx_mode = c.opt.math_approx_mode.value_or(true);
-  cfg.fp32_dest_acc_en = c.opt.fp32_dest_acc_en.value_or(false);
-  apply_device(cfg, c.opt);
-  cfg.bfp8_pack_precise = c.opt.bfp8_pack_precise.value_or(false);
-  cfg.output = c.out_format;
+  rotary_compute(c, cfg);
   const TileTensor trans = c.in.size() == 5 ? c.in[4] : rotary_llama_trans_mat(c.in[0].format);
   TileTensor out = run_rotary_llama_fused_qk(c.dev, c.in[0], c.in[1], c.in[2], c.in[3], trans, at);
   c.info["compute_kernel_config"] = {{"math_fidelity", fidelity_name(cfg.math_fidelity)},

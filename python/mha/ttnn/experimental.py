@@ -71,11 +71,9 @@ def rotary_embedding_llama_fused_qk(q_input_tensor, k_input_tensor, cos_cache, s
                  for part, src in ((v[:, :, :nh], q_input_tensor), (v[:, :, nh:], k_input_tensor)))
 
 
-def paged_fused_update_cache(cache_tensor1, input_tensor1, cache_tensor2, input_tensor2, *, update_idxs=None,
-                             update_idxs_tensor=None, share_cache=None, page_table=None, batch_offset=0,
-                             compute_kernel_config=None, mesh_coords=None):
-    """Both caches updated in one program (`mha op paged-fused-update-cache`), in place."""
-    op = "experimental.paged_fused_update_cache"
+def _update_params(op, update_idxs, update_idxs_tensor, share_cache, page_table, batch_offset, mesh_coords):
+    """paged_update_cache's arguments (and the fused op's) as the op's params,
+    refusing in one line what tt-sim does not model."""
     if share_cache:
         not_modelled(op, "share_cache=True")
     if mesh_coords is not None:
@@ -91,6 +89,15 @@ def paged_fused_update_cache(cache_tensor1, input_tensor1, cache_tensor2, input_
     params = {"cur_pos": pos}
     if page_table is not None:
         params["page_table"] = page_table.values().tolist()
+    return params
+
+
+def paged_fused_update_cache(cache_tensor1, input_tensor1, cache_tensor2, input_tensor2, *, update_idxs=None,
+                             update_idxs_tensor=None, share_cache=None, page_table=None, batch_offset=0,
+                             compute_kernel_config=None, mesh_coords=None):
+    """Both caches updated in one program (`mha op paged-fused-update-cache`), in place."""
+    op = "experimental.paged_fused_update_cache"
+    params = _update_params(op, update_idxs, update_idxs_tensor, share_cache, page_table, batch_offset, mesh_coords)
     out = run_op(op, "paged-fused-update-cache", [cache_tensor1, input_tensor1, cache_tensor2, input_tensor2],
                  compute_kernel_config=compute_kernel_config, params=params)
     both = out.values()
@@ -107,21 +114,7 @@ def _write_back(cache, out):
 def paged_update_cache(cache_tensor, input_tensor, *, update_idxs=None, update_idxs_tensor=None, share_cache=None,
                        page_table=None, batch_offset=0, compute_kernel_config=None, mesh_coords=None):
     op = "experimental.paged_update_cache"
-    if share_cache:
-        not_modelled(op, "share_cache=True")
-    if mesh_coords is not None:
-        not_modelled(op, "the argument mesh_coords")
-    if batch_offset:
-        not_modelled(op, f"batch_offset={batch_offset}")
-    if update_idxs_tensor is not None:
-        pos = [int(x) for x in update_idxs_tensor.values().reshape(-1).tolist()]
-    elif update_idxs:
-        pos = [int(x) for x in update_idxs]
-    else:
-        raise Error(f"ttnn.{op}: expected update_idxs (a list) or update_idxs_tensor")
-    params = {"cur_pos": pos}
-    if page_table is not None:
-        params["page_table"] = page_table.values().tolist()
+    params = _update_params(op, update_idxs, update_idxs_tensor, share_cache, page_table, batch_offset, mesh_coords)
     out = run_op(op, "update-cache", [cache_tensor, input_tensor], compute_kernel_config=compute_kernel_config,
                  params=params)
     return _write_back(cache_tensor, out)

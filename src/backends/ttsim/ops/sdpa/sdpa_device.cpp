@@ -3,6 +3,7 @@
 
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
 #include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
+#include "backends/ttsim/ops/sdpa/sdpa_window.h"
 
 #include "util/error.h"
 
@@ -88,6 +89,10 @@ void sdpa_note_flags(TtDevice& dev, const SdpaConfig& cfg) {
     return;
   }
   const TtMetal t = cfg.compute.tt_metal;
+  if (t == TtMetal::Latest) {  // the fp32-Dst program's window mask (issue 27 item 6: a wrong result reproduced)
+    const std::string w = sdpa_window_generated_note(cfg);
+    if (!w.empty()) dev.note(w);
+  }
   if (!cfg.exp_approx_mode)
     dev.note(std::string("exp_approx_mode=false does not reach the score exp at tt_metal ") + tt_metal_name(t) +
              (t == TtMetal::Latest ? " (tt-metal #56710)" : " (the kernel's exp_tile<true>)"));

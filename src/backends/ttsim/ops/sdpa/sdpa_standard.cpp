@@ -12,6 +12,7 @@
 
 #include "backends/ttsim/ops/sdpa/sdpa_common.h"
 #include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
+#include "backends/ttsim/ops/sdpa/sdpa_window.h"
 #include "backends/ttsim/ttsim_device.h"
 #include "tensor/half.h"
 #include "ttsim/kblock.h"
@@ -84,7 +85,9 @@ void std_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32
 // QK = Q_chunk @ K_chunk^T into qk_im (Float32), then QK += mask: the
 // lightweight causal palette stamped by L1 accumulation (-inf right of the
 // diagonal tile, the diagonal tile's 0 / -inf) on chunks that reach the
-// diagonal, or a given mask by ELWADD on every chunk.
+// diagonal, or a given mask by ELWADD on every chunk; with a window, the
+// writer's generated window mask (Bfp4_b: 0 and -inf exact) by ELWADD on
+// every chunk (apply_mask is true for all of them; none is skipped).
 void scores(const Job& j, int64_t nb, int64_t bh, int64_t kvh, int64_t q_low, int64_t k_low, const TileMath& tm,
             Scratch& s) {
   const int64_t QC = j.QC, KC = j.KC, q_pos = j.chunk_start + q_low;  // the mask's frame: sequence positions
@@ -99,6 +102,17 @@ void scores(const Job& j, int64_t nb, int64_t bh, int64_t kvh, int64_t q_low, in
   if (j.mask) {
     const int64_t mh = j.mask->shape[1] == 1 ? nb : bh;
     for (int64_t r = 0; r < QC; ++r) add_mask_row(r, j.mask->matrix(mh) + (q_low + r) * j.mask->pcols + k_low);
+  } else if (j.cfg.sliding_window_size > 0) {
+    s.row.resize(static_cast<size_t>(KC));
+    for (int64_t r = 0; r < QC; ++r) {
+      const int64_t qp = q_pos + r;
+      for (int64_t c = 0; c < KC; ++c)
+        s.row[static_cast<size_t>(c)] = sdpa_window_generated_masks(j.cfg.sliding_window_size, qp / kTile,
+                                                                    (k_low + c) / kTile, qp % kTile, (k_low + c) % kTile)
+                                            ? kNegInf
+                                            : 0.0f;
+      add_mask_row(r, s.row.data());
+    }
   } else if (j.padded_mask) {
     // use_padded_mask: on the last k chunk only, the writer's generated
     // mask (Bfp4_b; its 0 and -inf are exact): -inf on keys past s_k.
@@ -317,8 +331,10 @@ Job make_job(const StreamingInputs& in, int64_t q_rows, const SdpaConfig& cfg, i
 }  // namespace
 
 std::string sdpa_standard_gap(const SdpaConfig& cfg) {
-  const std::string at = " at tt_metal latest with fp32_dest_acc_en";
-  if (cfg.sliding_window_size > 0) return "sliding_window_size is not modelled" + at;
+  if (cfg.sliding_window_size > 0 && !cfg.is_causal)
+    return "sliding_window_size with is_causal=false is not modelled at tt_metal latest with fp32_dest_acc_en: its "
+           "writer generates window masks only up to each q chunk's diagonal while the kernel adds one to every k "
+           "chunk (fp32_dest_acc_en off runs it)";
   return "";
 }
 
@@ -329,6 +345,7 @@ int64_t sdpa_standard_cb_bytes(const TileTensor& q, const TileTensor& k, const T
   int64_t b = sq * dht * tile_bytes(q.format) * 2 + sk * (dht * tile_bytes(k.format) + vdht * tile_bytes(v.format)) * 2;
   const bool padded = q.rows % cfg.q_chunk_size != 0 || k.rows % cfg.k_chunk_size != 0;
   if (mask) b += sq * sk * tile_bytes(mask->format) * 2;
+  else if (cfg.sliding_window_size > 0) b += sq * sk * tile_bytes(DataFormat::Bfp4_b) * 2;  // the generated mask
   else if (cfg.is_causal) b += 2 * bf16;  // the lightweight palette: -inf, diagonal
   else if (padded) b += sq * sk * tile_bytes(DataFormat::Bfp4_b) * 2;  // the generated padding mask
   if (!cfg.attention_sink.empty()) b += sq * bf16;                     // the sink, one tile per q row tile

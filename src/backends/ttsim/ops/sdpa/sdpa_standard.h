@@ -21,7 +21,9 @@
 //   - 1/sum is the legacy-compatible reciprocal on the first column, on
 //     the device's own multiply-add (Wormhole or Blackhole);
 //   - an attention sink enters after the row sums' reduction, as a virtual
-//     key compared with the unscaled max and scaled in the exp.
+//     key compared with the unscaled max and scaled in the exp;
+//   - a causal sliding window is the writer's generated Bfp4_b mask added to
+//     every k chunk (none is skipped; sdpa_window.h).
 // Lengths that are not multiples of the chunk sizes (or of 32) are padded
 // to whole chunks with zeros; causal, the diagonal hides the padded keys,
 // else the writer's generated padding mask (use_padded_mask, Bfp4_b 0 /
@@ -38,9 +40,9 @@
 
 namespace mha::ttsim {
 
-// What this kernel's emulation does not cover yet ("" when it does): a
-// sliding window. The device operation
-// refuses it in one line.
+// What this program cannot run ("" when it can): a non-causal sliding
+// window (the 15a15bf5 writer would not generate the masks its kernel
+// waits for). The device operation refuses it in one line.
 std::string sdpa_standard_gap(const SdpaConfig& cfg);
 
 // Circular buffers per core in the factory's formats (qk_im and sums

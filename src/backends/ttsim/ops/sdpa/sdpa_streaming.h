@@ -30,9 +30,10 @@ SdpaStreamingPlan sdpa_streaming_plan(const SdpaConfig& cfg);
 // Sequence lengths need not be multiples of the chunk sizes nor of 32 (the
 // kernel pads them; a partial last key tile is masked by the writer's
 // partial tile), except with a given mask; the chunk sizes must satisfy the
-// kernel's static_asserts; sliding windows and attention sinks are not
-// emulated on this path. chunk_start > 0 (chunked prefill) takes the
-// chunked rules of sdpa_problem instead of the padding.
+// kernel's static_asserts; attention sinks are not emulated on this path;
+// a non-causal window must reach K from every q chunk. chunk_start > 0
+// (chunked prefill) takes the chunked rules of sdpa_problem instead of the
+// padding.
 std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
                                    const SdpaConfig& cfg, int64_t chunk_start = 0);
 

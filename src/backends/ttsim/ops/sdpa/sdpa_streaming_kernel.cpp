@@ -5,6 +5,7 @@
 
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
 #include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
+#include "backends/ttsim/ops/sdpa/sdpa_window.h"
 #include "backends/ttsim/ttsim_device.h"
 #include "util/error.h"
 
@@ -23,6 +24,18 @@ std::pair<int64_t, int64_t> largest_subblock(int64_t h_tiles, int64_t w_tiles, i
   for (auto [h, w] : kChoices)
     if (h * w <= 8 && h <= max_h && h_tiles % h == 0 && w_tiles % w == 0) return {h, w};
   return {1, 1};
+}
+
+// A non-causal window on keys that end more than W/2 before the last
+// queries leaves their q chunk no key chunk to read: the kernel would run
+// no loop for it and write no output.
+std::string window_problem(const Shape& q, const Shape& k, const SdpaConfig& cfg) {
+  if (cfg.sliding_window_size <= 0 || cfg.is_causal) return "";
+  const int64_t qc = cfg.q_chunk_size, kc = cfg.k_chunk_size, nq = (q[2] + qc - 1) / qc, nk = (k[2] + kc - 1) / kc;
+  const SdpaKRange r = sdpa_streaming_k_range(cfg, (nq - 1) * (qc / kTile), qc / kTile, kc / kTile, nk);
+  if (r.begin < r.end) return "";
+  return "sliding_window_size " + std::to_string(cfg.sliding_window_size) + " with is_causal=false: the last q chunk's " +
+         "window holds none of K's " + std::to_string(k[2]) + " keys (the kernel would read no key chunk for it)";
 }
 
 }  // namespace
@@ -80,10 +93,10 @@ std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& 
     if (!head_dim().empty()) return head_dim();
     return sdpa_problem(q, k, v, mask, cfg, chunk_start);
   }
-  if (cfg.sliding_window_size != 0) return "sliding_window_size is not emulated on the streaming kernel";
   if (!cfg.attention_sink.empty()) return "attention_sink is not emulated on the streaming kernel";
   const std::string p = sdpa_padded_problem(q, k, v, mask, cfg);
-  return p.empty() ? head_dim() : p;
+  if (!p.empty()) return p;
+  return head_dim().empty() ? window_problem(q, k, cfg) : head_dim();
 }
 
 int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v,
@@ -91,11 +104,13 @@ int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const 
   const int64_t sq = cfg.q_chunk_size / kTile, sk = cfg.k_chunk_size / kTile;
   const int64_t dht = q.pcols / kTile, vdht = v.pcols / kTile, bf16 = tile_bytes(DataFormat::Bfloat16);
   const bool padded_k = !cfg.is_causal && k.rows % cfg.k_chunk_size != 0;
-  // -inf tile, causal diagonal, the partial tile (k_partial_col, non-causal)
-  const int64_t palette = 1 + (cfg.is_causal ? 1 : 0) + (padded_k && k.rows % kTile != 0 ? 1 : 0);
+  // -inf tile, causal diagonal or the window's four edge tiles, the partial
+  // tile (k_partial_col, non-causal)
+  const bool window = cfg.sliding_window_size > 0;
+  const int64_t palette = 1 + (window ? 4 : cfg.is_causal ? 1 : 0) + (padded_k && k.rows % kTile != 0 ? 1 : 0);
   int64_t b = sq * dht * tile_bytes(q.format) * 2 + sk * (dht * tile_bytes(k.format) + vdht * tile_bytes(v.format)) * 2;
   if (mask) b += sq * sk * 2 * tile_bytes(mask->format);
-  else if (cfg.is_causal || padded_k) b += palette * bf16;
+  else if (cfg.is_causal || padded_k || window) b += palette * bf16;
   const int64_t out_h = largest_subblock(sq, vdht, 2).first;
   // identity_scale_in and col_identity in scalar_df (Float32 with a float32 Q)
   const int64_t scalar = tile_bytes(q.format == DataFormat::Float32 ? DataFormat::Float32 : DataFormat::Bfloat16);

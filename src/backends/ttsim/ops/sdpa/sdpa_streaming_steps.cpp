@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backends/ttsim/ops/sdpa/sdpa_window.h"
 #include "ttsim/kblock.h"
 #include "ttsim/matrix_unit.h"
 #include "ttsim/packer.h"
@@ -61,7 +62,8 @@ int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 // above) where a row tile meets its key tile, a given mask everywhere.
 // Non-causal keys ending inside a tile (k_partial_col = s_k % 32) stamp the
 // writer's partial tile there (fill_vertical_tile_bf16: 0 left of the
-// column, -inf from it); causal masks those keys by its diagonal.
+// column, -inf from it); causal masks those keys by its diagonal. A
+// sliding window adds its stamps (sdpa_window.h) on the same tiles.
 void mask_chunk(const StreamingRun& r, int64_t bh, int64_t q_low, int64_t k_low, StreamingWork& w) {
   const int64_t KC = r.KC, kt_valid = (r.in.s_k + kTile - 1) / kTile, partial_col = r.in.s_k % kTile;
   const float* given = nullptr;
@@ -81,10 +83,13 @@ void mask_chunk(const StreamingRun& r, int64_t bh, int64_t q_low, int64_t k_low,
       const bool neginf = r.cfg.is_causal ? kt > qt : kt >= kt_valid;
       const bool diag = r.cfg.is_causal && kt == qt;
       const bool partial = !r.cfg.is_causal && partial_col > 0 && kt == kt_valid - 1;
-      if (!neginf && !diag && !partial) continue;
+      const bool window = sdpa_window_stamps_tile(r.cfg, qt, kt);
+      if (!neginf && !diag && !partial && !window) continue;
       for (int64_t c = 0; c < kTile; ++c)
-        w.row[static_cast<size_t>(c)] =
-            neginf || (diag && c > qp % kTile) || (partial && c >= partial_col) ? kNegInf : 0.0f;
+        w.row[static_cast<size_t>(c)] = neginf || (diag && c > qp % kTile) || (partial && c >= partial_col) ||
+                                                (window && sdpa_window_stamp_masks(r.cfg, qt, kt, qp % kTile, c))
+                                            ? kNegInf
+                                            : 0.0f;
       l1acc(x, w.row.data(), kTile, r.tm);
     }
   }
@@ -264,17 +269,18 @@ void streaming_q_chunk(const StreamingRun& r, int64_t bh, int64_t qc, StreamingW
   w.ident.assign(static_cast<size_t>(kTile * kTile), 0.0f);
   for (int64_t k = 0; k < kTile; ++k) w.ident[static_cast<size_t>(k * kTile)] = 1.0f;  // column 0 of ones
   // A causal q chunk visits the k chunks up to its last row's diagonal
-  // (chunked: at its sequence position, the q chunk offset added).
-  const int64_t nk_all = r.in.k.rows / KC;
-  const int64_t nk = r.cfg.is_causal ? std::min(nk_all, (r.chunk_start + q_low + QC + KC - 1) / KC) : nk_all;
+  // (chunked: at its sequence position, the q chunk offset added); a
+  // window narrows the range to the chunks it reaches.
+  const SdpaKRange kr =
+      sdpa_streaming_k_range(r.cfg, (r.chunk_start + q_low) / kTile, QC / kTile, KC / kTile, r.in.k.rows / KC);
   const float* Q = r.in.q.matrix(bh) + q_low * r.D;
-  for (int64_t kc = 0; kc < nk; ++kc) {
+  for (int64_t kc = kr.begin; kc < kr.end; ++kc) {
     const int64_t k_low = kc * KC;
     sdpa_matmul(Q, r.D, QC, r.D, r.in.k.matrix(kvh) + k_low * r.D, 1, r.D, KC, r.tm, w.s, w.S.data(), KC);
     mask_chunk(r, bh, q_low, k_low, w);
-    softmax_rows(r, kc == 0, w);
+    softmax_rows(r, kc == kr.begin, w);
     pv_chunk(r, kvh, k_low, w);
-    if (kc > 0) rescale(r, w);
+    if (kc > kr.begin) rescale(r, w);
     std::swap(w.m_prev, w.m_cur);
     std::swap(w.sum_prev, w.sum_cur);
     std::swap(w.o_prev, w.o_cur);

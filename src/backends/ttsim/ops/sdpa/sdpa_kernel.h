@@ -24,8 +24,9 @@ struct SdpaConfig {
   std::optional<float> scale;  // unset: 1/sqrt(dh) in float32
   // sliding_window_size (0: none), as tt-metal's later SDPA defines it: a
   // causal query at q sees keys [q - W + 1, q], a non-causal one
-  // [q - W/2, q + W/2]. The kernel adds the window mask to every visited
-  // chunk (it skips no chunk for the window).
+  // [q - W/2, q + W/2]. The 2024 kernel adds the window mask to every
+  // visited chunk (it skips no chunk for the window); at latest see
+  // sdpa_window.h (the streaming kernel skips the chunks outside it).
   int64_t sliding_window_size = 0;
   // attention_sink: one logit per query head (empty: none), in the units of
   // the unscaled scores, as bf16 values. After the last key chunk it enters

@@ -73,7 +73,9 @@ TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor&
   const int64_t cb = latest ? cb_bytes_latest(q, k, v, mask, chunk,
                                               sdpa_decode_grid(cfg, q.shape[1], k.shape[1]).cores_per_head, cfg)
                             : sdpa_decode_cb_bytes(q, k, v, chunk, cfg);
-  check_cb_budget(dev, op, cb, "a smaller k_chunk_size fits");
+  check_cb_budget(dev, op, cb,
+                  latest ? "a smaller k_chunk_size or max_cores_per_head_batch (the tree's receive buffer) fits"
+                         : "a smaller k_chunk_size fits");
   // The caches are the model's resident buffers; the op allocates only its
   // output, which the next op's memory check counts.
   std::vector<const TileTensor*> ins = {&q, &k};

@@ -32,8 +32,8 @@ SdpaStreamingPlan sdpa_streaming_plan(const SdpaConfig& cfg);
 // partial tile), except with a given mask; the chunk sizes must satisfy the
 // kernel's static_asserts; sliding windows are not emulated on this path
 // (an attention sink is: normalize_row_streaming adds exp((sink - m) *
-// scale) to the reduced row sum, docs/TTSIM.md). chunk_start > 0 (chunked prefill) takes the
-// chunked rules of sdpa_problem instead of the padding.
+// scale) to the reduced row sum, docs/TTSIM.md). chunk_start > 0 (chunked
+// prefill) takes the chunked rules of sdpa_problem instead of the padding.
 std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
                                    const SdpaConfig& cfg, int64_t chunk_start = 0);
 

@@ -442,3 +442,25 @@ TEST(FlashMlaLatest, RefusesInOneLine) {
     EXPECT_FALSE(contains(e.what(), "\n")) << e.what();
   }
 }
+
+// `mha op flash-mla-prefill / flash-mla-decode --option tt_metal=latest`:
+// the device operations' bits end to end, the report naming the profile.
+TEST(FlashMlaLatest, CliRunsAtLatest) {
+  TempDir dir;
+  const Tensor q = randn({1, 2, 64, 96}, 71), k = randn({1, 1, 64, 96}, 72), qd = randn({1, 1, 16, 96}, 73);
+  io::write_npy(dir.file("q.npy"), q);
+  io::write_npy(dir.file("k.npy"), k);
+  io::write_npy(dir.file("qd.npy"), qd);
+  const std::string kq = " " + shell_quote(dir.file("k.npy")) + " -o " + shell_quote(dir.file("o.npy"));
+  CommandResult r = run_mha("op flash-mla-prefill " + shell_quote(dir.file("q.npy")) + kq +
+                            " --option head_dim_v=64 --option tt_metal=latest --option threads=2 --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "\"profile\": \"latest\"")) << r.out;
+  EXPECT_TRUE(same_bits(io::read_tensor(dir.file("o.npy")),
+                        sinkmla_op("flash-mla-prefill", {q, k}, {{"head_dim_v", 64}}).output));
+  r = run_mha("op flash-mla-decode " + shell_quote(dir.file("qd.npy")) + kq +
+              " --option head_dim_v=64 --cur-pos 40 --option tt_metal=latest --option threads=2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(same_bits(io::read_tensor(dir.file("o.npy")),
+                        sinkmla_op("flash-mla-decode", {qd, k}, {{"head_dim_v", 64}, {"cur_pos", {40}}}).output));
+}

@@ -104,3 +104,32 @@ TEST(TtSimMla, DecodeTracksFloat64) {
     EXPECT_GE(c.pcc, 0.999) << "rows " << r0 << ".." << r1;
   }
 }
+
+// "tt_metal": "latest": flash_mla_prefill runs the program the factory picks
+// (the recipe's fp32 Dst: sdpa_standard; "fp32_dest_acc_en": false: the
+// streaming kernel) and decode SDPA decode's latest kernel with use_mla.
+// Both track float64 as the 2024 run does (measured: PCC 0.99967 prefill
+// and 0.99966 with 32 decoded tokens with an fp32 Dst, 0.99953 and 0.99950
+// with a 16-bit one).
+TEST(TtSimMla, LatestProfileTracksFloat64) {
+  TempDir d;
+  const std::string ref = config_variant(d, "ref.json", "{\"name\": \"tt-sim\"}",
+                                         ", \"decode\": {\"prompt\": 64, \"tokens\": 32}");
+  ASSERT_EQ(run_mha("run -c " + shell_quote(ref) + " -n 0 -b reference -o " + shell_quote(d.file("ref.npy"))).exit_code,
+            0);
+  const Tensor want_decode = io::read_tensor(d.file("ref.npy")), want = run_config(d, "reference");
+  for (const char* dst : {"", ", \"fp32_dest_acc_en\": false"}) {
+    const std::string backend = std::string("{\"name\": \"tt-sim\", \"tt_metal\": \"latest\"") + dst + "}";
+    for (bool decode : {false, true}) {
+      const std::string cfg = config_variant(d, "latest.json", backend,
+                                             decode ? ", \"decode\": {\"prompt\": 64, \"tokens\": 32}" : "");
+      const CommandResult r = run_mha("run -c " + shell_quote(cfg) + " -n 0 -o " + shell_quote(d.file("got.npy")));
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_NE(r.out.find("tt_metal: latest"), std::string::npos) << r.out;
+      const compare::Report c = compare::compare(decode ? want_decode : want, io::read_tensor(d.file("got.npy")),
+                                                 compare::Options{});
+      std::cout << backend << (decode ? " decode" : " prefill") << ": PCC " << c.pcc << "\n";
+      EXPECT_GE(c.pcc, 0.999) << backend << (decode ? " decode" : " prefill");
+    }
+  }
+}

@@ -33,6 +33,12 @@ namespace {
 
 // SDPA_DECODE_PROGCFG's k_chunk_size on Wormhole (as the SDPA session's).
 constexpr int64_t kMlaDecodeChunk = 256;
+// At tt_metal latest the decode factory (007f92d0) gives each core a tree
+// receive buffer of (vDHt + 2 statistics) tiles per other core of its head:
+// with V 512 wide and a user's heads spread over the whole 8x8 grid that is
+// over L1, so the session caps the cores per head (2024's factory sizes no
+// such buffer; its runs keep the whole grid).
+constexpr int kMlaLatestCoresPerHead = 16;
 
 // Columns [c0, c0 + n) of each head of x [1, 1, users, H * stride] as
 // [1, users, H, n] (nlp_create_qkv_heads_decode's layout: one matrix per
@@ -166,6 +172,7 @@ class MlaDecodeSession : public DecodeSession {
     c.scale = static_cast<float>(spec_.scale);
     c.head_dim_v = spec_.mla->kv_lora_rank;
     c.compute = r_.sdpa_decode;
+    if (c.compute.tt_metal == TtMetal::Latest) c.max_cores_per_head_batch = kMlaLatestCoresPerHead;
     c.compute.output = r_.act;
     const TileTensor attn = run_sdpa_decode(dev_, q, cache_, cache_, cur_pos, nullptr, c);
     const TileTensor ctx = concat_heads(dev_, mla_expand(dev_, r_, w_, swap_dims(dev_, attn)));

@@ -72,8 +72,8 @@ void sdpa_note_flags(TtDevice& dev, const SdpaConfig& cfg);
 // "Flash MLA"): Q (b, nqh, s, dh) against K (b, nkv, s_k, dh), the latent
 // rows [c | k_rope] of multi-head latent attention's absorbed form, and V
 // the first head_dim_v columns of K, which the reader takes from K's
-// tiles. Out: (b, nqh, s, head_dim_v) in cfg.compute.output. 2024's kernel
-// only (latest refused).
+// tiles. Out: (b, nqh, s, head_dim_v) in cfg.compute.output, by the
+// program the factory picks for the profile (sdpa_program).
 
 // V as the reader fetches it: K's first head_dim_v columns (whole tiles,
 // so block-float values keep their shared exponents).
@@ -83,7 +83,7 @@ TileTensor mla_value_of_key(const TileTensor& k, int64_t head_dim_v);
 void validate_flash_mla_prefill(const TileTensor& q, const TileTensor& k, const TileTensor* mask,
                                 const SdpaConfig& cfg);
 
-// validate, the frame (program keyed on head_dim_v too), SDPA's kernel.
+// validate, the frame (program keyed on head_dim_v too), SDPA's program.
 TileTensor run_flash_mla_prefill(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
                                  const TileTensor* mask, const SdpaConfig& cfg);
 

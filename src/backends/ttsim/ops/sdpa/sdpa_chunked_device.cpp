@@ -8,7 +8,6 @@
 #include "backends/ttsim/ops/sdpa/sdpa.h"
 #include "backends/ttsim/ops/sdpa/sdpa_standard.h"
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
-#include "ttsim/revision.h"
 #include "util/error.h"
 
 namespace mha::ttsim {
@@ -75,11 +74,9 @@ TileTensor gather_keys(const TileTensor& paged, const PageTable& pt, int64_t val
 void validate_chunked_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, const PageTable& pt,
                            int64_t chunk_start, const SdpaConfig& cfg) {
   auto refuse = [&](const std::string& why) { throw InputError(op_name(cfg) + ": " + why); };
-  // Plain chunked prefill runs on the program the factory picks at either
-  // profile; with use_mla it is modelled on 2024's kernel only (as flash
-  // MLA prefill), never with 2024's kernel standing in for latest's.
-  if (cfg.head_dim_v > 0 && cfg.compute.tt_metal != TtMetal::R2024)
-    refuse_unmodelled(op_name(cfg), "chunked prefill with use_mla", cfg.compute.tt_metal);
+  // Plain and MLA chunked prefill run on the program the factory picks at
+  // either profile (use_mla changes what the reader fetches as V, not the
+  // kernel).
   for (const TileTensor* t : {&q, &k, &v})
     if (t->format == DataFormat::Float32)
       refuse(std::string(t == &q ? "Q" : t == &k ? "K" : "V") +

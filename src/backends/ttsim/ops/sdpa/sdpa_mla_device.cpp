@@ -2,13 +2,17 @@
 // as the SDPA device operation with use_mla and head_dim_v (tt-metal's
 // ExecuteFlashMLAPrefill calls ScaledDotProductAttention{.use_mla = true,
 // .head_dim_v} on {Q, K}; docs/TTSIM.md "Flash MLA"). The compute kernel is
-// SDPA's own (sdpa_kernel.h) with V's tile columns vDHt = head_dim_v / 32;
-// what is new is what the reader does: V is K's buffer, its first vDHt tiles
-// of each tile row.
+// the one SDPA's factory picks for the profile (sdpa_program) with V's tile
+// columns vDHt = head_dim_v / 32; what is new is what the reader does: V is
+// K's buffer, its first vDHt tiles of each tile row (15a15bf5's
+// reader_interleaved_metal2.cpp with mla_kv_overlap: skip_src_cols = DHt -
+// vDHt).
 #include <algorithm>
 
 #include "backends/ttsim/ops/sdpa/sdpa.h"
-#include "ttsim/revision.h"
+#include "backends/ttsim/ops/sdpa/sdpa_standard.h"
+#include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
+#include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
 #include "util/error.h"
 
 namespace mha::ttsim {
@@ -46,17 +50,22 @@ void check_head_dim_v(const char* op, const TileTensor& q, const TileTensor& k, 
 
 void validate_flash_mla_prefill(const TileTensor& q, const TileTensor& k, const TileTensor* mask,
                                 const SdpaConfig& cfg) {
-  // Modelled on 2024's kernel only; latest's kernels (streaming,
-  // sdpa_standard) are not modelled with a V narrower than K.
-  if (cfg.compute.tt_metal != TtMetal::R2024)
-    refuse_unmodelled("flash-mla-prefill", "flash MLA prefill (use_mla)", cfg.compute.tt_metal);
+  // SDPA's own rules for the program the factory picks: at latest a
+  // float32 Q (scalar_df Float32) and lengths padded to whole chunks.
+  const SdpaProgram program = sdpa_program(cfg);
   for (const TileTensor* t : {&q, &k, mask})
-    if (t && t->format == DataFormat::Float32)
+    if (t && t->format == DataFormat::Float32 && (t != &q || program == SdpaProgram::Kernel2024))
       refuse(std::string(t == &q ? "Q" : t == &k ? "K" : "MASK") +
-             " is float32; TT-NN's SDPA takes bfloat16, bfloat8_b or bfloat4_b");
+             " is float32; TT-NN's SDPA takes bfloat16, bfloat8_b or bfloat4_b" +
+             (t == &q ? " (a float32 Q runs at tt_metal latest)" : ""));
   check_head_dim_v("flash-mla-prefill", q, k, cfg.head_dim_v);
+  if (program == SdpaProgram::Standard && !sdpa_standard_gap(cfg).empty())
+    refuse(sdpa_standard_gap(cfg) + "; run it with tt_metal=2024");
   const Shape vs{k.shape[0], k.shape[1], k.shape[2], cfg.head_dim_v};
-  const std::string p = sdpa_problem(q.shape, k.shape, vs, mask ? &mask->shape : nullptr, cfg);
+  const Shape* ms = mask ? &mask->shape : nullptr;
+  const std::string p = program == SdpaProgram::Streaming  ? sdpa_streaming_problem(q.shape, k.shape, vs, ms, cfg)
+                        : program == SdpaProgram::Standard ? sdpa_padded_problem(q.shape, k.shape, vs, ms, cfg)
+                                                           : sdpa_problem(q.shape, k.shape, vs, ms, cfg);
   if (!p.empty()) refuse(p);
 }
 
@@ -66,16 +75,17 @@ TileTensor run_flash_mla_prefill(TtDevice& dev, const std::string& op, const Til
   const TileTensor v = mla_value_of_key(k, cfg.head_dim_v);
   std::vector<const TileTensor*> ins = {&q, &k};
   if (mask) ins.push_back(mask);
-  // SDPA's buffers with V's and the output's tiles vDHt wide; the V view
-  // is no buffer of its own (the reader reads K's tiles).
-  const int64_t cb = sdpa_cb_bytes(q, k, v, mask, cfg);
+  // The program's buffers with V's and the output's tiles vDHt wide; the V
+  // view is no buffer of its own (the reader reads K's tiles).
+  const SdpaProgram program = sdpa_program(cfg);
+  const int64_t cb = sdpa_program_cb_bytes(program, q, k, v, mask, cfg);
   check_cb_budget(dev, op, cb, "smaller q_chunk_size / k_chunk_size fit");
   TtDevice::OpTimer timer(dev, op);
   launch_program(dev, op, program_key(cfg) + ",head_dim_v=" + std::to_string(cfg.head_dim_v), ins,
                  sdpa_out_shape(q, v), cfg.compute.output, cb);
   sdpa_note_flags(dev, cfg);
   TileTensor out;
-  tt_sdpa(q, k, v, mask, out, cfg, dev.exec());
+  sdpa_program_run(program, q, k, v, mask, out, cfg, dev.exec());
   return out;
 }
 

@@ -372,7 +372,7 @@ void tt_sdpa_standard(const TileTensor& q, const TileTensor& k, const TileTensor
   const Job j = make_job(in, q.rows, cfg, chunk_start);
   const ComputeConfig& cc = cfg.compute;
   const TileMath tm(cc.math_fidelity, true, cc.math_approx_mode, ex.kernels(cc.arch), cc.arch);
-  out = make_tile_tensor(q.shape, cc.output);
+  out = make_tile_tensor(sdpa_out_shape(q, v), cc.output);
   const int64_t heads = q.shape[0] * j.NQH, nqc = j.q.rows / j.QC;
   std::vector<Scratch> scratch(static_cast<size_t>(std::max(1, ex.threads())));
   ex.parallel_for(heads * nqc, [&](int64_t t, int th) { q_chunk(j, t / nqc, t % nqc, tm, scratch[static_cast<size_t>(th)], out); });

@@ -30,17 +30,19 @@ SdpaStreamingPlan sdpa_streaming_plan(const SdpaConfig& cfg);
 // Sequence lengths need not be multiples of the chunk sizes nor of 32 (the
 // kernel pads them; a partial last key tile is masked by the writer's
 // partial tile), except with a given mask; the chunk sizes must satisfy the
-// kernel's static_asserts; attention sinks are not emulated on this path;
-// a non-causal window must reach K from every q chunk. chunk_start > 0
-// (chunked prefill) takes the chunked rules of sdpa_problem instead of the
-// padding.
+// kernel's static_asserts; a non-causal window must reach K from every q
+// chunk (an attention sink is emulated: normalize_row_streaming adds
+// exp((sink - m) * scale) to the reduced row sum, docs/TTSIM.md).
+// chunk_start > 0 (chunked prefill) takes the chunked rules of sdpa_problem
+// instead of the padding.
 std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
                                    const SdpaConfig& cfg, int64_t chunk_start = 0);
 
 // Circular buffers per core as the factory (15a15bf5) sizes them for this
 // kernel: Q (two chunks), K and V double-buffered, the mask palette (or a
 // given mask double-buffered), qk_im, out_im A/B, max A/B, sum A/B,
-// exp_max_diff, the two scalar tiles, the reciprocal scratch tile and the
+// exp_max_diff, the two scalar tiles, the reciprocal scratch tile, the
+// attention sink's one tile (its scalar broadcast per row) and the
 // output ping-pong (two subblock rows of out_subblock_h <= 2 tiles; the
 // factory's streaming_cb_out_tiles is not in the store: this is its
 // documented 2-slot shape).

@@ -85,18 +85,15 @@ std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& 
                                    const SdpaConfig& cfg, int64_t chunk_start) {
   if (cfg.compute.fp32_dest_acc_en)
     return "the streaming kernel runs only with fp32_dest_acc_en off (TT-NN picks the standard kernel otherwise)";
-  auto head_dim = [&]() -> std::string {
-    if (v.size() == 4 && v[3] > 8 * kTile) return "head dim " + std::to_string(v[3]) + ": the kernel takes at most 256 (8 tiles)";
-    return "";
-  };
-  if (chunk_start != 0) {  // chunked prefill: whole q chunks, keys gathered to a whole k chunk
-    if (!head_dim().empty()) return head_dim();
+  // Any head dim: d2ed8d9b's normalize packed a row's output tiles in one
+  // Dst batch (static_assert head_dim_t_ <= 8), the headers that take
+  // 15a15bf5's sink argument batch them by the Dst's size; every output
+  // column is its own product either way.
+  if (chunk_start != 0)  // chunked prefill: whole q chunks, keys gathered to a whole k chunk
     return sdpa_problem(q, k, v, mask, cfg, chunk_start);
-  }
-  if (!cfg.attention_sink.empty()) return "attention_sink is not emulated on the streaming kernel";
   const std::string p = sdpa_padded_problem(q, k, v, mask, cfg);
   if (!p.empty()) return p;
-  return head_dim().empty() ? window_problem(q, k, cfg) : head_dim();
+  return window_problem(q, k, cfg);
 }
 
 int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const TileTensor& v,
@@ -111,6 +108,7 @@ int64_t sdpa_streaming_cb_bytes(const TileTensor& q, const TileTensor& k, const 
   int64_t b = sq * dht * tile_bytes(q.format) * 2 + sk * (dht * tile_bytes(k.format) + vdht * tile_bytes(v.format)) * 2;
   if (mask) b += sq * sk * 2 * tile_bytes(mask->format);
   else if (cfg.is_causal || padded_k || window) b += palette * bf16;
+  if (!cfg.attention_sink.empty()) b += bf16;  // attention_sink_tile_count: one scalar tile when streaming
   const int64_t out_h = largest_subblock(sq, vdht, 2).first;
   // identity_scale_in and col_identity in scalar_df (Float32 with a float32 Q)
   const int64_t scalar = tile_bytes(q.format == DataFormat::Float32 ? DataFormat::Float32 : DataFormat::Bfloat16);
@@ -124,7 +122,7 @@ void tt_sdpa_streaming(const TileTensor& q, const TileTensor& k, const TileTenso
       sdpa_streaming_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg, chunk_start);
   if (!p.empty()) throw InputError("sdpa: " + p);
   const StreamingInputs in = streaming_pad(q, k, v, mask, cfg);
-  out = make_tile_tensor(q.shape, cfg.compute.output);
+  out = make_tile_tensor(sdpa_out_shape(q, v), cfg.compute.output);
   const StreamingRun run = streaming_run(in, cfg, ex.kernels(cfg.compute.arch), out, chunk_start);
   const int64_t BH = q.shape[0] * q.shape[1], NQC = in.q.rows / cfg.q_chunk_size;
   std::vector<StreamingWork> work(static_cast<size_t>(ex.threads()));

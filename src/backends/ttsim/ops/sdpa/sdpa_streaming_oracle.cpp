@@ -13,7 +13,7 @@ void tt_sdpa_streaming_oracle(const TileTensor& q, const TileTensor& k, const Ti
       sdpa_streaming_problem(q.shape, k.shape, v.shape, mask ? &mask->shape : nullptr, cfg, chunk_start);
   if (!p.empty()) throw InputError("sdpa: " + p);
   const StreamingInputs in = streaming_pad(q, k, v, mask, cfg);
-  out = make_tile_tensor(q.shape, cfg.compute.output);
+  out = make_tile_tensor(sdpa_out_shape(q, v), cfg.compute.output);
   const StreamingRun run = streaming_run(in, cfg, nullptr, out, chunk_start);
   StreamingWork w;
   for (int64_t bh = 0; bh < q.shape[0] * q.shape[1]; ++bh)

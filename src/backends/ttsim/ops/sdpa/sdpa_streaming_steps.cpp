@@ -163,18 +163,35 @@ void rescale(const StreamingRun& r, StreamingWork& w) {
   }
 }
 
+// The attention sink as normalize_row_streaming folds it into the reduced
+// row sum l (Dst tile 0): the reader's one sink tile (the head's logit,
+// broadcast as a scalar) is subtracted from the row's final running max
+// (sub_tiles_bcast_scalar: m - sink into the 16-bit Dst), exp_tile_first_column
+// takes it with the scale negated (exp((sink - m) * scale_bf16), the
+// rescale's exp and its inverted flag), and add_binary_tile adds it to l on
+// the SFPU (SFPADD, stored to the 16-bit Dst). The sink joins neither the
+// max nor O: it only enlarges the denominator.
+float add_sink(const StreamingRun& r, float sink, float m, float l) {
+  const Arch a = r.tm.arch;
+  const float e = sdpa_streaming_alpha_exp(fpu_add(m, -sink, r.tm.fp32, a), -r.scale_bf16, !r.cfg.exp_approx_mode, a);
+  return sfpu_store(sfpu_add(l, e, a), r.tm.fp32);
+}
+
 // normalize_row_streaming: the row sum as one matmul of the sum tile (in0)
-// against the column-identity tile, the reciprocal on the first column in
-// Dst (recip_tile_first_column: _reciprocal_compat_ with 1 Newton step in
-// approx mode, 2 and a round to bf16 otherwise, i.e. sfpu_reciprocal_legacy
-// on this generation's SFPU), packed to the 1-tile scratch buffer; then
-// O * bcast_cols(1/sum) packed to the output buffer.
+// against the column-identity tile, the sink (add_sink), the reciprocal on
+// the first column in Dst (recip_tile_first_column: _reciprocal_compat_
+// with 1 Newton step in approx mode, 2 and a round to bf16 otherwise, i.e.
+// sfpu_reciprocal_legacy on this generation's SFPU), packed to the 1-tile
+// scratch buffer; then O * bcast_cols(1/sum) packed to the output buffer.
 void normalize(const StreamingRun& r, int64_t bh, int64_t q_low, StreamingWork& w) {
   sdpa_matmul(w.sum_cur.data(), kTile, r.QC, kTile, w.ident.data(), kTile, 1, kTile, r.tm, w.s, w.tmp.data(), kTile);
   const ComputeConfig& cc = r.cfg.compute;
   const int64_t rows = std::min(r.QC, r.out->rows - q_low);
+  const std::vector<float>& sinks = r.cfg.attention_sink;
   for (int64_t i = 0; i < rows; ++i) {
-    const float inv = sdpa_recip1(w.tmp[static_cast<size_t>(i * kTile)], r.tm);
+    float l = w.tmp[static_cast<size_t>(i * kTile)];
+    if (!sinks.empty()) l = add_sink(r, sinks[static_cast<size_t>(bh % r.NQH)], w.m_prev[static_cast<size_t>(i)], l);
+    const float inv = sdpa_recip1(l, r.tm);
     float* o = &w.o_cur[static_cast<size_t>(i * r.DV)];
     mul_bcast_dst(o, r.DV, inv, r.tm, o);
     pack_from_dst(o, r.out->matrix(bh) + (q_low + i) * r.out->pcols, r.DV, cc.output, r.tm.fp32,

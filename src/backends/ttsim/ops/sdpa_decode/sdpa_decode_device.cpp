@@ -20,7 +20,9 @@ namespace {
 // with at most 16 bfloat16 q heads), the tree's receive buffer, the output.
 int64_t cb_bytes_latest(const TileTensor& q, const TileTensor& k, const TileTensor& v, const TileTensor* mask,
                         int64_t k_chunk, int64_t cores_per_head, const SdpaDecodeConfig& cfg) {
-  const int64_t dht = q.pcols / kTile, vdht = v.pcols / kTile, sk = (k_chunk + kTile - 1) / kTile;
+  // vdht: V's and the output's tiles per row (MLA: head_dim_v / 32, V read from K).
+  const int64_t dht = q.pcols / kTile, sk = (k_chunk + kTile - 1) / kTile;
+  const int64_t vdht = cfg.head_dim_v > 0 ? cfg.head_dim_v / kTile : v.pcols / kTile;
   const int64_t pnht = (q.shape[2] + kTile - 1) / kTile;
   const bool half = cfg.is_causal && q.shape[2] <= 16 && q.format == DataFormat::Bfloat16;
   const auto tb = [&](DataFormat f, bool may_halve) { return tile_bytes(f) / (half && may_halve ? 2 : 1); };
@@ -59,10 +61,6 @@ TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor&
                            const std::vector<std::vector<int64_t>>* page_table, const SdpaDecodeConfig& cfg) {
   const bool mla = cfg.head_dim_v > 0;
   const std::string op = sdpa_decode_program(page_table != nullptr, mla);
-  // use_mla is modelled on the 2024 kernel only (docs/TTSIM.md, "Flash MLA").
-  if (mla && cfg.compute.tt_metal != TtMetal::R2024)
-    refuse_unmodelled("flash-mla-decode", "the decode kernel with use_mla (sdpa_flash_decode.cpp)",
-                      cfg.compute.tt_metal);
   TtDevice::OpTimer timer(dev, op);
   const bool latest = cfg.compute.tt_metal == TtMetal::Latest;
   const int64_t block = page_table && latest ? k.prows : k.shape[2];
@@ -75,7 +73,9 @@ TileTensor run_sdpa_decode(TtDevice& dev, const TileTensor& q, const TileTensor&
   const int64_t cb = latest ? cb_bytes_latest(q, k, v, mask, chunk,
                                               sdpa_decode_grid(cfg, q.shape[1], k.shape[1]).cores_per_head, cfg)
                             : sdpa_decode_cb_bytes(q, k, v, chunk, cfg);
-  check_cb_budget(dev, op, cb, "a smaller k_chunk_size fits");
+  check_cb_budget(dev, op, cb,
+                  latest ? "a smaller k_chunk_size or max_cores_per_head_batch (the tree's receive buffer) fits"
+                         : "a smaller k_chunk_size fits");
   // The caches are the model's resident buffers; the op allocates only its
   // output, which the next op's memory check counts.
   std::vector<const TileTensor*> ins = {&q, &k};

@@ -339,6 +339,8 @@ int64_t check_decode_args(const TileTensor& q, const TileTensor& k, const TileTe
   if (dv < 0 || (dv > 0 && (dv % kTile != 0 || dv > dh || &v != &k)))
     throw InputError("sdpa_decode: head_dim_v " + std::to_string(dv) + ": expected V read from K (use_mla) with a "
                      "multiple of 32 at most K's head dim " + std::to_string(dh));
+  if (dv > 0 && !cfg.is_causal)  // TT-NN: "Multi-latent attention decode only tested for causal!"
+    throw InputError("sdpa_decode: use_mla (head_dim_v) needs is_causal=true (TT-NN's check)");
   if (nkv < 1 || nh % nkv != 0)
     throw InputError("sdpa_decode: " + std::to_string(nh) + " q heads are not a multiple of " + std::to_string(nkv) +
                      " kv heads");

@@ -152,6 +152,12 @@ TEST(Mla, RandomShapesAndSeedsEveryCacheDtype) {
   MlaCase wide;  // more heads than keys per chunk task, a longer prompt
   wide.heads = 16, wide.kv_lora = 32, wide.rope = 64, wide.P = 19, wide.T = 3;
   check(wide, seed + 2);
+  // More heads than one flash block of query rows takes on 3 threads: the
+  // decode splits them into blocks of whole vectors, the last one partial
+  // (cpu_decode_prefill.h, latent_attention).
+  MlaCase many;
+  many.heads = 40, many.kv_lora = 32, many.nope = 16, many.v = 16, many.P = 7, many.T = 3;
+  check(many, seed + 3);
 }
 
 // The spec's widths are checked against each other and the tensors.

@@ -21,6 +21,16 @@ Tensor slice_rows(const Tensor& x, int64_t start, int64_t n) {
   return out;
 }
 
+// The cache bytes a one-token step at the session's length read: what the
+// cache holds, or on a windowed (sliding) layer only its window's rows, the
+// keys the step sees.
+double step_cache_bytes(const AttentionSpec& spec, const DecodeSession& s) {
+  const double held = static_cast<double>(s.cache_bytes());
+  const int64_t len = s.length();
+  return spec.window > 0 && len > spec.window ? held * static_cast<double>(spec.window) / static_cast<double>(len)
+                                              : held;
+}
+
 }  // namespace
 
 double append_attention_flops(const AttentionSpec& spec, int64_t batch, int64_t cached, int64_t rows) {
@@ -90,7 +100,7 @@ PhaseRun run_phase(const AttentionSpec& spec, const TensorMap& weights, Backend&
       session->append(t);
       // Read after the step outside of its work (a getter): what the step
       // read from the cache, its own new row included.
-      if (generate) cache_bytes += static_cast<double>(session->cache_bytes());
+      if (generate) cache_bytes += step_cache_bytes(spec, *session);
     }
     if (p.timed && a0.wall_s >= 0) {
       const DecodeSession::AttentionTime a1 = session->attention_time();

@@ -152,6 +152,29 @@ TEST(Mla, RandomShapesAndSeedsEveryCacheDtype) {
   MlaCase wide;  // more heads than keys per chunk task, a longer prompt
   wide.heads = 16, wide.kv_lora = 32, wide.rope = 64, wide.P = 19, wide.T = 3;
   check(wide, seed + 2);
+  // More heads than one flash block of query rows takes on 3 threads: the
+  // decode splits them into blocks of whole vectors, the last one partial
+  // (cpu_decode_prefill.h, latent_attention).
+  MlaCase many;
+  many.heads = 40, many.kv_lora = 32, many.nope = 16, many.v = 16, many.P = 7, many.T = 3;
+  check(many, seed + 3);
+}
+
+// The cpu decode's bits do not depend on the thread count (docs/CONFIG.md,
+// `threads`), though the heads are split into as many flash blocks as
+// threads: each head's scores and sums run the same chain in any block.
+TEST(Mla, CpuDecodeIsTheSameForAnyThreadCount) {
+  MlaCase c;
+  c.heads = 40, c.kv_lora = 32, c.nope = 16, c.v = 16, c.P = 7, c.T = 3, c.B = 1;
+  TensorMap w;
+  const AttentionSpec spec = make_mla(c, 5, w);
+  std::mt19937 g(6);
+  const Tensor x = test::rand_tensor(g, {c.B, c.P + c.T, c.hidden}, -2, 2);
+  const Tensor one = decode(*make_cpu_backend({{"threads", 1}}, "backend"), spec, c, x, CacheDtype::Bfloat16);
+  for (int threads : {2, 3, 5}) {
+    const Tensor many = decode(*make_cpu_backend({{"threads", threads}}, "backend"), spec, c, x, CacheDtype::Bfloat16);
+    EXPECT_EQ(one.to_f64(), many.to_f64()) << threads << " threads";
+  }
 }
 
 // The spec's widths are checked against each other and the tensors.

@@ -205,5 +205,25 @@ TEST(HfFolder, MlaLayersInspectAndBench) {
   EXPECT_GT(rows[0]["bandwidth_percent"].get<double>(), 0);
 }
 
+// A sliding layer's tg row counts the window's rows a step reads, not the
+// whole cache it holds: the bundled gpt-oss folder's layer 0 (window 4)
+// against its full layer 1, the same weights. Each step's cache holds 9,
+// then 10 positions of 2 kv heads x (k + v) x 32 floats; layer 0 reads 4.
+TEST(HfFolder, SlidingLayersCountTheirWindowsBytes) {
+  double bytes[2];
+  for (int layer = 0; layer < 2; ++layer) {
+    const CommandResult r = run_mha("bench --no-progress --probes none -r 1 --warmup 0 -t 1 -o json --hf " +
+                                    shell_quote(source_dir() + "/data/hf_gpt_oss_tiny") + " --layer " +
+                                    std::to_string(layer) + " -p 0 -n 2 -d 8");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json out = nlohmann::json::parse(r.out);
+    const nlohmann::json& rows = out.is_array() ? out : out["rows"];
+    ASSERT_EQ(rows.size(), 1u) << r.out;
+    bytes[layer] = rows[0]["bytes_per_token"].get<double>();
+  }
+  const double row = 4.0 * 2 * 2 * 32;
+  EXPECT_DOUBLE_EQ(bytes[1] - bytes[0], row * ((9 + 10) / 2.0 - 4));
+}
+
 }  // namespace
 }  // namespace mha::test

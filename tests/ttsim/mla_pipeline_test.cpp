@@ -1,8 +1,9 @@
 // Multi-head latent attention on tt-sim (ttsim_mla.h): configs/
 // mla_attention_ttsim.json (DeepSeek-V3's attention widths: kv_lora_rank 512,
 // qk_rope 64, qk_nope 128, v 128; 8 heads, hidden 512) runs through
-// flash_mla_prefill and tracks the reference backend's float64 output; the
-// run names the ops; decode and attention "ops" are refused with the reason.
+// flash_mla_prefill and tracks the reference backend's float64 output and
+// the cpu backend's (with --compare-stages); the run names the ops; decode
+// and attention "ops" are refused with the reason.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <iostream>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "compare/compare.h"
 #include "io/tensor_file.h"
@@ -44,6 +47,37 @@ TEST(TtSimMla, DeepSeekWidthsTrackFloat64) {
   EXPECT_GE(c.pcc, 0.999);
   ASSERT_TRUE(c.max_abs_diff.has_value());
   EXPECT_LE(c.max_abs_diff->value, 4 * std::ldexp(peak, -7));
+}
+
+// Issue 29's tt-sim check for MLA, as for Qwen3 and gpt-oss
+// (hf_families_ttsim_test.cpp): PCC >= 0.99 against the cpu backend, and
+// `--compare-stages` compares the stages both backends collect, the
+// context [B, L, H dv] and the output, each within the same PCC.
+TEST(TtSimMla, TracksCpuAndComparesStages) {
+  TempDir d;
+  const Tensor want = run_config(d, "cpu"), got = run_config(d, "tt-sim");
+  const double pcc = compare::compare(want, got, compare::Options{}).pcc;
+  std::cout << "PCC against cpu " << pcc << "\n";
+  EXPECT_GE(pcc, 0.99);
+  const CommandResult r = run_mha("run -c " + shell_quote(source_dir() + "/configs/mla_attention_ttsim.json") +
+                                  " -n 0 --compare-stages --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json st = nlohmann::json::parse(r.out)["stage_comparison"];
+  ASSERT_EQ(st.size(), 2u) << st;
+  const char* names[] = {"context", "output"};
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(names[i]);
+    EXPECT_EQ(st[i]["stage"], names[i]);
+    ASSERT_TRUE(st[i]["pcc"].is_number()) << st[i];  // null: no cpu stage of that name and shape
+    EXPECT_GE(st[i]["pcc"].get<double>(), 0.99);
+  }
+  EXPECT_EQ(st[0]["shape"], nlohmann::json::array({1, 96, 8 * 128}));
+  // The text form names both.
+  const CommandResult t = run_mha("run -c " + shell_quote(source_dir() + "/configs/mla_attention_ttsim.json") +
+                                  " -n 0 --compare-stages");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("stages vs cpu backend"), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("(no cpu stage)"), std::string::npos) << t.out;
 }
 
 TEST(TtSimMla, TheRunReportsFlashMlaPrefill) {

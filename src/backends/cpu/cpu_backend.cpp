@@ -176,10 +176,11 @@ class CpuBackend : public Backend {
 
  private:
   // Multi-head latent attention's expanded form (cpu_mla.h), on weights
-  // packed once per spec. It has no weights or stages to return.
+  // packed once per spec. Its stages are the context and the output (what
+  // tt-sim's MLA pipeline collects); it has no attention weights to return.
   AttentionResult run_mla(const AttentionSpec& spec, const AttentionInputs& in, const RunOptions& opt) {
-    if (opt.need_weights || opt.collect_stages)
-      throw InputError("backend cpu: multi-head latent attention returns no attention weights or stages; run it on "
+    if (opt.need_weights)
+      throw InputError("backend cpu: multi-head latent attention returns no attention weights; run it on "
                        "the reference backend for those");
     cpu::SerialBlasScope serial_blas;
     auto it = mla_plans_.find(spec.uid);
@@ -189,7 +190,7 @@ class CpuBackend : public Backend {
     } else {
       ++stats_.hits;
     }
-    return cpu::run_mla(spec, in, *it->second, pool_, isa_);
+    return cpu::run_mla(spec, in, *it->second, pool_, isa_, opt.collect_stages);
   }
 
   const char* flash_isa() const { return cpu::flash_kernel_isa(isa_); }

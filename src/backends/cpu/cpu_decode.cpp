@@ -19,9 +19,10 @@
 //       rows; one row's sinks join the chunks' merge
 //   output = context . Wo^T + bo (GEMV / sgemm as above)
 // Multi-head latent attention (spec.mla) keeps one latent row [c | kr] per
-// position instead (append_mla): the chunk kernel reads it as one key head
-// of kv_lora_rank + dr columns whose values are its first kv_lora_rank, for
-// queries absorbed into the latent space (cpu_mla.h).
+// position instead (append_mla): the flash kernel reads it as one key head
+// of kv_lora_rank + dr columns whose values are its first kv_lora_rank, with
+// the heads' queries, absorbed into the latent space (cpu_mla.h), as its
+// query rows (latent_attention, cpu_decode_prefill.h).
 #include "backends/cpu/cpu_decode.h"
 
 #include <cblas.h>
@@ -211,9 +212,10 @@ class CpuDecode : public DecodeSession {
 
   // MLA's absorbed form (cpu_mla.h): q and the latent rows, the latent rows
   // into the cache (which the attention then reads, as it holds them), each query head
-  // absorbed into the latent space, the chunk kernel over the cache as one
-  // key head of kl + dr columns whose values are its first kl, then each
-  // head's latent context expanded by W_vb_h and the output projection.
+  // absorbed into the latent space, the flash kernel over the cache as one
+  // key head of kl + dr columns whose values are its first kl
+  // (latent_attention), then each head's latent context expanded by W_vb_h
+  // and the output projection.
   // Every append, a prompt's included, attends this way.
   Tensor append_mla(const Tensor& x_in) {
     const int64_t B = opt_.batch, n = x_in.dim(1), rows = B * n, T = opt_.max_tokens, H = spec_.num_heads;
@@ -228,10 +230,16 @@ class CpuDecode : public DecodeSession {
     mla_qa_.resize(rows * H * kd_);
     mla_absorb_query(pool_, spec_, *mla_, mla_q_.data(), rows, mla_qa_.data());
     ctx_.resize(rows * H * vd_);
-    if (n == 1 && !tuned_) choose_tuning();
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = process_cpu_seconds();
-    cached_attention(n, mla_qa_.data(), H * kd_);
+    LatentArgs a;
+    a.cache.dtype = opt_.cache_dtype, a.cache.k = a.cache.v = k_.get(), a.cache.vbytes = kbytes_;
+    a.cache.Hkv = 1, a.cache.T = T, a.cache.dh = kd_, a.cache.dv = vd_;
+    a.rule = rule_, a.scale = static_cast<float>(spec_.scale);
+    a.B = B, a.H = H, a.n = n, a.len = len_;
+    a.qa = mla_qa_.data(), a.ctx = ctx_.data();
+    a.isa = isa_;
+    latent_attention(pool_, a, flash_);
     attention_.cpu_s += process_cpu_seconds() - c0;
     attention_.wall_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     len_ += n;
@@ -265,7 +273,7 @@ class CpuDecode : public DecodeSession {
   // machine and shape), else the kernel's defaults.
   void choose_tuning() {
     const DecodeShape shape{opt_.cache_dtype, spec_.num_heads / hkv_, kd_, vd_};
-    const int64_t bytes = opt_.batch * hkv_ * opt_.max_tokens * (kbytes_ + (mla_ ? 0 : vbytes_));
+    const int64_t bytes = opt_.batch * hkv_ * opt_.max_tokens * (kbytes_ + vbytes_);
     tune_ = tuner_ ? tuner_->tuning_for(kernel_, shape, pool_, bytes).tune : DecodeTuning{};
     tuned_ = true;
   }
@@ -275,7 +283,7 @@ class CpuDecode : public DecodeSession {
   void cached_attention(int64_t n, const float* q, int64_t E) {
     const int64_t B = opt_.batch, T = opt_.max_tokens, H = spec_.num_heads, Hkv = hkv_;
     const int64_t dh = kd_, dv = vd_, G = H / Hkv;
-    const unsigned char* vc = mla_ ? k_.get() : v_.get();
+    const unsigned char* vc = v_.get();
     // Split each row's keys so that a single token still gives every thread work.
     const int64_t groups = B * n * Hkv;
     const int64_t want = std::max<int64_t>(1, (2 * pool_.size() + groups - 1) / groups);

@@ -7,6 +7,7 @@
 // one-shot run's.
 #include "backends/cpu/cpu_decode_prefill.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/kv_format.h"
@@ -15,18 +16,30 @@ namespace mha::cpu {
 
 namespace {
 
+int64_t stored_row_bytes(const CacheView& c, bool value) {
+  return value && c.vbytes > 0 ? c.vbytes : kv_row_bytes(c.dtype, value ? c.dv : c.dh);
+}
+
+void ensure_scratch(ThreadPool& pool, const CacheView& c, std::vector<FlashScratch>& scratch) {
+  if (scratch.size() != static_cast<std::size_t>(pool.size()) || scratch[0].kl.size() != static_cast<std::size_t>(kBc * c.dh) ||
+      scratch[0].vl.size() < static_cast<std::size_t>(kBc * c.dv)) {
+    scratch.assign(pool.size(), {});
+    for (FlashScratch& s : scratch) s.resize(c.dh, c.dv);
+  }
+}
+
 void load_cache_rows(const void* self, bool value, int64_t b, int64_t g, int64_t j0, int64_t n, float* dst, int64_t ldd) {
   const CacheView& c = *static_cast<const CacheView*>(self);
-  const int64_t d = value ? c.dv : c.dh, row = kv_row_bytes(c.dtype, d);
+  const int64_t d = value ? c.dv : c.dh, row = stored_row_bytes(c, value);
   const unsigned char* base = static_cast<const unsigned char*>(value ? c.v : c.k);
-  kv_rows_to_f32(c.dtype, base + ((b * c.Hkv + g) * c.T + j0) * row, n, d, dst, ldd);
+  kv_rows_to_f32(c.dtype, base + ((b * c.Hkv + g) * c.T + j0) * row, n, d, dst, ldd, row);
   if (ldd > d)  // the kernel's tile padding
     for (int64_t j = 0; j < n; ++j) std::memset(dst + j * ldd + d, 0, sizeof(float) * (ldd - d));
 }
 
 const void* locate_cache_rows(const void* self, bool value, int64_t b, int64_t g, int64_t j0, int64_t* row_bytes) {
   const CacheView& c = *static_cast<const CacheView*>(self);
-  const int64_t row = kv_row_bytes(c.dtype, value ? c.dv : c.dh);
+  const int64_t row = stored_row_bytes(c, value);
   *row_bytes = row;
   return static_cast<const unsigned char*>(value ? c.v : c.k) + ((b * c.Hkv + g) * c.T + j0) * row;
 }
@@ -55,11 +68,7 @@ void prefill_attention(ThreadPool& pool, const PrefillArgs& p, std::vector<Flash
   a.q_pos0 = p.len;
   a.ctx = p.ctx, a.ldc = p.ldc;
   a.isa = p.isa;
-  if (scratch.size() != static_cast<std::size_t>(pool.size()) || scratch[0].kl.size() != static_cast<std::size_t>(kBc * c.dh) ||
-      scratch[0].vl.size() < static_cast<std::size_t>(kBc * c.dv)) {
-    scratch.assign(pool.size(), {});
-    for (FlashScratch& s : scratch) s.resize(c.dh, c.dv);
-  }
+  ensure_scratch(pool, c, scratch);
   const int64_t nqb = flash_query_blocks(p.n), sets = flash_head_sets(p.H, c.Hkv);
   // With a causal rule the last query blocks see the most keys: they go
   // first so the dynamic schedule ends on short tasks.
@@ -67,6 +76,37 @@ void prefill_attention(ThreadPool& pool, const PrefillArgs& p, std::vector<Flash
     const int64_t qb = nqb - 1 - t % nqb, bs = t / nqb;
     flash_block(a, bs / sets, bs % sets, qb, scratch[thread]);
   });
+}
+
+void latent_attention(ThreadPool& pool, const LatentArgs& p, std::vector<FlashScratch>& scratch) {
+  const CacheView& c = p.cache;
+  ensure_scratch(pool, c, scratch);
+  // Head blocks per row: whole 16-lane vectors of at most kBr heads, as many
+  // as the threads per batch row (no more than one vector each).
+  const int64_t H = p.H, per_row = std::max<int64_t>(1, (pool.size() + p.B - 1) / p.B);
+  const int64_t want = std::max((H + kBr - 1) / kBr, std::min((H + 15) / 16, per_row));
+  const int64_t hb = std::min(kBr, ((H + want - 1) / want + 15) / 16 * 16), blocks = (H + hb - 1) / hb;
+  for (int64_t r = 0; r < p.n; ++r) {
+    const int64_t pos = p.len + r, j0 = p.rule.first_key(pos);
+    CacheView view = c;  // the row's visible keys start at j0
+    view.k = static_cast<const unsigned char*>(c.k) + j0 * kv_row_bytes(c.dtype, c.dh);
+    view.v = static_cast<const unsigned char*>(c.v) + j0 * stored_row_bytes(c, true);
+    const FlashRowSource src = cache_row_source(view);
+    FlashArgs a;
+    a.B = p.B, a.S = a.St = pos + 1 - j0, a.H = a.Hkv = 1, a.dh = c.dh, a.dv = c.dv;
+    a.ldq = c.dh, a.ldc = c.dv, a.q_batch_rows = p.n * H;  // query rows: one batch's rows x heads
+    a.rows = &src;
+    a.scale = p.scale;  // every key is visible to every head: no rule
+    a.isa = p.isa;
+    pool.parallel_for(p.B * blocks, [&](int64_t t, int thread) {
+      FlashArgs ab = a;
+      const int64_t h0 = t % blocks * hb;
+      ab.L = std::min(hb, H - h0);
+      ab.q = p.qa + (r * H + h0) * c.dh;
+      ab.ctx = p.ctx + (r * H + h0) * c.dv;
+      flash_block(ab, t / blocks, 0, 0, scratch[thread]);
+    });
+  }
 }
 
 }  // namespace mha::cpu

@@ -17,12 +17,15 @@
 namespace mha::cpu {
 
 // The cache as the prefill reads it: k [B, Hkv, T, dh] and v [B, Hkv, T, dv]
-// in `dtype`, T = max_tokens.
+// in `dtype`, T = max_tokens. vbytes: the bytes between value rows, 0 for
+// kv_row_bytes(dtype, dv); MLA's values are its latent rows' first dv
+// columns (v = k, vbytes = the latent row's bytes).
 struct CacheView {
   CacheDtype dtype = CacheDtype::Float32;
   const void* k = nullptr;
   const void* v = nullptr;
   int64_t Hkv = 0, T = 0, dh = 0, dv = 0;
+  int64_t vbytes = 0;
 };
 
 // One append's attention: q [B*n, ldq] (query head h at columns h*dh), the
@@ -42,6 +45,27 @@ struct PrefillArgs {
   vec::Isa isa = vec::best_isa();
 };
 void prefill_attention(ThreadPool& pool, const PrefillArgs& p, std::vector<FlashScratch>& scratch);
+
+// Multi-head latent attention's absorbed form over its latent cache
+// (cpu_decode.cpp's MLA session): for each new row r (position len + r) of
+// every batch, its H absorbed queries qa [B*n, H, dh] (dh = kv_lora_rank +
+// rope_dim) against the one latent key head's visible rows [first_key,
+// len + r], whose values are their first dv = kv_lora_rank columns ->
+// latent context ctx [B*n, H, dv]. The heads sharing that key head are the
+// flash kernel's query rows, so its register tiles, which reach ~90 % of
+// the FMA peak, carry the work that is ~120 FLOP per cached byte at
+// DeepSeek-V3's 128 heads: heads go in blocks of whole vectors (at most
+// kBr), enough blocks for every thread, each streaming the visible rows.
+struct LatentArgs {
+  CacheView cache;  // Hkv 1; v = k with vbytes set
+  MaskRule rule;    // the spec's: its window picks each row's first key
+  float scale = 1.0f;
+  int64_t B = 0, H = 0, n = 0, len = 0;
+  const float* qa = nullptr;
+  float* ctx = nullptr;
+  vec::Isa isa = vec::best_isa();
+};
+void latent_attention(ThreadPool& pool, const LatentArgs& p, std::vector<FlashScratch>& scratch);
 
 // The FlashRowSource over a cache view (tests drive the kernel with it).
 FlashRowSource cache_row_source(const CacheView& view);

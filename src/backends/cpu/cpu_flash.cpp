@@ -92,6 +92,17 @@ KvBlock kv_block(const FlashArgs& a, int64_t b, int64_t g, int64_t j0, int64_t n
     kv.k = static_cast<const float*>(a.rows->locate(a.rows->self, false, b, g, j0, &row_bytes)), kv.ldk = dh;
   else
     load_source_rows(a, false, b, g, j0, nkp, kl, dh);
+  // Values that are the in-place keys' first columns (MLA's latent rows) are
+  // read where they are: the score tile has just brought those rows into
+  // cache, and a copy took ~10 % of an MLA decode block.
+  if (kv.k != kl && dv == dvp) {
+    int64_t vb = 0;
+    const void* v = a.rows->locate(a.rows->self, true, b, g, j0, &vb);
+    if (v == kv.k && vb % static_cast<int64_t>(sizeof(float)) == 0) {
+      kv.v = static_cast<const float*>(v), kv.ldv = vb / static_cast<int64_t>(sizeof(float));
+      return kv;
+    }
+  }
   load_source_rows(a, true, b, g, j0, nkp, vl, dvp);
   return kv;
 }

@@ -79,7 +79,7 @@ void mla_expand_context(ThreadPool& pool, const AttentionSpec& spec, const MlaPa
 }
 
 AttentionResult run_mla(const AttentionSpec& spec, const AttentionInputs& in, const MlaPacked& w, ThreadPool& pool,
-                        vec::Isa isa) {
+                        vec::Isa isa, bool stages) {
   const Mla& m = *spec.mla;
   const int64_t B = in.query.dim(0), L = in.query.dim(1), rows = B * L, H = spec.num_heads;
   const int64_t dq = spec.head_dim, dv = spec.head_dim_v, lw = m.latent_width();
@@ -120,6 +120,7 @@ AttentionResult run_mla(const AttentionSpec& spec, const AttentionInputs& in, co
     linear(pool, *w.out, ctx.data(), H * dv, rows, r.output.data<float>(), w.out->out);
   else
     std::copy(ctx.begin(), ctx.end(), r.output.data<float>());
+  if (stages) r.stages = {{"context", Tensor::from_f32({B, L, H * dv}, std::move(ctx))}, {"output", r.output}};
   return r;
 }
 

@@ -35,8 +35,9 @@ void mla_absorb_query(ThreadPool& pool, const AttentionSpec& spec, const MlaPack
 void mla_expand_context(ThreadPool& pool, const AttentionSpec& spec, const MlaPacked& w, const float* cl, int64_t rows,
                         float* ctx);
 
-// The expanded form over self-attention inputs (MLA has a rope: S == L).
+// The expanded form over self-attention inputs (MLA has a rope: S == L);
+// with stages, the context [B, L, H*dv] and the output.
 AttentionResult run_mla(const AttentionSpec& spec, const AttentionInputs& in, const MlaPacked& w, ThreadPool& pool,
-                        vec::Isa isa);
+                        vec::Isa isa, bool stages = false);
 
 }  // namespace mha::cpu

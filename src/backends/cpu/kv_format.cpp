@@ -156,8 +156,9 @@ void kv_row_to_f32_scalar(CacheDtype dt, const unsigned char* b, int64_t d, floa
   }
 }
 
-void kv_rows_to_f32(CacheDtype dt, const void* rows, int64_t n, int64_t d, float* dst, int64_t ld) {
-  const int64_t rb = kv_row_bytes(dt, d);
+void kv_rows_to_f32(CacheDtype dt, const void* rows, int64_t n, int64_t d, float* dst, int64_t ld,
+                    int64_t row_bytes) {
+  const int64_t rb = row_bytes > 0 ? row_bytes : kv_row_bytes(dt, d);
   const unsigned char* p = static_cast<const unsigned char*>(rows);
   if (dt == CacheDtype::Float32) {
     for (int64_t r = 0; r < n; ++r) std::memcpy(dst + r * ld, p + r * rb, sizeof(float) * d);

@@ -37,11 +37,14 @@ int64_t kv_row_bytes(CacheDtype dt, int64_t d);
 std::optional<std::string> kv_width_unsupported(CacheDtype dt, int64_t d, const char* what = "head_dim");
 // src [d] floats -> dst [kv_row_bytes(dt, d)] bytes.
 void kv_encode_row(CacheDtype dt, const float* src, int64_t d, void* dst);
-// n rows of d elements stored back to back at `rows` -> dst [n, d] floats
-// at row stride ld. Exact: every format's values are floats. SIMD (the
-// decode kernel's decoders, widest ISA), so prefill at depth can widen
-// cache blocks for the flash kernel at memory speed.
-void kv_rows_to_f32(CacheDtype dt, const void* rows, int64_t n, int64_t d, float* dst, int64_t ld);
+// n rows of d elements at `rows`, row_bytes apart (0: back to back,
+// kv_row_bytes(dt, d); more reads each row's first d elements, as MLA's
+// values are its latent rows' first kv_lora_rank) -> dst [n, d] floats at
+// row stride ld. Exact: every format's values are floats. SIMD (the decode
+// kernel's decoders, widest ISA), so prefill at depth can widen cache
+// blocks for the flash kernel at memory speed.
+void kv_rows_to_f32(CacheDtype dt, const void* rows, int64_t n, int64_t d, float* dst, int64_t ld,
+                    int64_t row_bytes = 0);
 // The same for one row, element by element: the definition the SIMD path is
 // tested against.
 void kv_row_to_f32_scalar(CacheDtype dt, const unsigned char* row, int64_t d, float* dst);

@@ -80,8 +80,13 @@ std::string sdpa_streaming_problem(const Shape& q, const Shape& k, const Shape& 
     if (!head_dim().empty()) return head_dim();
     return sdpa_problem(q, k, v, mask, cfg, chunk_start);
   }
-  if (cfg.sliding_window_size != 0) return "sliding_window_size is not emulated on the streaming kernel";
-  if (!cfg.attention_sink.empty()) return "attention_sink is not emulated on the streaming kernel";
+  // latest is the default profile, so the refusal names the way out.
+  if (cfg.sliding_window_size != 0)
+    return "sliding_window_size is not modelled on the streaming kernel (tt_metal latest, fp32_dest_acc_en off); "
+           "run it with tt_metal=2024";
+  if (!cfg.attention_sink.empty())
+    return "attention_sink is not modelled on the streaming kernel (tt_metal latest, fp32_dest_acc_en off); run "
+           "it with fp32_dest_acc_en=true or tt_metal=2024";
   const std::string p = sdpa_padded_problem(q, k, v, mask, cfg);
   return p.empty() ? head_dim() : p;
 }

@@ -31,8 +31,8 @@ def load(name):
 
 def test_seed002_notebook_equals_mha_run(monkeypatch):
     monkeypatch.setenv("ARCH_NAME", "blackhole")
-    open_device = ttnn.open_device  # the notebook's open_device, at the configs' profile
-    monkeypatch.setattr(ttnn, "open_device", lambda *a, **k: open_device(*a, options={"tt_metal": "2024"}, **k))
+    open_device = mha.ttnn.open_device  # the notebook's open_device, at the configs' profile
+    monkeypatch.setattr(mha.ttnn, "open_device", lambda *a, **k: open_device(*a, options={"tt_metal": "2024"}, **k))
     g = runpy.run_path(os.path.join(HERE, "seed002_notebook.py"))  # runs to its assert
     ttnn = g["ttnn"]
 

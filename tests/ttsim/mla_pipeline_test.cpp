@@ -20,6 +20,7 @@ using namespace mha::test;
 
 namespace {
 
+// `-b reference` takes none of the config's tt-sim options (its tt_metal).
 Tensor run_config(const TempDir& d, const std::string& backend) {
   const std::string out = d.file(backend + ".npy");
   const CommandResult r = run_mha("run -c " + shell_quote(source_dir() + "/configs/mla_attention_ttsim.json") +

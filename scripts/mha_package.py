@@ -38,14 +38,18 @@ def import_mha(binary):
 
 
 class Ops:
-    """mha.op with the script's thread count: ops(NAME, *tensors, **options) -> the output (torch)."""
+    """mha.op with the script's thread count (and tt_metal profile, when given; else tt-sim's default):
+    ops(NAME, *tensors, **options) -> the output (torch)."""
 
-    def __init__(self, binary, threads):
+    def __init__(self, binary, threads, tt_metal=None):
         self.mha = import_mha(binary)
         self.threads = threads
+        self.tt_metal = tt_metal
 
     def __call__(self, name, *tensors, **options):
         options.setdefault("threads", self.threads)
+        if self.tt_metal:
+            options.setdefault("tt_metal", self.tt_metal)
         return self.mha.op(name, *tensors, **options)
 
     def timed(self, name, *tensors, **options):
@@ -53,3 +57,9 @@ class Ops:
         t0 = time.time()
         out = self(name, *tensors, **options)
         return out, time.time() - t0
+
+    def profile(self):
+        """The tt_metal profile the ops run at, as an op's report names it (the scripts never
+        restate tt-sim's default)."""
+        zeros = torch.zeros(32, 32)
+        return self("add", zeros, zeros, info=True)[1]["tt_metal"]["profile"]

@@ -16,7 +16,7 @@ for SDPA decode) are marked "mha" and use thresholds of our own.
   /usr/bin/python3 scripts/ttmetal_decode_tests.py --mha build/mha            # the subset (minutes)
   /usr/bin/python3 scripts/ttmetal_decode_tests.py --mha build/mha --full     # every parameterisation
   ... --quick                                                                  # a few cases (the ctest)
-  ... --tt-metal latest                                         # every op at that tt-metal profile
+  ... --tt-metal 2024                          # every op at that tt-metal profile (default: latest)
 
 Prints one markdown table row per case (docs/TTSIM.md keeps the table) and exits 1 if any fails.
 """
@@ -428,17 +428,15 @@ def main():
     g.add_argument("--quick", action="store_true", help="a few cases of each test (what ctest runs)")
     g.add_argument("--full", action="store_true", help="every parameterisation (long: 32768-token caches)")
     ap.add_argument("--only", choices=["sdpa_decode", "rotary", "cache", "paged_update_cache"], help="one family")
-    ap.add_argument("--tt-metal", choices=["2024", "latest"], help="the tt_metal profile of every op (default: the ops')")
+    ap.add_argument("--tt-metal", choices=["2024", "latest"], help="the tt_metal profile of every op (default: tt-sim's, latest)")
     a = ap.parse_args()
     level = "quick" if a.quick else "full" if a.full else "subset"
     print("| test | case | tt-metal asserts | measured | result | s |\n|---|---|---|---|---|---|", flush=True)
-    op = Ops(a.mha, a.threads)
-    if a.tt_metal:
-        plain = op
-        op = lambda name, *t, **o: plain(name, *t, **{"tt_metal": a.tt_metal, **o})  # noqa: E731
+    op = Ops(a.mha, a.threads, a.tt_metal)
+    profile = op.profile()
     if a.only in (None, "sdpa_decode"):
         sdpa_decode_tests(op, level)
-        if a.tt_metal == "latest":  # the stored test's own masked, non-causal form
+        if profile == "latest":  # the stored test's own masked, non-causal form
             sdpa_decode_tests(op, level, masked=True)
         paged_gqa_tests(op, level)
         sliding_window_tests(op, level)

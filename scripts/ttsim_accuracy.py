@@ -21,6 +21,7 @@ tt-metal's SDPA prefill test generator (N(0, 1) plus, with probability 0.001, N(
   nice /usr/bin/python3 scripts/ttsim_accuracy.py --mha build/mha --full --out acc \
       --plot docs/img/ttsim_accuracy.png
   ... --only positions          # decode at the cur_pos values tt-metal's issues saw break
+  ... --tt-metal 2024           # the 2024 kernels (default: tt-sim's, latest)
   /usr/bin/python3 scripts/ttsim_accuracy.py --table OUT/ttsim_accuracy.csv   # as markdown
 
 Writes OUT/ttsim_accuracy.csv and .json (one row per run) and a PNG (1 - PCC against length).
@@ -236,6 +237,8 @@ def main():
     ap.add_argument("--inputs", choices=["randn", "fa_rand"], default="randn")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--tt-metal", choices=["2024", "latest"],
+                    help="whose kernels every op emulates (the backend option tt_metal; default: tt-sim's, latest)")
     a = ap.parse_args()
     if a.table:
         with open(a.table) as f:
@@ -248,7 +251,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     rows = []
     t0 = time.time()
-    ops = Ops(a.mha, a.threads)
+    ops = Ops(a.mha, a.threads, a.tt_metal)
     os.nice(10)  # a background study: the machine's other work first
     if a.only in (None, "prefill"):
         for seq, cases in pre.items():
@@ -264,7 +267,8 @@ def main():
         w.writeheader()
         w.writerows(rows)
     meta = {"level": lvl, "shape": {"nqh": shape[0], "nkv": shape[1], "dh": shape[2], "batch": 1},
-            "inputs": a.inputs, "seed": a.seed, "threads": a.threads, "seconds": round(time.time() - t0, 1)}
+            "inputs": a.inputs, "seed": a.seed, "threads": a.threads, "tt_metal": ops.profile(),
+            "seconds": round(time.time() - t0, 1)}
     with open(os.path.join(a.out, "ttsim_accuracy.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     plot(rows, a.plot or os.path.join(a.out, "ttsim_accuracy.png"))

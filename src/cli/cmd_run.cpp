@@ -192,7 +192,13 @@ int run_command(const RunFlags& f) {
   if (parallel::size() > 1 && !config.parallel)
     throw InputError(label + ": mha runs on " + std::to_string(parallel::size()) +
                      " MPI ranks, but the config has no \"parallel\" key");
-  if (!f.backend.empty()) config.backend = f.backend;
+  // The config's backend options are the named backend's (tt_metal, device,
+  // ...): another backend takes none of them, so `-b reference` runs a
+  // tt-sim config's float64 oracle.
+  if (!f.backend.empty() && f.backend != config.backend) {
+    config.backend = f.backend;
+    config.backend_options = nlohmann::ordered_json::object();
+  }
   io::OutputSet outs;
   plan_outputs(f, config, outs);
   const bool ring = run_mode(config) == RunMode::Sequence;

@@ -6,7 +6,9 @@ same inputs and weights.
 
 The notebook asks for a CoreGrid(y=8, x=12), which a Wormhole n150's 8 x 8
 grid refuses (tt-sim as TT-NN); it runs on ARCH_NAME=blackhole (10 x 13),
-and the configs run with the same device and grid."""
+and the configs run with the same device and grid. The configs bind
+tt_metal 2024, so the notebook's device runs at that profile too (latest,
+the default, takes softmax's other reciprocal)."""
 import ast
 import json
 import os
@@ -29,6 +31,8 @@ def load(name):
 
 def test_seed002_notebook_equals_mha_run(monkeypatch):
     monkeypatch.setenv("ARCH_NAME", "blackhole")
+    open_device = mha.ttnn.open_device  # the notebook's open_device, at the configs' profile
+    monkeypatch.setattr(mha.ttnn, "open_device", lambda *a, **k: open_device(*a, options={"tt_metal": "2024"}, **k))
     g = runpy.run_path(os.path.join(HERE, "seed002_notebook.py"))  # runs to its assert
     ttnn = g["ttnn"]
 
@@ -65,9 +69,11 @@ def notebook_function(name):
     return g[name]
 
 
+@pytest.mark.parametrize("device_params", [{"options": {"tt_metal": "2024"}}], indirect=True)
 def test_notebook_pipeline_equals_mha_run_when_softmax_does_not_saturate(device):
     """Scores that do not saturate the softmax: ttnn.softmax and the pipeline's softmax take the same
-    reciprocal (tt_metal 2024's 1/ln2-seeded one, which seed 000's hardware run matched), so the
+    reciprocal (tt_metal 2024's 1/ln2-seeded one, which seed 000's hardware run matched, on a device
+    opened at the config's profile), so the
     notebook's output equals mha run's bit for bit."""
     torch.manual_seed(3)
     b, s, h, heads = 2, 64, 128, 4

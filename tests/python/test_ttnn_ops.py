@@ -237,21 +237,24 @@ def test_decode_non_causal_with_mask_at_latest(cli):
             ttnn.close_device(dev)
 
 
+@pytest.mark.parametrize("device_params", [{"options": {"tt_metal": "2024"}}], indirect=True)
 def test_flash_mla_prefill_and_decode(device, cli):
     """ttnn.transformer.flash_mla_prefill and (paged_)flash_multi_latent_attention_decode
     equal `mha op flash-mla-prefill` / `flash-mla-decode`: V is K's first
-    head_dim_v columns; a separate V is refused by name."""
+    head_dim_v columns; a separate V is refused by name. At tt_metal 2024, the
+    one profile flash MLA is modelled at (latest, the default, refuses it)."""
     torch.manual_seed(11)
     q, k = torch.randn(1, 4, 64, 96), torch.randn(1, 1, 64, 96)
     tk = dev_tensor(device, k, ttnn.bfloat8_b)
     got = ttnn.transformer.flash_mla_prefill(dev_tensor(device, q), tk, head_dim_v=64)
-    want = cli.op("flash-mla-prefill", q, k, dtypes=["bfloat16", "bfloat8_b"], head_dim_v=64)
+    want = cli.op("flash-mla-prefill", q, k, dtypes=["bfloat16", "bfloat8_b"], head_dim_v=64, tt_metal="2024")
     assert tuple(want.shape) == (1, 4, 64, 64)
     assert_same_bits(out_of(got), want)
     qd, kd, pos = torch.randn(1, 2, 16, 96), torch.randn(2, 1, 128, 96), [5, 100]
     tqd, tkd = dev_tensor(device, qd), dev_tensor(device, kd, ttnn.bfloat8_b)
     got = ttnn.transformer.flash_multi_latent_attention_decode(tqd, tkd, head_dim_v=64, cur_pos=pos)
-    want = cli.op("flash-mla-decode", qd, kd, dtypes=["bfloat16", "bfloat8_b"], cur_pos=pos, head_dim_v=64)
+    want = cli.op("flash-mla-decode", qd, kd, dtypes=["bfloat16", "bfloat8_b"], cur_pos=pos, head_dim_v=64,
+                  tt_metal="2024")
     assert_same_bits(out_of(got), want)
     table = torch.tensor([[3, 0, 6, 1], [2, 7, 4, 5]], dtype=torch.int32)
     kp = torch.empty(8, 1, 32, 96)
@@ -263,7 +266,7 @@ def test_flash_mla_prefill_and_decode(device, cli):
         tqd, dev_tensor(device, kp, ttnn.bfloat8_b), head_dim_v=64, page_table_tensor=ttnn.from_torch(table, device=device),
         cur_pos_tensor=cur)
     assert_same_bits(out_of(paged), cli.op("flash-mla-decode", qd, kp, dtypes=["bfloat16", "bfloat8_b"], cur_pos=pos,
-                                           page_table=table.numpy(), head_dim_v=64))
+                                           page_table=table.numpy(), head_dim_v=64, tt_metal="2024"))
     with pytest.raises(mha.Error, match="input_tensor_v"):
         ttnn.transformer.flash_multi_latent_attention_decode(tqd, tkd, tkd, head_dim_v=64, cur_pos=pos)
     # Chunked: positions 64..127 of user 0's sequence against the paged cache.
@@ -271,7 +274,7 @@ def test_flash_mla_prefill_and_decode(device, cli):
     got = ttnn.transformer.chunked_flash_mla_prefill(dev_tensor(device, qc), dev_tensor(device, kp, ttnn.bfloat8_b), 64,
                                                      ttnn.from_torch(table, device=device), 64)
     want = cli.op("chunked-flash-mla-prefill", qc, kp, dtypes=["bfloat16", "bfloat8_b"], page_table=table.numpy(),
-                  chunk_start_idx=64, head_dim_v=64)
+                  chunk_start_idx=64, head_dim_v=64, tt_metal="2024")
     assert_same_bits(out_of(got), want)
 
 

@@ -4,7 +4,9 @@
 // bit for bit against the plain ops given V = [K's first head_dim_v columns |
 // zeros] (every output column is its own accumulation, so the zero columns
 // change nothing and are cut off), the fast paths against the lane-model
-// oracles, accuracy against float64 attention, and TT-NN's refusals.
+// oracles, accuracy against float64 attention, and TT-NN's refusals. Flash
+// MLA is modelled at tt_metal 2024 only, so every op here runs there unless
+// the test names a profile (latest, the default, refuses it).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -59,6 +61,7 @@ OpResult run_op(const std::string& op, std::vector<Tensor> in, json opts, DataFo
   for (size_t i = 0; i < in.size(); ++i)
     r.inputs.push_back({names[i], in[i], i == 0 ? DataFormat::Bfloat16 : kv});
   opts["threads"] = 2;
+  if (!opts.contains("tt_metal")) opts["tt_metal"] = "2024";
   r.options = opts;
   return run_tt_op(r);
 }
@@ -71,6 +74,7 @@ std::string refusal(const std::string& op, std::vector<Tensor> in, const json& o
   const char* names[] = {"q", "k", "v"};
   for (size_t i = 0; i < in.size(); ++i) r.inputs.push_back({names[i], in[i], i == 0 ? qf : DataFormat::Bfloat16});
   r.options = opts;
+  if (!opts.contains("tt_metal")) r.options["tt_metal"] = "2024";
   try {
     run_tt_op(r);
   } catch (const InputError& e) {
@@ -81,6 +85,7 @@ std::string refusal(const std::string& op, std::vector<Tensor> in, const json& o
 
 SdpaConfig mla_cfg(int64_t qc, int64_t kc, int64_t dv, bool causal = true) {
   SdpaConfig c;
+  c.compute.tt_metal = TtMetal::R2024;
   c.q_chunk_size = qc;
   c.k_chunk_size = kc;
   c.is_causal = causal;
@@ -121,11 +126,11 @@ TEST(FlashMlaPrefill, NonCausalWithAMaskEqualsSdpa) {
   OpRequest a, b;
   a.op = "flash-mla-prefill";
   a.inputs = {{"q", q, DataFormat::Bfloat16}, {"k", k, DataFormat::Bfloat16}, {"m", m, DataFormat::Bfp4_b}};
-  a.options = {{"head_dim_v", 64}, {"is_causal", false}, {"threads", 2}};
+  a.options = {{"head_dim_v", 64}, {"is_causal", false}, {"threads", 2}, {"tt_metal", "2024"}};
   b.op = "sdpa";
   b.inputs = {{"q", q, DataFormat::Bfloat16}, {"k", k, DataFormat::Bfloat16},
               {"v", columns(k, 64, true), DataFormat::Bfloat16}, {"m", m, DataFormat::Bfp4_b}};
-  b.options = {{"is_causal", false}, {"threads", 2}};
+  b.options = {{"is_causal", false}, {"threads", 2}, {"tt_metal", "2024"}};
   EXPECT_TRUE(same_bits(run_tt_op(a).output, columns(run_tt_op(b).output, 64, false)));
 }
 
@@ -283,6 +288,7 @@ TEST(FlashMlaDecode, EqualsSdpaDecodeWithTheKeysFirstColumnsAsValues) {
 TEST(FlashMlaDecode, FastEqualsOracle) {
   // DeepSeek-V3's widths and all 128 heads on one latent head.
   SdpaDecodeConfig cfg;
+  cfg.compute.tt_metal = TtMetal::R2024;
   cfg.head_dim_v = 512;
   cfg.k_chunk_size = 32;
   cfg.max_cores_per_head_batch = 4;
@@ -319,14 +325,14 @@ TEST(FlashMlaCli, RunsAndRefusesWithExitCode2) {
   io::write_npy(dir.file("k.npy"), k);
   const std::string in = shell_quote(dir.file("q.npy")) + " " + shell_quote(dir.file("k.npy"));
   CommandResult r = run_mha("op flash-mla-prefill " + in + " -o " + shell_quote(dir.file("o.npy")) +
-                            " --option head_dim_v=64 --option threads=2");
+                            " --option head_dim_v=64 --option threads=2 --option tt_metal=2024");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(same_bits(io::read_tensor(dir.file("o.npy")),
                         run_op("flash-mla-prefill", {q, k}, {{"head_dim_v", 64}}).output));
   expect_input_error(run_mha("op flash-mla-prefill " + in + " -o " + shell_quote(dir.file("p.npy")) +
-                             " --option head_dim_v=100"),
+                             " --option head_dim_v=100 --option tt_metal=2024"),
                      "head_dim_v");
   expect_input_error(run_mha("op flash-mla-decode " + in + " -o " + shell_quote(dir.file("p.npy")) +
-                             " --option head_dim_v=64 --cur-pos 3"),
+                             " --option head_dim_v=64 --cur-pos 3 --option tt_metal=2024"),
                      "batch");
 }

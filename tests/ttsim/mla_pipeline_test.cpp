@@ -23,6 +23,7 @@ using namespace mha::test;
 
 namespace {
 
+// `-b reference` takes none of the config's tt-sim options (its tt_metal).
 Tensor run_config(const TempDir& d, const std::string& backend) {
   const std::string out = d.file(backend + ".npy");
   const CommandResult r = run_mha("run -c " + shell_quote(source_dir() + "/configs/mla_attention_ttsim.json") +
@@ -88,19 +89,23 @@ TEST(TtSimMla, TheRunReportsFlashMlaPrefill) {
   EXPECT_NE(r.out.find("\"pipeline\": \"mla\""), std::string::npos);
 }
 
-// The config with a backend object and extra top-level keys, written to d.
+// The config with another backend object and extra top-level keys, written
+// to d. The config runs at the default profile (tt_metal latest).
 std::string config_variant(const TempDir& d, const std::string& name, const std::string& backend,
                            const std::string& extra) {
   std::string c = read_text(source_dir() + "/configs/mla_attention_ttsim.json");
   const std::string tt = "{\"name\": \"tt-sim\"}";
-  c.replace(c.find(tt), tt.size(), backend + extra);
+  const size_t at = c.find(tt);
+  EXPECT_NE(at, std::string::npos) << c;
+  if (at != std::string::npos) c.replace(at, tt.size(), backend + extra);
   write_text(d.file(name), c);
   return d.file(name);
 }
 
 TEST(TtSimMla, AttentionOpsIsRefusedWithTheReason) {
   TempDir d;
-  const std::string ops = config_variant(d, "ops.json", "{\"name\": \"tt-sim\", \"attention\": \"ops\"}", "");
+  const std::string ops = config_variant(
+      d, "ops.json", "{\"name\": \"tt-sim\", \"tt_metal\": \"2024\", \"attention\": \"ops\"}", "");
   expect_input_error(run_mha("run -c " + shell_quote(ops) + " -n 0"), "flash_mla_prefill only");
 }
 
@@ -113,7 +118,7 @@ TEST(TtSimMla, AttentionOpsIsRefusedWithTheReason) {
 // 0.99965, max abs 0.0080 where the prefill of those rows has 0.0054).
 TEST(TtSimMla, DecodeTracksFloat64) {
   TempDir d;
-  const std::string cfg = config_variant(d, "decode.json", "{\"name\": \"tt-sim\"}",
+  const std::string cfg = config_variant(d, "decode.json", "{\"name\": \"tt-sim\", \"tt_metal\": \"2024\"}",
                                          ", \"decode\": {\"prompt\": 64, \"tokens\": 32}");
   Tensor out[2];
   const char* backends[] = {"reference", "tt-sim"};

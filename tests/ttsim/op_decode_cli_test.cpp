@@ -40,17 +40,20 @@ struct OpFiles {
 
 }  // namespace
 
+// At tt_metal 2024 (sdpa_decode_latest_test.cpp has latest's).
 TEST(OpDecodeCli, SdpaDecodeBitForBitWithTheCore) {
   OpFiles r;
+  SdpaDecodeConfig at2024;
+  at2024.compute.tt_metal = TtMetal::R2024;
   const Tensor q = randn({1, 2, 8, 64}, 1), k = randn({2, 2, 512, 64}, 2), v = randn({2, 2, 512, 64}, 3);
   const std::string qi = r.in("q.npy", q), ki = r.in("k.npy", k), vi = r.in("v.npy", v);
   // Defaults: bf16, HiFi2, approx on, k_chunk_size 512 (largest power of 2 dividing 512), 8x8 grid.
   const TileTensor tq = to_tile_layout(q, DataFormat::Bfloat16), tk = to_tile_layout(k, DataFormat::Bfloat16),
                    tv = to_tile_layout(v, DataFormat::Bfloat16);
-  EXPECT_TRUE(same_bits(r.op("sdpa-decode " + qi + " " + ki + " " + vi + " --cur-pos 7,300"),
-                        tt_sdpa_decode(tq, tk, tv, {7, 300}, nullptr, SdpaDecodeConfig{})));
+  EXPECT_TRUE(same_bits(r.op("sdpa-decode " + qi + " " + ki + " " + vi + " --cur-pos 7,300 --option tt_metal=2024"),
+                        tt_sdpa_decode(tq, tk, tv, {7, 300}, nullptr, at2024)));
   // Program config keys and a bfloat8_b cache.
-  SdpaDecodeConfig c;
+  SdpaDecodeConfig c = at2024;
   c.k_chunk_size = 64;
   c.exp_approx_mode = false;
   c.compute.math_fidelity = MathFidelity::HiFi4;
@@ -61,7 +64,7 @@ TEST(OpDecodeCli, SdpaDecodeBitForBitWithTheCore) {
   EXPECT_TRUE(same_bits(r.op("sdpa-decode " + qi + " " + ki + " " + vi +
                              " --cur-pos 511,64 --in1-dtype bfloat8_b --in2-dtype bfloat8_b --math-fidelity HiFi4 "
                              "--fp32-dest-acc-en --option k_chunk_size=64 --option exp_approx_mode=false "
-                             "--option core_grid=[2,3] --option threads=2"),
+                             "--option core_grid=[2,3] --option threads=2 --option tt_metal=2024"),
                         tt_sdpa_decode(tq, k8, v8, {511, 64}, nullptr, c)));
   // Paged: blocks [4, 2, 256, 64] with an int32 page table.
   const Tensor kp = randn({4, 2, 256, 64}, 4), vp = randn({4, 2, 256, 64}, 5);
@@ -70,22 +73,24 @@ TEST(OpDecodeCli, SdpaDecodeBitForBitWithTheCore) {
   std::memcpy(table.data<int32_t>(), ids, sizeof ids);
   const std::vector<std::vector<int64_t>> pt = {{3, 1}, {0, 2}};
   EXPECT_TRUE(same_bits(r.op("sdpa-decode " + qi + " " + r.in("kp.npy", kp) + " " + r.in("vp.npy", vp) +
-                             " --cur-pos 300,511 --page-table " + r.in("t.npy", table)),
+                             " --cur-pos 300,511 --option tt_metal=2024 --page-table " + r.in("t.npy", table)),
                         tt_sdpa_decode(tq, to_tile_layout(kp, DataFormat::Bfloat16), to_tile_layout(vp, DataFormat::Bfloat16),
-                                       {300, 511}, &pt, SdpaDecodeConfig{})));
+                                       {300, 511}, &pt, at2024)));
 }
 
-// sliding_window_size and attention_sink (held as bf16: 0.3 -> 0.30078125).
+// sliding_window_size and attention_sink (held as bf16: 0.3 -> 0.30078125),
+// at tt_metal 2024.
 TEST(OpDecodeCli, SdpaDecodeWindowAndSinkBitForBitWithTheCore) {
   OpFiles r;
   const Tensor q = randn({1, 2, 8, 64}, 1), k = randn({2, 2, 512, 64}, 2), v = randn({2, 2, 512, 64}, 3);
   const TileTensor tq = to_tile_layout(q, DataFormat::Bfloat16), tk = to_tile_layout(k, DataFormat::Bfloat16),
                    tv = to_tile_layout(v, DataFormat::Bfloat16);
   SdpaDecodeConfig c;
+  c.compute.tt_metal = TtMetal::R2024;
   c.sliding_window_size = 100;
   c.attention_sink = {0.30078125f, 1, 2, 3, 4, 5, 6, 7};
   EXPECT_TRUE(same_bits(r.op("sdpa-decode " + r.in("q.npy", q) + " " + r.in("k.npy", k) + " " + r.in("v.npy", v) +
-                             " --cur-pos 7,300 --option sliding_window_size=100 "
+                             " --cur-pos 7,300 --option tt_metal=2024 --option sliding_window_size=100 "
                              "--option 'attention_sink=[0.3,1,2,3,4,5,6,7]'"),
                         tt_sdpa_decode(tq, tk, tv, {7, 300}, nullptr, c)));
 }

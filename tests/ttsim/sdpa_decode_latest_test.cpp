@@ -377,7 +377,7 @@ TEST(TtsimSdpaDecodeLatest, OpBitForBitWithTheCore) {
   // fp32 Dst with several cores per head: the device's merge at this revision is wrong (tt-metal #56171).
   EXPECT_NE(j["notes"].dump().find("tt-metal #56171"), std::string::npos) << j["notes"];
   // 2024 refuses what it does not emulate, naming the way out.
-  r = test::run_mha("op sdpa-decode " + qkv + " --option is_causal=false -o " + out);
+  r = test::run_mha("op sdpa-decode " + qkv + " --option tt_metal=2024 --option is_causal=false -o " + out);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("is_causal=false is modelled at tt_metal latest only; run it with tt_metal=latest"),
             std::string::npos)

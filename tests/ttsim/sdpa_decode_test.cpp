@@ -64,8 +64,11 @@ struct DecodeCase {
   DataFormat kv_format = DataFormat::Bfloat16;
 };
 
+// At tt_metal 2024: this file checks that profile's decode kernel (the
+// latest one has sdpa_decode_latest_test.cpp).
 SdpaDecodeConfig config(int64_t chunk, MathFidelity fid, bool fp32, bool exp_approx, int gx, int gy, int max_cores = 0) {
   SdpaDecodeConfig c;
+  c.compute.tt_metal = TtMetal::R2024;
   c.k_chunk_size = chunk;
   c.compute.math_fidelity = fid;
   c.compute.fp32_dest_acc_en = fp32;

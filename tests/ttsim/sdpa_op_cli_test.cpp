@@ -1,5 +1,7 @@
-// `mha op sdpa`: bit for bit against the oracle called directly with the
-// op's defaults (TT-NN's), the report, and its one-line refusals.
+// `mha op sdpa` at tt_metal 2024 (0255f50's kernel, tt_sdpa): bit for bit
+// against the oracle called directly with the op's defaults (TT-NN's), the
+// report, and its one-line refusals. The latest programs have their own
+// (sdpa_standard_test.cpp, sdpa_streaming_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -25,7 +27,9 @@ Tensor oracle(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* m
   const TileTensor tq = to_tile_layout(q, f), tk = to_tile_layout(k, f), tv = to_tile_layout(v, f);
   TileTensor tm, out;
   if (m) tm = to_tile_layout(*m, DataFormat::Bfp4_b);
-  tt_sdpa_oracle(tq, tk, tv, m ? &tm : nullptr, out, c);
+  SdpaConfig at2024 = c;
+  at2024.compute.tt_metal = TtMetal::R2024;
+  tt_sdpa_oracle(tq, tk, tv, m ? &tm : nullptr, out, at2024);
   return to_tensor(out);
 }
 
@@ -37,7 +41,8 @@ TEST(SdpaOpCli, BitForBitWithTheOracle) {
   for (const auto& [n, t] : {std::pair<const char*, const Tensor*>{"q", &q}, {"k", &k}, {"v", &v}})
     io::write_npy(dir.file(std::string(n) + ".npy"), *t);
   const std::string in = shell_quote(dir.file("q.npy")) + " " + shell_quote(dir.file("k.npy")) + " " +
-                         shell_quote(dir.file("v.npy")), out = " -o " + shell_quote(dir.file("o.npy"));
+                         shell_quote(dir.file("v.npy")),
+                    out = " -o " + shell_quote(dir.file("o.npy")) + " --option tt_metal=2024";
   // Defaults: causal, chunks of 32, HiFi2, approx, 16-bit Dst, bf16.
   CommandResult r = run_mha("op sdpa " + in + out + " --option threads=2 --json -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -95,7 +100,7 @@ TEST(SdpaOpCli, BadInputsExitTwoWithOneLine) {
   io::write_npy(dir.file("m.npy"), randn({1, 1, 64, 64}, 3));
   const std::string q = shell_quote(dir.file("q.npy")), k = shell_quote(dir.file("k.npy")),
                     k3 = shell_quote(dir.file("k3.npy")), m = shell_quote(dir.file("m.npy")),
-                    out = " -o " + shell_quote(dir.file("o.npy"));
+                    out = " -o " + shell_quote(dir.file("o.npy")) + " --option tt_metal=2024";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"sdpa " + q + " " + k + out, "sdpa: expected inputs Q K V [MASK], found 2 inputs"},
       {"sdpa " + q + " " + k3 + " " + k3 + out, "sdpa: expected nqh (4) a multiple of nkv (3)"},

@@ -168,13 +168,14 @@ TEST(TtSimSdpa, PrefillStagesTrackCpu) {
 // A sliding window (Mistral's: query i sees keys i - W < j <= i) runs as
 // SDPA's sliding_window_size, the same rule: stage by stage against the cpu
 // backend with the floors above, and the window is not ignored: without it
-// the output moves away from cpu's windowed output on the rows past W.
+// the output moves away from cpu's windowed output on the rows past W. At
+// tt_metal 2024: latest's SDPA kernels do not model the window yet.
 TEST(TtSimSdpa, SlidingWindowPrefillTracksCpu) {
   LlamaBuilt b = llama(256, 8, 2, 32, 2, 96);
   b.spec.window = 40;
   RunOptions ro;
   ro.collect_stages = true;
-  auto tt = ttsim_backend();
+  auto tt = ttsim_backend({{"tt_metal", "2024"}});
   ASSERT_FALSE(tt->supports(b.spec, b.in)) << *tt->supports(b.spec, b.in);
   AttentionResult r = tt->run(b.spec, b.in, ro);
   const std::vector<StageComparison> c = compare_stages(b.spec, b.in, r.stages);
@@ -188,7 +189,7 @@ TEST(TtSimSdpa, SlidingWindowPrefillTracksCpu) {
   auto cpu = make_backend("cpu", ordered_json::object(), "backend");
   const Tensor want = cpu->run(b.spec, b.in, RunOptions{}).output;
   LlamaBuilt full = llama(256, 8, 2, 32, 2, 96);
-  const Tensor unwindowed = ttsim_backend()->run(full.spec, full.in, RunOptions{}).output;
+  const Tensor unwindowed = ttsim_backend({{"tt_metal", "2024"}})->run(full.spec, full.in, RunOptions{}).output;
   const double with = pcc(want, r.output), without = pcc(want, unwindowed);
   std::cout << "[window] output PCC against cpu's windowed output: " << with << " (unwindowed tt-sim: " << without
             << ")\n";
@@ -201,13 +202,16 @@ TEST(TtSimSdpa, SlidingWindowPrefillTracksCpu) {
 // the same backend: the prompt rows are the same computation (bit for bit).
 // The decoded rows take the model's decode ops, which keep Q, SDPA's output
 // and the context in bfloat16 where prefill packs them to bfloat8_b, so the
-// bound (docs/TTSIM.md) is: decode is at least as close to float64 as the
-// prefill is on those rows, hence within twice the prefill's own error of
-// it; and PCC above 0.999.
-TEST(TtSimSdpa, DecodeEqualsCausalPrefillWithinBound) {
+// bound (docs/TTSIM.md) is: decode within twice the prefill's own error of
+// float64 of the prefill's rows, and PCC above 0.999. At tt_metal 2024
+// decode is also at least as close to float64 as the prefill is on those
+// rows; at latest the prefill's fp32-Dst kernel is closer than decode.
+namespace {
+void expect_decode_equals_causal_prefill_within_bound(const std::string& profile) {
+  SCOPED_TRACE("tt_metal " + profile);
   const int64_t P = 64, T = 32;
   LlamaBuilt b = llama(256, 8, 2, 32, 1, P + T);
-  auto tt = ttsim_backend();
+  auto tt = ttsim_backend({{"tt_metal", profile}});
   const Tensor full = tt->run(b.spec, b.in, RunOptions{}).output;
   DecodeOptions opt;
   opt.max_tokens = P + T;
@@ -238,9 +242,18 @@ TEST(TtSimSdpa, DecodeEqualsCausalPrefillWithinBound) {
       err_dec = std::max(err_dec, std::fabs(got.data<float>()[t * 256 + j] - r));
       err_pre = std::max(err_pre, std::fabs(want.data<float>()[t * 256 + j] - r));
     }
-  EXPECT_LE(err_dec, err_pre) << "decode is less accurate than prefill";
+  std::cout << "[decode] tt_metal " << profile << ": max abs error vs float64, decode " << err_dec << ", prefill "
+            << err_pre << "; max abs diff " << worst << " of peak " << peak << "\n";
+  if (profile == "2024") {
+    EXPECT_LE(err_dec, err_pre) << "decode is less accurate than prefill";
+  }
   EXPECT_LE(worst, 2 * err_pre) << "max abs diff " << worst << " of peak " << peak;
   EXPECT_GT(pcc(want, got), 0.999);
+}
+}  // namespace
+
+TEST(TtSimSdpa, DecodeEqualsCausalPrefillWithinBound) {
+  for (const char* profile : {"2024", "latest"}) expect_decode_equals_causal_prefill_within_bound(profile);
 }
 
 // The default: llama_attention, mha_causal and causal torch_mha run as SDPA

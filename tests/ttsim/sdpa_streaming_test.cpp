@@ -331,8 +331,10 @@ TEST(TtsimSdpaStreaming, Float32QIsItsBf16Truncation) {
   SdpaConfig latest = chunks(32, 32);
   latest.compute.tt_metal = TtMetal::Latest;
   EXPECT_TRUE(same_bits(run_sdpa(dev, "sdpa", q, k, k, nullptr, latest), want));
+  SdpaConfig at2024 = chunks(32, 32);
+  at2024.compute.tt_metal = TtMetal::R2024;
   try {
-    run_sdpa(dev, "sdpa", q, k, k, nullptr, chunks(32, 32));
+    run_sdpa(dev, "sdpa", q, k, k, nullptr, at2024);
     FAIL() << "ran at 2024";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("a float32 Q runs at tt_metal latest"), std::string::npos) << e.what();

@@ -57,8 +57,13 @@ struct Op {
 
 }  // namespace
 
-TEST(TtMetalProfile, OptionParsesAndDefaultsTo2024) {
-  EXPECT_EQ(parse_tt_options(json::object(), "backend").tt_metal, TtMetal::R2024);
+// latest, today's kernels, is the default of the backend option, of every
+// op's compute config and of `mha op --help`'s line.
+TEST(TtMetalProfile, OptionParsesAndDefaultsToLatest) {
+  EXPECT_EQ(parse_tt_options(json::object(), "backend").tt_metal, TtMetal::Latest);
+  EXPECT_EQ(ComputeConfig{}.tt_metal, TtMetal::Latest);
+  EXPECT_TRUE(contains(tt_options_help(), "tt_metal: whose kernels: \"latest\" (today's) or \"2024\"")) << tt_options_help();
+  EXPECT_TRUE(contains(tt_options_help(), "softmax's 1/ln2-seeded reciprocal) (default latest)")) << tt_options_help();
   EXPECT_EQ(parse_tt_options({{"tt_metal", "latest"}}, "backend").tt_metal, TtMetal::Latest);
   // `--option tt_metal=2024` parses its value as JSON: the number 2024.
   EXPECT_EQ(parse_tt_options({{"tt_metal", 2024}}, "backend").tt_metal, TtMetal::R2024);
@@ -83,20 +88,28 @@ TEST(TtMetalProfile, SoftmaxReciprocalFollowsTheProfile) {
   const Tensor legacy = core_softmax(a, TtMetal::R2024), quadratic = core_softmax(a, TtMetal::Latest);
   EXPECT_GT(differing(legacy, quadratic), 0);
 
-  CommandResult res = r.run("softmax " + ia);
-  ASSERT_EQ(res.exit_code, 0) << res.err;
-  EXPECT_EQ(differing(r.out(), legacy), 0);
-  EXPECT_TRUE(contains(res.out, "tt_metal 2024")) << res.out;
-
-  res = r.run("softmax " + ia + " --option tt_metal=latest --json -");
+  CommandResult res = r.run("softmax " + ia);  // the default: latest
   ASSERT_EQ(res.exit_code, 0) << res.err;
   EXPECT_EQ(differing(r.out(), quadratic), 0);
-  const json j = json::parse(res.out);
+  EXPECT_TRUE(contains(res.out, "tt_metal latest")) << res.out;
+  res = r.run("softmax " + ia + " --json -");
+  ASSERT_EQ(res.exit_code, 0) << res.err;
+  json j = json::parse(res.out);
   EXPECT_EQ(j["tt_metal"]["profile"], "latest");
   EXPECT_EQ(j["tt_metal"]["commit"], "15a15bf5aa65e876561158b66c7d55b8b915e341");
   EXPECT_EQ(j["attributes"]["tt_metal"], "latest");
   ASSERT_EQ(j["programs"].size(), 1u);
   EXPECT_TRUE(contains(j["programs"][0].get<std::string>(), "tt_metal=latest")) << j["programs"];
+
+  res = r.run("softmax " + ia + " --option tt_metal=2024 --json -");
+  ASSERT_EQ(res.exit_code, 0) << res.err;
+  EXPECT_EQ(differing(r.out(), legacy), 0);
+  j = json::parse(res.out);
+  EXPECT_EQ(j["tt_metal"]["profile"], "2024");
+  EXPECT_EQ(j["tt_metal"]["commit"], "0255f50ff85d45d225ef4a20a7d09fc34320824b");
+  EXPECT_EQ(j["attributes"]["tt_metal"], "2024");
+  ASSERT_EQ(j["programs"].size(), 1u);
+  EXPECT_TRUE(contains(j["programs"][0].get<std::string>(), "tt_metal=2024")) << j["programs"];
 }
 
 // An op whose kernel did not change runs one implementation at both
@@ -109,9 +122,9 @@ TEST(TtMetalProfile, SharedOpsGiveTheSameBits) {
   for (const std::string& call : {"matmul " + a + " " + b, "add " + a + " " + a, "multiply " + a + " " + a,
                                   "reciprocal " + a}) {
     ASSERT_EQ(r.run(call).exit_code, 0) << call;
-    const Tensor at2024 = r.out();
-    ASSERT_EQ(r.run(call + " --option tt_metal=latest").exit_code, 0) << call;
-    EXPECT_EQ(differing(r.out(), at2024), 0) << call;
+    const Tensor at_latest = r.out();
+    ASSERT_EQ(r.run(call + " --option tt_metal=2024").exit_code, 0) << call;
+    EXPECT_EQ(differing(r.out(), at_latest), 0) << call;
   }
 }
 
@@ -136,6 +149,9 @@ TEST(TtMetalProfile, UnmodelledOpsRefuseInOneLine) {
   EXPECT_EQ(std::count(res.err.begin(), res.err.end(), '\n'), 1) << res.err;
   EXPECT_FALSE(file_exists(r.dir.file("out.npy")));
   EXPECT_EQ(r.run("sdpa " + qkv + " --option tt_metal=latest --option sliding_window_size=32").exit_code, 0);
+  // latest is the default: a window and a sink run there on the streaming kernel.
+  EXPECT_EQ(r.run("sdpa " + qkv + " --option sliding_window_size=32").exit_code, 0);
+  EXPECT_EQ(r.run("sdpa " + qkv + " --option 'attention_sink=[1,2]'").exit_code, 0);
   EXPECT_EQ(r.run("sdpa " + qkv + " --option tt_metal=latest").exit_code, 0);
   EXPECT_EQ(r.run("sdpa " + qkv + " --option tt_metal=latest --fp32-dest-acc-en").exit_code, 0);
   EXPECT_EQ(r.run("sdpa " + qkv + " --option tt_metal=latest --fp32-dest-acc-en --option sliding_window_size=32")
@@ -153,15 +169,20 @@ TEST(TtMetalProfile, IgnoredFlagIsNoted) {
   const std::string qkv = shell_quote(r.dir.file("q.npy")) + " " + shell_quote(r.dir.file("k.npy")) + " " +
                           shell_quote(r.dir.file("v.npy"));
   const std::string note = "exp_approx_mode=false does not reach the score exp at tt_metal 2024 (the kernel's exp_tile<true>)";
-  CommandResult res = r.run("sdpa " + qkv + " --option exp_approx_mode=false");
+  // At 2024, where the default exp_approx_mode=true leaves no note (every
+  // latest SDPA run notes the inverted rescale exp).
+  const std::string at2024 = "sdpa " + qkv + " --option tt_metal=2024";
+  CommandResult res = r.run(at2024 + " --option exp_approx_mode=false");
   ASSERT_EQ(res.exit_code, 0) << res.err;
   EXPECT_TRUE(contains(res.out, "note: " + note + "\n")) << res.out;
-  res = r.run("sdpa " + qkv + " --option exp_approx_mode=false --json -");
+  res = r.run(at2024 + " --option exp_approx_mode=false --json -");
   const json j = json::parse(res.out);
   ASSERT_EQ(j["notes"].size(), 1u);
   EXPECT_EQ(j["notes"][0], note);
-  res = r.run("sdpa " + qkv + " --json -");
+  res = r.run(at2024 + " --json -");
   EXPECT_FALSE(json::parse(res.out).contains("notes"));
+  res = r.run("sdpa " + qkv + " --json -");  // the default, latest
+  EXPECT_TRUE(contains(json::parse(res.out)["notes"].dump(), "tt-metal PR #56925")) << res.out;
 }
 
 // `mha run` names the profile in its text and --json reports; the seed 000

@@ -163,7 +163,8 @@ void TtOptions::fields(V& v) {
     });
   // `--option tt_metal=2024` reaches here as the number 2024: taken as "2024".
   v("tt_metal", tt_metal,
-    "whose kernels: \"2024\" (default; SDPA at 0255f50, softmax's 1/ln2-seeded reciprocal) or \"latest\"", kNone,
+    "whose kernels: \"latest\" (today's) or \"2024\" (SDPA at 0255f50, softmax's 1/ln2-seeded reciprocal)",
+    kNone,
     [](const fields::json& j, TtMetal& t, const std::string& where) {
       const fields::json name = j.is_number_integer() && j.get<int64_t>() == 2024 ? fields::json("2024") : j;
       if (!fields::Codec<TtMetal>::parse(name, t))

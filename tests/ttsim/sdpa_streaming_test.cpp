@@ -15,6 +15,7 @@
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
 #include "backends/ttsim/ttsim_options.h"
 #include "compare/compare.h"
+#include "ttsim/matrix_unit.h"
 #include "ttsim/sfpu.h"
 #include "ttsim/simd/kernels.h"
 #include "ttsim/tile.h"
@@ -282,6 +283,29 @@ TEST(TtsimSdpaStreaming, ScoreExpsOnLanesEqualTheLaneModel) {
         }
       }
   }
+}
+
+// ELWMUL by 1.0 at two fidelity phases or more on a 16-bit Dst gives back
+// +0 and every bf16 value with an exponent field from 6 to 254, on both
+// architectures (1 to 5 lose the second phase's product): the fast path's
+// rescale by an unmoved max (alpha exactly 1) passes such rows through.
+TEST(TtsimSdpaStreaming, TimesOneKeepsBf16Values) {
+  for (Arch arch : {Arch::Wormhole, Arch::Blackhole})
+    for (MathFidelity f : {MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4}) {
+      int lost_tiny = 0;  // why the bound is 6
+      for (uint32_t h = 0; h < 0x10000u; ++h) {
+        const uint32_t e = (h >> 7) & 255u, u = h << 16;
+        float x;
+        std::memcpy(&x, &u, 4);
+        const float y = fpu_mul(x, 1.0f, f, false, arch);
+        const bool kept = std::memcmp(&x, &y, 4) == 0;
+        if (h == 0 || (e >= 6 && e <= 254)) {
+          ASSERT_TRUE(kept) << std::hex << u;
+        }
+        lost_tiny += e >= 1 && e <= 5 && !kept;
+      }
+      EXPECT_GT(lost_tiny, 0);
+    }
 }
 
 // The rescale exp's two algorithms, and the flag reaching them inverted:

@@ -41,6 +41,38 @@ void mul_bcast_dst(const float* x, int64_t n, float s, const TileMath& tm, float
   }
 }
 
+// Whether every one of n values (n a multiple of 8) is +0 or a bf16 value
+// (the low half zero) with an exponent field from 6 to 254, 8 lanes at a
+// time. Below 6 the second phase's product (SrcA's low piece, weighing
+// 2^-5) falls under the smallest exponent and is dropped.
+bool times_one_keeps(const float* x, int64_t n) {
+  const __m256i z = _mm256_setzero_si256(), lo = _mm256_set1_epi32(0xffff), ones = _mm256_set1_epi32(-1);
+  __m256i bad = z;
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(255));
+    const __m256i tiny = _mm256_andnot_si256(_mm256_cmpeq_epi32(u, z), _mm256_cmpgt_epi32(_mm256_set1_epi32(6), e));
+    const __m256i low_set = _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_and_si256(u, lo), z), ones);
+    bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_or_si256(tiny, _mm256_cmpeq_epi32(e, _mm256_set1_epi32(255))),
+                                               low_set));
+  }
+  return _mm256_testz_si256(bad, bad) != 0;
+}
+
+// pack(ELWMUL(x, s)) of n CB values into tmp, or x itself where that is
+// what the packer writes: on the vector path, s == 1.0 at two phases or
+// more on a 16-bit Dst gives back the values times_one_keeps takes (the
+// first two phases take SrcA's hidden bit and ten more, and 1.0 has no low
+// piece in SrcB; TtsimSdpaStreaming.TimesOneKeepsBf16Values checks every
+// bf16 value on the lane model). The running max seldom moves after the
+// first k chunks, so most rows rescale by exactly 1.
+const float* times_col(const float* x, int64_t n, float s, const TileMath& tm, float* tmp) {
+  if (s == 1.0f && tm.kern && tm.phases >= 2 && !tm.fp32 && times_one_keeps(x, n)) return x;
+  mul_bcast_dst(x, n, s, tm, tmp);
+  sdpa_pack_bf16(tmp, n, tm);
+  return tmp;
+}
+
 // t with `rows` rows and `cols` columns: its values, zeros below, `fill`
 // right of its columns (the reader's -inf over a mask's padded keys).
 TileTensor pad_rows(const TileTensor& t, int64_t rows, int64_t cols, float fill = 0.0f) {
@@ -171,12 +203,8 @@ void rescale(const StreamingRun& r, StreamingWork& w) {
     float a = sdpa_streaming_alpha_exp(fpu_add(w.m_prev[u], -w.m_cur[u], r.tm.fp32, r.tm.arch), r.scale_bf16,
                                        !r.cfg.exp_approx_mode, r.tm.arch);
     sdpa_pack_bf16(&a, 1, r.tm);
-    mul_bcast_dst(&w.sum_prev[u * kTile], kTile, a, r.tm, w.tmp.data());
-    sdpa_pack_bf16(w.tmp.data(), kTile, r.tm);
-    l1acc(&w.sum_cur[u * kTile], w.tmp.data(), kTile, r.tm);
-    mul_bcast_dst(&w.o_prev[u * r.DV], r.DV, a, r.tm, w.tmp.data());
-    sdpa_pack_bf16(w.tmp.data(), r.DV, r.tm);
-    l1acc(&w.o_cur[u * r.DV], w.tmp.data(), r.DV, r.tm);
+    l1acc(&w.sum_cur[u * kTile], times_col(&w.sum_prev[u * kTile], kTile, a, r.tm, w.tmp.data()), kTile, r.tm);
+    l1acc(&w.o_cur[u * r.DV], times_col(&w.o_prev[u * r.DV], r.DV, a, r.tm, w.tmp.data()), r.DV, r.tm);
   }
 }
 

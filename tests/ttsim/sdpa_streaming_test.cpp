@@ -15,6 +15,7 @@
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
 #include "backends/ttsim/ttsim_options.h"
 #include "compare/compare.h"
+#include "ttsim/matrix_unit.h"
 #include "ttsim/sfpu.h"
 #include "ttsim/simd/kernels.h"
 #include "ttsim/tile.h"
@@ -244,6 +245,67 @@ TEST(TtsimSdpaStreaming, ScoreExpIsTheClampedExpUnderRelu) {
   // Schraudolph's exp(0) is 1 - 2^-6 (its bias constant trades the error
   // over the whole range): the row max's own exp, in every row.
   EXPECT_EQ(sdpa_streaming_score_exp(0.0f, 0.125f, Arch::Wormhole), 0.9765625f);
+}
+
+// The score exp over a row on the vector lanes equals the lane model value
+// by value: random bit patterns (NaN, Inf, denormals, huge), the range the
+// kernel feeds it, and the multiply-add results near the rounding's ties
+// (t's fraction near one half, t near 0.5 and the saturation at 32767).
+TEST(TtsimSdpaStreaming, ScoreExpsOnLanesEqualTheLaneModel) {
+  std::mt19937 g(11);
+  std::vector<float> xs;
+  for (int i = 0; i < 4096; ++i) {
+    const uint32_t u = g();
+    float x;
+    std::memcpy(&x, &u, 4);
+    xs.push_back(x);
+  }
+  std::uniform_real_distribution<float> scores(-3000.0f, 50.0f);
+  for (int i = 0; i < 8192; ++i) xs.push_back(scores(g));
+  for (float scale : {0.125f, 0.0883883f, 1.0f, 1e-20f, 3e30f}) {
+    const float a = 256.0f * 1.4426950408889634f * scale;
+    // d with a * d + bias just around the half-integers, 0.5 and 32767.
+    for (float t : {0.5f, 1.5f, 100.5f, 32766.5f, 32767.0f}) {
+      float lo = (t - 32500.818359375f) / a, hi = lo;
+      for (int step = 0; step < 64; ++step) {
+        xs.push_back(lo = std::nextafter(lo, -1e30f));
+        xs.push_back(hi = std::nextafter(hi, 1e30f));
+      }
+    }
+    for (Arch arch : {Arch::Wormhole, Arch::Blackhole})
+      for (simd::Isa isa : simd::vector_isas()) {
+        std::vector<float> got = xs;
+        sdpa_streaming_score_exps(got.data(), static_cast<int64_t>(got.size()), scale, simd::kernels_for(isa, arch),
+                                  arch);
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const float want = sdpa_streaming_score_exp(xs[i], scale, arch);
+          ASSERT_EQ(std::memcmp(&got[i], &want, 4), 0) << xs[i] << " scale " << scale << " " << simd::isa_name(isa);
+        }
+      }
+  }
+}
+
+// ELWMUL by 1.0 at two fidelity phases or more on a 16-bit Dst gives back
+// +0 and every bf16 value with an exponent field from 6 to 254, on both
+// architectures (1 to 5 lose the second phase's product): the fast path's
+// rescale by an unmoved max (alpha exactly 1) passes such rows through.
+TEST(TtsimSdpaStreaming, TimesOneKeepsBf16Values) {
+  for (Arch arch : {Arch::Wormhole, Arch::Blackhole})
+    for (MathFidelity f : {MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4}) {
+      int lost_tiny = 0;  // why the bound is 6
+      for (uint32_t h = 0; h < 0x10000u; ++h) {
+        const uint32_t e = (h >> 7) & 255u, u = h << 16;
+        float x;
+        std::memcpy(&x, &u, 4);
+        const float y = fpu_mul(x, 1.0f, f, false, arch);
+        const bool kept = std::memcmp(&x, &y, 4) == 0;
+        if (h == 0 || (e >= 6 && e <= 254)) {
+          ASSERT_TRUE(kept) << std::hex << u;
+        }
+        lost_tiny += e >= 1 && e <= 5 && !kept;
+      }
+      EXPECT_GT(lost_tiny, 0);
+    }
 }
 
 // The rescale exp's two algorithms, and the flag reaching them inverted:

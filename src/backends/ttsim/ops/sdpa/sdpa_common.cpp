@@ -249,14 +249,35 @@ void sdpa_matmul_lanes(const float* a, int64_t lda, int64_t rows, int64_t K, boo
 void sdpa_matmul_decoded(const float* a, int64_t lda, int64_t rows, int64_t K, const detail::In1Buffer& b1,
                          int64_t k0, int64_t c0, int64_t N, const TileMath& m, SdpaScratch& s, float* out,
                          int64_t ldo) {
-  const int64_t rec = K * m.phases;
-  grow(s.arec, rows * rec);
+  grow(s.arec, rows * K * m.phases);
   detail::decode_in0(a, lda, rows, K, DataFormat::Bfloat16, m.fp32, m.phases, s.arec.data());
-  const simd::In1 v = b1.view(k0, c0);
+  sdpa_mvmul(s.arec.data(), rows, K, b1.view(k0, c0), N, m, out, ldo);
+  for (int64_t r = 0; r < rows; ++r) sdpa_pack_bf16(out + r * ldo, N, m);
+}
+
+void sdpa_mvmul(const simd::ARec* arec, int64_t rows, int64_t K, const simd::In1& b1, int64_t N, const TileMath& m,
+                float* out, int64_t ldo) {
   // Dst is the output rows themselves (in0 is decoded by now).
   for (int64_t r = 0; r < rows; ++r) std::fill(out + r * ldo, out + r * ldo + N, 0.0f);
-  m.kern->mvmul(s.arec.data(), rec, rows, v, N, K / kTile, m.phases, m.fp32, reinterpret_cast<uint32_t*>(out), ldo);
-  for (int64_t r = 0; r < rows; ++r) sdpa_pack_bf16(out + r * ldo, N, m);
+  m.kern->mvmul(arec, K * m.phases, rows, b1, N, K / kTile, m.phases, m.fp32, reinterpret_cast<uint32_t*>(out), ldo);
+}
+
+void sdpa_decode_kv(const TileTensor& k, const TileTensor& v, bool fp32, int64_t keys, const Exec& ex,
+                    std::vector<detail::In1Buffer>& kt, std::vector<detail::In1Buffer>& vd) {
+  const int64_t D = k.pcols, DV = v.pcols, Sk = k.rows, heads = k.shape[0] * k.shape[1];
+  kt.resize(static_cast<size_t>(heads));
+  vd.resize(kt.size());
+  ex.parallel_for(2 * heads, [&](int64_t t, int) {
+    const size_t h = static_cast<size_t>(t / 2);
+    if (t % 2 == 0) {
+      kt[h].resize(D * (Sk / keys), keys);
+      for (int64_t j = 0; j < Sk / keys; ++j)
+        detail::decode_in1(k.matrix(t / 2) + j * keys * D, 1, D, D, keys, k.format, fp32, kt[h], j * D);
+    } else {
+      vd[h].resize(Sk, DV);
+      detail::decode_in1(v.matrix(t / 2), DV, 1, Sk, DV, v.format, fp32, vd[h], 0);
+    }
+  });
 }
 
 }  // namespace mha::ttsim

@@ -19,6 +19,7 @@
 #include <limits>
 #include <vector>
 
+#include "ttsim/exec.h"
 #include "ttsim/matrix_unit.h"
 #include "ttsim/operands.h"
 #include "ttsim/simd/kernels.h"
@@ -127,5 +128,22 @@ void sdpa_matmul_lanes(const float* a, int64_t lda, int64_t rows, int64_t K, boo
 void sdpa_matmul_decoded(const float* a, int64_t lda, int64_t rows, int64_t K, const detail::In1Buffer& b1,
                          int64_t k0, int64_t c0, int64_t N, const TileMath& m, SdpaScratch& s, float* out,
                          int64_t ldo);
+
+// The matrix-unit pass itself with both operands decoded (the vector
+// kernels only): in0 as decode_in0's records (row r at arec + r*K*phases),
+// in1 a view; out[r, c] for r < rows, c < N is the Dst, left unpacked. A q
+// chunk decodes Q once for every k chunk it visits.
+void sdpa_mvmul(const simd::ARec* arec, int64_t rows, int64_t K, const simd::In1& b1, int64_t N, const TileMath& m,
+                float* out, int64_t ldo);
+
+// K^T (the QK matmul's in1) and V (s_k x dv) of every kv head, decoded once
+// for all the q chunks that read them, over ex's pool; fp32: the Dst mode.
+// K^T is stored in blocks of `keys` keys (a multiple of 32 dividing s_k):
+// block j, keys [j*keys, (j+1)*keys), is rows [j*dh, (j+1)*dh) with ld =
+// keys (view(j*dh, 0)). A k chunk's block is then contiguous: a whole-row
+// ld of s_k * 2 bytes puts a multiple of 4 KiB between the rows one
+// matmul reads, and those rows evict one another from the L1 cache.
+void sdpa_decode_kv(const TileTensor& k, const TileTensor& v, bool fp32, int64_t keys, const Exec& ex,
+                    std::vector<detail::In1Buffer>& kt, std::vector<detail::In1Buffer>& vd);
 
 }  // namespace mha::ttsim

@@ -135,25 +135,6 @@ struct SdpaRun {
   int64_t q_start;  // chunked prefill: the sequence position of Q's row 0
 };
 
-// K^T (dh x Sk, the QK matmul's SrcA) and V (Sk x dv) of every kv head,
-// decoded once for all the q chunks that read them.
-void decode_kv(const TileTensor& k, const TileTensor& v, const TileMath& tm, const Exec& ex,
-               std::vector<detail::In1Buffer>& kt, std::vector<detail::In1Buffer>& vd) {
-  const int64_t D = k.pcols, DV = v.pcols, Sk = k.rows, heads = k.shape[0] * k.shape[1];
-  kt.resize(static_cast<size_t>(heads));
-  vd.resize(kt.size());
-  ex.parallel_for(2 * heads, [&](int64_t t, int) {
-    const int64_t h = t / 2;
-    if (t % 2 == 0) {
-      kt[h].resize(D, Sk);
-      detail::decode_in1(k.matrix(h), 1, D, D, Sk, k.format, tm.fp32, kt[h], 0);
-    } else {
-      vd[h].resize(Sk, DV);
-      detail::decode_in1(v.matrix(h), DV, 1, Sk, DV, v.format, tm.fp32, vd[h], 0);
-    }
-  });
-}
-
 // Adds to key chunk [k_low, k_low + KC)'s scores S (rows of stride N) the
 // given mask, or the causal / window rule's, when the chunk needs one.
 // q_low: the chunk's first query position (a given mask implies q_start 0).
@@ -258,7 +239,7 @@ void tt_sdpa(const TileTensor& q, const TileTensor& k, const TileTensor& v, cons
                     cfg.compute.arch);
   out = make_tile_tensor(sdpa_out_shape(q, v), cfg.compute.output);
   std::vector<detail::In1Buffer> kt, vd;
-  decode_kv(k, v, tm, ex, kt, vd);
+  sdpa_decode_kv(k, v, tm.fp32, k.rows, ex, kt, vd);
   const SdpaRun run{q, mask, out, cfg, tm, kt, vd, NQH, k.shape[1], q.pcols, v.pcols, k.rows, cfg.q_chunk_size,
                     cfg.k_chunk_size, sdpa_scale_bf16(cfg, q.cols), chunk_start};
   std::vector<Work> work(static_cast<size_t>(ex.threads()));

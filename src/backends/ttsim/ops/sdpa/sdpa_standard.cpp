@@ -50,6 +50,10 @@ struct Job {
   bool padded_mask;     // use_padded_mask: non-causal with padded lengths
   float scale;       // scale_fp32: the scores' exp takes it whole
   float scale_bf16;  // scale_fp32 >> 16: exp(m_old - m_new) takes it cut
+  // The vector path's K^T (one block per k chunk) and V per kv head,
+  // decoded once (sdpa_decode_kv); nullptr on the lane models.
+  const std::vector<detail::In1Buffer>* kt = nullptr;
+  const std::vector<detail::In1Buffer>* vd = nullptr;
 };
 
 // Per-thread buffers: the scores (qk_im), and the ping-pong statistics and
@@ -59,24 +63,27 @@ struct Scratch {
   std::vector<float> m[2], sum[2], out[2];
   std::vector<float> row;  // one output row's products
   SdpaScratch mm;
+  std::vector<simd::ARec> qrec;  // the vector path's q chunk decoded as in0, once for its k chunks
 };
 
 // matmul_blocks with all of K in Dst (in0 in SrcB, in1 in SrcA), the fp32
 // Dst left unpacked: out[r, c] for r < rows, c < N. in0 is a Float32 CB
 // (TF32 in Src) when a_f32, else bf16-exact values; in1 element (k, c) is
 // b[k*ks + c*ns]. Per output: K tiles outer, fidelity phases, faces inner.
+// in0 as the vector path decodes it: a Float32 CB as TF32, else bf16 values.
+void std_decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32, const TileMath& m,
+                    std::vector<simd::ARec>& rec) {
+  rec.resize(static_cast<size_t>(rows * K * m.phases));
+  detail::decode_in0(a, lda, rows, K, a_f32 ? DataFormat::Float32 : DataFormat::Bfloat16, true, m.phases, rec.data());
+}
+
 void std_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32, const float* b, int64_t ks,
                 int64_t ns, int64_t N, const TileMath& m, SdpaScratch& s, float* out, int64_t ldo) {
   if (m.kern) {
     s.in1.resize(K, N);
     detail::decode_in1(b, ks, ns, K, N, DataFormat::Bfloat16, true, s.in1, 0);
-    const int64_t rec = K * m.phases;
-    s.arec.resize(static_cast<size_t>(rows * rec));
-    detail::decode_in0(a, lda, rows, K, a_f32 ? DataFormat::Float32 : DataFormat::Bfloat16, true, m.phases,
-                       s.arec.data());
-    for (int64_t r = 0; r < rows; ++r) std::fill(out + r * ldo, out + r * ldo + N, 0.0f);
-    m.kern->mvmul(s.arec.data(), rec, rows, s.in1.view(), N, K / kTile, m.phases, true,
-                  reinterpret_cast<uint32_t*>(out), ldo);
+    std_decode_in0(a, lda, rows, K, a_f32, m, s.arec);
+    sdpa_mvmul(s.arec.data(), rows, K, s.in1.view(), N, m, out, ldo);
     return;
   }
   sdpa_matmul_lanes(a, lda, rows, K, a_f32, b, ks, ns, N, m, out, ldo);
@@ -91,8 +98,12 @@ void std_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32
 void scores(const Job& j, int64_t nb, int64_t bh, int64_t kvh, int64_t q_low, int64_t k_low, const TileMath& tm,
             Scratch& s) {
   const int64_t QC = j.QC, KC = j.KC, q_pos = j.chunk_start + q_low;  // the mask's frame: sequence positions
-  std_matmul(j.q.matrix(bh) + q_low * j.D, j.D, QC, j.D, j.q.format == DataFormat::Float32, j.k.matrix(kvh) + k_low * j.D, 1, j.D, KC, tm, s.mm,
-             s.S.data(), KC);
+  if (j.kt)  // Q decoded by q_chunk, K^T by sdpa_decode_kv: the chunk's block
+    sdpa_mvmul(s.qrec.data(), QC, j.D, (*j.kt)[static_cast<size_t>(kvh)].view(k_low / KC * j.D, 0), KC, tm,
+               s.S.data(), KC);
+  else
+    std_matmul(j.q.matrix(bh) + q_low * j.D, j.D, QC, j.D, j.q.format == DataFormat::Float32,
+               j.k.matrix(kvh) + k_low * j.D, 1, j.D, KC, tm, s.mm, s.S.data(), KC);
   pack_dst(s.S.data(), s.S.data(), QC * KC, DataFormat::Float32, true, PackSrc::Float32);
   // add_block_inplace: ELWADD of a mask row (bf16-exact values) onto the
   // TF32 scores, packed back to Float32.
@@ -289,6 +300,7 @@ void q_chunk(const Job& j, int64_t bh, int64_t qc, const TileMath& tm, Scratch& 
   const int64_t q_high_tile = j.cfg.is_causal ? std::min(q_tile + j.QC / kTile, j.Skt) : j.Skt;
   const int64_t k_end = (q_high_tile + kct - 1) / kct;
   s.S.resize(static_cast<size_t>(j.QC * j.KC));
+  if (j.kt) std_decode_in0(j.q.matrix(bh) + q_low * j.D, j.D, j.QC, j.D, j.q.format == DataFormat::Float32, tm, s.qrec);
   for (int i = 0; i < 2; ++i) {
     s.m[i].resize(static_cast<size_t>(j.QC));
     s.sum[i].resize(static_cast<size_t>(j.QC * kTile));
@@ -303,8 +315,13 @@ void q_chunk(const Job& j, int64_t bh, int64_t qc, const TileMath& tm, Scratch& 
     sub_exp(j, s.m[cur].data(), tm, s, s.sum[cur].data());
     // OUT_IM = P @ V_chunk: P from the Float32 qk_im (TF32 in SrcB), packed bf16.
     float* o = s.out[cur].data();
-    std_matmul(s.S.data(), j.KC, j.QC, j.KC, true, j.v.matrix(kvh) + k_low * j.VD, j.VD, 1, j.VD, tm, s.mm, o, j.VD);
-    for (int64_t i = 0; i < j.QC * j.VD; ++i) o[i] = pack_bf16(o[i]);
+    if (j.vd) {
+      std_decode_in0(s.S.data(), j.KC, j.QC, j.KC, true, tm, s.mm.arec);
+      sdpa_mvmul(s.mm.arec.data(), j.QC, j.KC, (*j.vd)[static_cast<size_t>(kvh)].view(k_low, 0), j.VD, tm, o, j.VD);
+    } else {
+      std_matmul(s.S.data(), j.KC, j.QC, j.KC, true, j.v.matrix(kvh) + k_low * j.VD, j.VD, 1, j.VD, tm, s.mm, o, j.VD);
+    }
+    pack_dst(o, o, j.QC * j.VD, DataFormat::Bfloat16, true, PackSrc::Bfloat16);
     if (kc > 0)
       rescale(j, s.m[prev].data(), s.m[cur].data(), s.sum[prev].data(), s.out[prev].data(), tm, s, s.sum[cur].data(), o);
     prev = cur;
@@ -369,13 +386,23 @@ void tt_sdpa_standard(const TileTensor& q, const TileTensor& k, const TileTensor
   const std::string gap = sdpa_standard_gap(cfg);
   if (!gap.empty()) throw InputError("sdpa: " + gap);
   const StreamingInputs in = streaming_pad(q, k, v, mask, cfg);
-  const Job j = make_job(in, q.rows, cfg, chunk_start);
+  Job j = make_job(in, q.rows, cfg, chunk_start);
   const ComputeConfig& cc = cfg.compute;
   const TileMath tm(cc.math_fidelity, true, cc.math_approx_mode, ex.kernels(cc.arch), cc.arch);
+  std::vector<detail::In1Buffer> kt, vd;
+  if (tm.kern) {
+    sdpa_decode_kv(in.k, in.v, true, cfg.k_chunk_size, ex, kt, vd);
+    j.kt = &kt;
+    j.vd = &vd;
+  }
   out = make_tile_tensor(sdpa_out_shape(q, v), cc.output);
   const int64_t heads = q.shape[0] * j.NQH, nqc = j.q.rows / j.QC;
   std::vector<Scratch> scratch(static_cast<size_t>(std::max(1, ex.threads())));
-  ex.parallel_for(heads * nqc, [&](int64_t t, int th) { q_chunk(j, t / nqc, t % nqc, tm, scratch[static_cast<size_t>(th)], out); });
+  // Tasks: (bh, q chunk), the longest (last) causal chunks first, so that
+  // no long one is left alone at the end.
+  ex.parallel_for(heads * nqc, [&](int64_t t, int th) {
+    q_chunk(j, t % heads, nqc - 1 - t / heads, tm, scratch[static_cast<size_t>(th)], out);
+  });
 }
 
 }  // namespace mha::ttsim

@@ -67,6 +67,9 @@ void tt_sdpa_streaming_oracle(const TileTensor& q, const TileTensor& k, const Ti
 // Dst, with the packer's ReLU applied (negative outputs -> +0); the caller
 // packs.
 float sdpa_streaming_score_exp(float d, float scale, Arch arch);
+// The same on n values in place, their multiply-add on kern's lanes where
+// it can take them (nullptr: the lane model throughout); bit-identical.
+void sdpa_streaming_score_exps(float* x, int64_t n, float scale, const simd::KernelTable* kern, Arch arch);
 // The rescale factor exp((m_old - m_new) * scale_bf16) as
 // calculate_exponential_first_column computes it: `approximate` picks the
 // piecewise approximation (0 below -42), else exp_21f; stored to the 16-bit

@@ -123,7 +123,13 @@ void tt_sdpa_streaming(const TileTensor& q, const TileTensor& k, const TileTenso
   if (!p.empty()) throw InputError("sdpa: " + p);
   const StreamingInputs in = streaming_pad(q, k, v, mask, cfg);
   out = make_tile_tensor(sdpa_out_shape(q, v), cfg.compute.output);
-  const StreamingRun run = streaming_run(in, cfg, ex.kernels(cfg.compute.arch), out, chunk_start);
+  StreamingRun run = streaming_run(in, cfg, ex.kernels(cfg.compute.arch), out, chunk_start);
+  std::vector<detail::In1Buffer> kt, vd;
+  if (run.tm.kern) {
+    sdpa_decode_kv(in.k, in.v, run.tm.fp32, cfg.k_chunk_size, ex, kt, vd);
+    run.kt = &kt;
+    run.vd = &vd;
+  }
   const int64_t BH = q.shape[0] * q.shape[1], NQC = in.q.rows / cfg.q_chunk_size;
   std::vector<StreamingWork> work(static_cast<size_t>(ex.threads()));
   // Tasks: (bh, q chunk), the longest (last) causal chunks first.

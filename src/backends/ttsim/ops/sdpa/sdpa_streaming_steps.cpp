@@ -4,12 +4,15 @@
 // lists them in order.
 #include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "backends/ttsim/ops/sdpa/sdpa_window.h"
+#include "tensor/half.h"
 #include "ttsim/kblock.h"
 #include "ttsim/matrix_unit.h"
 #include "ttsim/packer.h"
@@ -37,6 +40,38 @@ void mul_bcast_dst(const float* x, int64_t n, float s, const TileMath& tm, float
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = fpu_mul(x[i], s, tm.fidelity, tm.fp32, tm.arch);
   }
+}
+
+// Whether every one of n values (n a multiple of 8) is +0 or a bf16 value
+// (the low half zero) with an exponent field from 6 to 254, 8 lanes at a
+// time. Below 6 the second phase's product (SrcA's low piece, weighing
+// 2^-5) falls under the smallest exponent and is dropped.
+bool times_one_keeps(const float* x, int64_t n) {
+  const __m256i z = _mm256_setzero_si256(), lo = _mm256_set1_epi32(0xffff), ones = _mm256_set1_epi32(-1);
+  __m256i bad = z;
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(255));
+    const __m256i tiny = _mm256_andnot_si256(_mm256_cmpeq_epi32(u, z), _mm256_cmpgt_epi32(_mm256_set1_epi32(6), e));
+    const __m256i low_set = _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_and_si256(u, lo), z), ones);
+    bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_or_si256(tiny, _mm256_cmpeq_epi32(e, _mm256_set1_epi32(255))),
+                                               low_set));
+  }
+  return _mm256_testz_si256(bad, bad) != 0;
+}
+
+// pack(ELWMUL(x, s)) of n CB values into tmp, or x itself where that is
+// what the packer writes: on the vector path, s == 1.0 at two phases or
+// more on a 16-bit Dst gives back the values times_one_keeps takes (the
+// first two phases take SrcA's hidden bit and ten more, and 1.0 has no low
+// piece in SrcB; TtsimSdpaStreaming.TimesOneKeepsBf16Values checks every
+// bf16 value on the lane model). The running max seldom moves after the
+// first k chunks, so most rows rescale by exactly 1.
+const float* times_col(const float* x, int64_t n, float s, const TileMath& tm, float* tmp) {
+  if (s == 1.0f && tm.kern && tm.phases >= 2 && !tm.fp32 && times_one_keeps(x, n)) return x;
+  mul_bcast_dst(x, n, s, tm, tmp);
+  sdpa_pack_bf16(tmp, n, tm);
+  return tmp;
 }
 
 // t with `rows` rows and `cols` columns: its values, zeros below, `fill`
@@ -113,7 +148,7 @@ void softmax_rows(const StreamingRun& r, bool first, StreamingWork& w) {
     } else {
       for (int64_t j = 0; j < KC; ++j) x[j] = fpu_add(x[j], neg, r.tm.fp32, r.tm.arch);
     }
-    for (int64_t j = 0; j < KC; ++j) x[j] = sdpa_streaming_score_exp(x[j], r.scale, r.tm.arch);
+    sdpa_streaming_score_exps(x, KC, r.scale, r.tm.kern, r.tm.arch);
     sdpa_pack_bf16(x, KC, r.tm);
     float* sum = &w.sum_cur[static_cast<size_t>(i * kTile)];
     std::memcpy(sum, x, 4 * kTile);  // the row's first tile overwrites
@@ -127,20 +162,39 @@ void softmax_rows(const StreamingRun& r, bool first, StreamingWork& w) {
 // with the last row group's exps).
 void pv_chunk(const StreamingRun& r, int64_t kvh, int64_t k_low, StreamingWork& w) {
   const float* V = r.in.v.matrix(kvh) + k_low * r.DV;
+  // P's rows [row0, row0 + rows) by V's keys [k0, k0 + inner) of the chunk.
+  auto matmul = [&](int64_t row0, int64_t rows, int64_t k0, int64_t inner, float* dst) {
+    const float* P = w.S.data() + row0 * r.KC + k0;
+    if (r.vd)
+      sdpa_matmul_decoded(P, r.KC, rows, inner, (*r.vd)[static_cast<size_t>(kvh)], k_low + k0, 0, r.DV, r.tm, w.s,
+                          dst, r.DV);
+    else
+      sdpa_matmul(P, r.KC, rows, inner, V + k0 * r.DV, r.DV, 1, r.DV, r.tm, w.s, dst, r.DV);
+  };
   int64_t row0 = 0;
   if (r.plan.sbh == 1 && r.plan.kt_num_subblocks > 1) {
     const int64_t w_keys = r.plan.qkt_subblock_w * kTile;
     for (int64_t p = 0; p < r.plan.kt_num_subblocks; ++p) {
-      const int64_t k0 = p * w_keys, inner = std::min(w_keys, r.KC - k0);
-      float* dst = p == 0 ? w.o_cur.data() : w.tmp.data();
-      sdpa_matmul(w.S.data() + k0, r.KC, kTile, inner, V + k0 * r.DV, r.DV, 1, r.DV, r.tm, w.s, dst, r.DV);
+      const int64_t k0 = p * w_keys;
+      matmul(0, kTile, k0, std::min(w_keys, r.KC - k0), p == 0 ? w.o_cur.data() : w.tmp.data());
       if (p > 0) l1acc(w.o_cur.data(), w.tmp.data(), kTile * r.DV, r.tm);
     }
     row0 = kTile;
   }
-  if (row0 < r.QC)
-    sdpa_matmul(w.S.data() + row0 * r.KC, r.KC, r.QC - row0, r.KC, V, r.DV, 1, r.DV, r.tm, w.s,
-                w.o_cur.data() + row0 * r.DV, r.DV);
+  if (row0 < r.QC) matmul(row0, r.QC - row0, 0, r.KC, w.o_cur.data() + row0 * r.DV);
+}
+
+// S = Q_chunk @ K_chunk^T, packed. The fast path decoded Q (w.qrec) and
+// K^T once; each output element is the same Dst accumulation either way.
+void qk_chunk(const StreamingRun& r, int64_t bh, int64_t kvh, int64_t q_low, int64_t k_low, StreamingWork& w) {
+  if (r.kt) {
+    const simd::In1 kt = (*r.kt)[static_cast<size_t>(kvh)].view(k_low / r.KC * r.D, 0);  // the chunk's block
+    sdpa_mvmul(w.qrec.data(), r.QC, r.D, kt, r.KC, r.tm, w.S.data(), r.KC);
+    sdpa_pack_bf16(w.S.data(), r.QC * r.KC, r.tm);
+    return;
+  }
+  sdpa_matmul(r.in.q.matrix(bh) + q_low * r.D, r.D, r.QC, r.D, r.in.k.matrix(kvh) + k_low * r.D, 1, r.D, r.KC, r.tm,
+              w.s, w.S.data(), r.KC);
 }
 
 // The SALAD corrections: alpha = exp((m_prev - m_cur) * scale) on the first
@@ -154,12 +208,8 @@ void rescale(const StreamingRun& r, StreamingWork& w) {
     float a = sdpa_streaming_alpha_exp(fpu_add(w.m_prev[u], -w.m_cur[u], r.tm.fp32, r.tm.arch), r.scale_bf16,
                                        !r.cfg.exp_approx_mode, r.tm.arch);
     sdpa_pack_bf16(&a, 1, r.tm);
-    mul_bcast_dst(&w.sum_prev[u * kTile], kTile, a, r.tm, w.tmp.data());
-    sdpa_pack_bf16(w.tmp.data(), kTile, r.tm);
-    l1acc(&w.sum_cur[u * kTile], w.tmp.data(), kTile, r.tm);
-    mul_bcast_dst(&w.o_prev[u * r.DV], r.DV, a, r.tm, w.tmp.data());
-    sdpa_pack_bf16(w.tmp.data(), r.DV, r.tm);
-    l1acc(&w.o_cur[u * r.DV], w.tmp.data(), r.DV, r.tm);
+    l1acc(&w.sum_cur[u * kTile], times_col(&w.sum_prev[u * kTile], kTile, a, r.tm, w.tmp.data()), kTile, r.tm);
+    l1acc(&w.o_cur[u * r.DV], times_col(&w.o_prev[u * r.DV], r.DV, a, r.tm, w.tmp.data()), r.DV, r.tm);
   }
 }
 
@@ -201,22 +251,65 @@ void normalize(const StreamingRun& r, int64_t bh, int64_t q_low, StreamingWork& 
 
 }  // namespace
 
+namespace {
+
+// tt-llk PR #1190's Schraudolph without input clamping: t = A*scale*d +
+// (B-C) on the SFPU (the multiply-add below), rounded to a signed 16-bit
+// integer (saturating at 32767, so inputs above about 0.72/scale give
+// exp(0.72)), shifted into the exponent with SETSGN giving the integer's
+// sign. Below about -88/scale t is negative and the packer's ZERO_RELU
+// makes the result +0 (as it does -0). The scores here are at most the
+// row max, so in practice this is the clamped exp's non-negative branch.
+constexpr float kExpBias = 32500.818359375f;
+float score_exp_a(float scale) { return 256.0f * 1.4426950408889634f * scale; }
+
+// The integer, shifted and stored, from t: 8 lanes (AVX2, which the whole
+// binary requires). floor(t + 0.5) is floor(t) plus whether t's fraction
+// (exact in float) reaches one half, saturated; NaN fails t > 0.
+void score_exp_store8(const float* t, float* out) {
+  const __m256 v = _mm256_loadu_ps(t), fl = _mm256_floor_ps(v);
+  const __m256 up = _mm256_and_ps(_mm256_cmp_ps(_mm256_sub_ps(v, fl), _mm256_set1_ps(0.5f), _CMP_GE_OQ),
+                                  _mm256_set1_ps(1.0f));
+  const __m256 r = _mm256_min_ps(_mm256_add_ps(fl, up), _mm256_set1_ps(32767.0f));
+  const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  __m256i bits = _mm256_and_si256(_mm256_slli_epi32(_mm256_cvttps_epi32(r), 15), hi);
+  bits = _mm256_and_si256(bits, _mm256_castps_si256(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bits);
+}
+
+}  // namespace
+
 float sdpa_streaming_score_exp(float d, float scale, Arch arch) {
-  // tt-llk PR #1190's Schraudolph without input clamping: A*scale*d + (B-C)
-  // on the SFPU, rounded to a signed 16-bit integer (saturating at 32767,
-  // so inputs above about 0.72/scale give exp(0.72)), shifted into the
-  // exponent with SETSGN giving the integer's sign. Below about -88/scale
-  // the result is negative and the packer's ZERO_RELU makes it +0 (as it
-  // does -0). The scores here are at most the row max, so in practice
-  // this is the clamped exp's non-negative branch.
-  const float a_scaled = 256.0f * 1.4426950408889634f * scale;
-  const float t = sfpu_mad(a_scaled, d, 32500.818359375f, arch);
+  const float t = sfpu_mad(score_exp_a(scale), d, kExpBias, arch);
   if (!(t > 0.0f)) return 0.0f;  // negative (or a NaN sum): ReLU
   const uint32_t i = t >= 32767.0f ? 32767u : static_cast<uint32_t>(std::floor(static_cast<double>(t) + 0.5));
   const uint32_t bits = (i << 15) & 0xffff0000u;  // SFPSTORE to the 16-bit Dst
   float y;
   std::memcpy(&y, &bits, 4);
   return y;
+}
+
+void sdpa_streaming_score_exps(float* x, int64_t n, float scale, const simd::KernelTable* kern, Arch arch) {
+  const float a = score_exp_a(scale);
+  int64_t i = 0;
+  if (kern && std::isfinite(a)) {
+    uint32_t av[32], cv[32], t[32];
+    std::fill(av, av + 32, f32_bits(a));
+    std::fill(cv, cv + 32, f32_bits(kExpBias));
+    for (; i + 32 <= n; i += 32) {
+      // mad_finite's domain: finite operands, a product well inside FP32
+      // (a masked -inf score, a NaN, a huge one: the lane model's 32).
+      bool ok = true;
+      for (int j = 0; j < 32; ++j) ok &= std::fabs(static_cast<double>(a) * x[i + j]) < 1e37;
+      if (!ok) {
+        for (int j = 0; j < 32; ++j) x[i + j] = sdpa_streaming_score_exp(x[i + j], scale, arch);
+        continue;
+      }
+      kern->mad_finite(av, reinterpret_cast<const uint32_t*>(x + i), cv, 32, t);
+      for (int j = 0; j < 32; j += 8) score_exp_store8(reinterpret_cast<const float*>(t + j), x + i + j);
+    }
+  }
+  for (; i < n; ++i) x[i] = sdpa_streaming_score_exp(x[i], scale, arch);
 }
 
 float sdpa_streaming_alpha_exp(float d, float scale_bf16, bool approximate, Arch arch) {
@@ -290,10 +383,14 @@ void streaming_q_chunk(const StreamingRun& r, int64_t bh, int64_t qc, StreamingW
   // window narrows the range to the chunks it reaches.
   const SdpaKRange kr =
       sdpa_streaming_k_range(r.cfg, (r.chunk_start + q_low) / kTile, QC / kTile, KC / kTile, r.in.k.rows / KC);
-  const float* Q = r.in.q.matrix(bh) + q_low * r.D;
+  if (r.kt) {
+    w.qrec.resize(static_cast<size_t>(QC * r.D * r.tm.phases));
+    detail::decode_in0(r.in.q.matrix(bh) + q_low * r.D, r.D, QC, r.D, DataFormat::Bfloat16, r.tm.fp32, r.tm.phases,
+                       w.qrec.data());
+  }
   for (int64_t kc = kr.begin; kc < kr.end; ++kc) {
     const int64_t k_low = kc * KC;
-    sdpa_matmul(Q, r.D, QC, r.D, r.in.k.matrix(kvh) + k_low * r.D, 1, r.D, KC, r.tm, w.s, w.S.data(), KC);
+    qk_chunk(r, bh, kvh, q_low, k_low, w);
     mask_chunk(r, bh, q_low, k_low, w);
     softmax_rows(r, kc == kr.begin, w);
     pv_chunk(r, kvh, k_low, w);

@@ -37,6 +37,10 @@ struct StreamingRun {
   int64_t NQH = 0, NKH = 0, D = 0, DV = 0, QC = 0, KC = 0;
   int64_t chunk_start = 0;    // chunked prefill: Q's row 0 is this sequence position
   TileTensor* out = nullptr;  // (b, nqh, s, dh) in cfg.compute.output
+  // The fast path's K^T and V per kv head, decoded once (sdpa_decode_kv);
+  // nullptr: each k chunk's matmuls decode their own (the oracle).
+  const std::vector<detail::In1Buffer>* kt = nullptr;
+  const std::vector<detail::In1Buffer>* vd = nullptr;
 };
 StreamingRun streaming_run(const StreamingInputs& in, const SdpaConfig& cfg, const simd::KernelTable* kern,
                            TileTensor& out, int64_t chunk_start);
@@ -45,6 +49,7 @@ StreamingRun streaming_run(const StreamingInputs& in, const SdpaConfig& cfg, con
 struct StreamingWork {
   std::vector<float> S, sum_prev, sum_cur, o_prev, o_cur, tmp, row, m_prev, m_cur, ident;
   SdpaScratch s;
+  std::vector<simd::ARec> qrec;  // the q chunk decoded as in0, once for its k chunks
 };
 
 // Query chunk qc of head bh (batch * NQH + query head): writes its rows of

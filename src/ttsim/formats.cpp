@@ -1,11 +1,10 @@
 #include "ttsim/formats.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "tensor/half.h"
+#include "ttsim/simd/kernels.h"
 #include "util/error.h"
 #include "util/text.h"
 
@@ -125,76 +124,19 @@ void host_quantize_bfp_row(const float in[16], float out[16], int mag_bits) {
   decode_bfp_row(row, mag_bits, out);
 }
 
-namespace {
-
-// host_round_bf16 on 8 lanes (AVX2, which every mha build requires): NaN ->
-// 0xffff, else round to nearest even on the bits.
-__m256i round_bf16_8(__m256i u) {
-  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                         _mm256_set1_epi32(0x7f800000));
-  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd);
-  return _mm256_and_si256(_mm256_or_si256(r, nan), _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u)));
-}
-
-// host_quantize_bfp_row on 8 of a row's lanes whose shared exponent is
-// `shared`: encode (the gap shift, ties-to-even rounding to mag_bits,
-// saturation; exponent-0 inputs and zero codes give +0) and decode. A code
-// m's decoded value is m 2^(shared - 127 - (mag_bits - 1)): m's own float
-// (exact, m < 2^8) supplies the normalised significand and its exponent, to
-// which the shared exponent is added; a result exponent below 0 flushes to
-// +0, one of exactly 0 keeps the denormal bit pattern decode_bfp_row builds.
-__m256i quantize_bfp_8(__m256i u, __m256i shared, int mag_bits) {
-  const int shift = 24 - mag_bits;
-  const __m256i z = _mm256_setzero_si256(), one = _mm256_set1_epi32(1);
-  const __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(255));
-  __m256i m = _mm256_or_si256(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffff)), _mm256_set1_epi32(0x800000));
-  m = _mm256_srlv_epi32(m, _mm256_sub_epi32(shared, e));  // a gap of 32 or more gives 0
-  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(m, shift), one);
-  m = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(m, _mm256_set1_epi32((1 << (shift - 1)) - 1)), odd), shift);
-  m = _mm256_min_epu32(m, _mm256_set1_epi32((1 << mag_bits) - 1));
-  const __m256i fm = _mm256_castps_si256(_mm256_cvtepi32_ps(m));
-  const __m256i e2 = _mm256_add_epi32(_mm256_srli_epi32(fm, 23), _mm256_sub_epi32(shared, _mm256_set1_epi32(126 + mag_bits)));
-  const __m256i bits = _mm256_or_si256(_mm256_add_epi32(fm, _mm256_slli_epi32(_mm256_sub_epi32(e2, _mm256_srli_epi32(fm, 23)), 23)),
-                                       _mm256_and_si256(u, _mm256_set1_epi32(static_cast<int32_t>(0x80000000u))));
-  const __m256i zero = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi32(e, z), _mm256_cmpeq_epi32(m, z)),
-                                       _mm256_cmpgt_epi32(z, e2));
-  return _mm256_andnot_si256(zero, bits);
-}
-
-void quantize_bfp_rows(const float* in, float* out, int64_t n, int mag_bits) {
-  for (int64_t i = 0; i + 16 <= n; i += 16) {
-    const __m256i u0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
-    const __m256i u1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 8));
-    const __m256i em = _mm256_set1_epi32(255);
-    __m256i mx = _mm256_max_epu32(_mm256_and_si256(_mm256_srli_epi32(u0, 23), em),
-                                  _mm256_and_si256(_mm256_srli_epi32(u1, 23), em));
-    mx = _mm256_max_epu32(mx, _mm256_permute2x128_si256(mx, mx, 1));
-    mx = _mm256_max_epu32(mx, _mm256_shuffle_epi32(mx, 0x4e));
-    mx = _mm256_max_epu32(mx, _mm256_shuffle_epi32(mx, 0xb1));  // the row's max in every lane
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), quantize_bfp_8(u0, mx, mag_bits));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 8), quantize_bfp_8(u1, mx, mag_bits));
-  }
-}
-
-}  // namespace
-
 void host_quantize(const float* in, float* out, int64_t n, DataFormat f) {
   switch (f) {
     case DataFormat::Float32:
       if (in != out) std::memmove(out, in, static_cast<size_t>(n) * sizeof(float));
       return;
-    case DataFormat::Bfloat16: {
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                            round_bf16_8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
-      for (; i < n; ++i) out[i] = host_round_bf16(in[i]);
+    case DataFormat::Bfloat16:
+      // Eight at a time in the vector layer (simd/host_kernels.inc), the same bits.
+      simd::host_kernels().round_bf16(in, out, n);
+      for (int64_t i = n - n % 8; i < n; ++i) out[i] = host_round_bf16(in[i]);
       return;
-    }
     case DataFormat::Bfp8_b:
     case DataFormat::Bfp4_b:
-      quantize_bfp_rows(in, out, n, bfp_magnitude_bits(f));
+      simd::host_kernels().quantize_bfp(in, out, n, bfp_magnitude_bits(f));
       return;
   }
 }

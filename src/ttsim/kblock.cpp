@@ -1,9 +1,9 @@
 #include "ttsim/kblock.h"
 
-#include <immintrin.h>
-
 #include <cmath>
 #include <cstring>
+
+#include "ttsim/simd/kernels.h"
 
 namespace mha::ttsim {
 
@@ -64,22 +64,9 @@ float l1_acc_fp32(float l1, float x) {
 }
 
 void l1_acc_fp32(float* l1, const float* x, int64_t n) {
-  // 8 lanes on AVX2 (every mha build has it): the same flushes around the
-  // same IEEE addition.
-  const __m256i mag = _mm256_set1_epi32(0x7fffffff), sgn = _mm256_set1_epi32(static_cast<int32_t>(0x80000000u));
-  const __m256i norm = _mm256_set1_epi32(0x007fffff), inf = _mm256_set1_epi32(0x7f800000);
-  auto daz = [&](__m256i u) {
-    return _mm256_blendv_epi8(u, _mm256_and_si256(u, sgn), _mm256_cmpgt_epi32(norm, _mm256_and_si256(u, mag)));
-  };
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i a = daz(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(l1 + i)));
-    const __m256i b = daz(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
-    const __m256i r = _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b)));
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(r, mag), inf);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(l1 + i), _mm256_blendv_epi8(daz(r), _mm256_set1_epi32(0x7fc00000), nan));
-  }
-  for (; i < n; ++i) l1[i] = l1_acc_fp32(l1[i], x[i]);
+  // Eight at a time in the vector layer (simd/host_kernels.inc), the same bits.
+  simd::host_kernels().l1_acc_fp32(l1, x, n);
+  for (int64_t i = n - n % 8; i < n; ++i) l1[i] = l1_acc_fp32(l1[i], x[i]);
 }
 
 }  // namespace mha::ttsim

@@ -1,7 +1,5 @@
 #include "ttsim/operands.h"
 
-#include <immintrin.h>
-
 #include <cstring>
 
 #include "ttsim/fpu_internal.h"
@@ -11,43 +9,11 @@ namespace mha::ttsim::detail {
 
 void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat f, bool fp32, int phases,
                 simd::ARec* out) {
-  // encode_srcb(unpack_to_src(x)) for 8 values of K at once on AVX2: only a
+  // Vector code lives in the SIMD layer (simd/host_kernels.inc): only a
   // Float32 input's bf16 truncation (16-bit Dst) reaches the significand
-  // bits read here; a tf32 one keeps all ten, and exponent field 0 makes a
-  // zero datum whatever the truncation. Each phase's 8 records are then
-  // transposed from field vectors to ARecs.
-  const __m256i trunc = _mm256_set1_epi32(f == DataFormat::Float32 && !fp32 ? static_cast<int32_t>(0xffff0000u) : -1);
-  const __m256i z = _mm256_setzero_si256(), lo16 = _mm256_set1_epi32(0xffff);
-  const int64_t per_row = K * phases;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < K; k += 8) {
-      const __m256i u = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * lda + k)), trunc);
-      const __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(255));
-      const __m256i zero = _mm256_cmpeq_epi32(e, z);
-      const __m256i m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u, 13), _mm256_set1_epi32(0x3ff)),
-                                        _mm256_set1_epi32(0x400));
-      const __m256i neg = _mm256_srai_epi32(u, 31);
-      const __m256i pieces[2] = {_mm256_andnot_si256(zero, _mm256_srli_epi32(m, 4)),
-                                 _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_and_si256(m, _mm256_set1_epi32(15)), 3))};
-      auto dup = [&](__m256i x) { return _mm256_or_si256(_mm256_and_si256(x, lo16), _mm256_slli_epi32(x, 16)); };
-      for (int p = 0; p < phases; ++p) {
-        // As detail::dot16: the low pieces weigh 2^-5 (SrcA) and 2^-7 (SrcB).
-        const int32_t adj = -127 - ((p & 1) ? 5 : 0) - ((p & 2) ? 7 : 0);
-        const __m256i ex = dup(_mm256_blendv_epi8(_mm256_add_epi32(e, _mm256_set1_epi32(adj)),
-                                                  _mm256_set1_epi32(simd::kZeroExp), zero));
-        const __m256i pc = pieces[(p >> 1) & 1];
-        const __m256i spc = _mm256_sub_epi32(_mm256_xor_si256(pc, neg), neg);
-        const __m256i t0 = _mm256_unpacklo_epi32(ex, dup(pc)), t1 = _mm256_unpackhi_epi32(ex, dup(pc));
-        const __m256i t2 = _mm256_unpacklo_epi32(dup(spc), neg), t3 = _mm256_unpackhi_epi32(dup(spc), neg);
-        const __m256i r0 = _mm256_unpacklo_epi64(t0, t2), r1 = _mm256_unpackhi_epi64(t0, t2);
-        const __m256i r2 = _mm256_unpacklo_epi64(t1, t3), r3 = _mm256_unpackhi_epi64(t1, t3);
-        __m256i* o = reinterpret_cast<__m256i*>(out + r * per_row + ((k / 32) * phases + p) * 32 + k % 32);
-        _mm256_storeu_si256(o, _mm256_permute2x128_si256(r0, r1, 0x20));
-        _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(r2, r3, 0x20));
-        _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(r0, r1, 0x31));
-        _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(r2, r3, 0x31));
-      }
-    }
+  // bits it reads; a tf32 one keeps all ten.
+  const uint32_t trunc = f == DataFormat::Float32 && !fp32 ? 0xffff0000u : 0xffffffffu;
+  simd::host_kernels().decode_in0(a, lda, rows, K, trunc, phases, out);
 }
 
 int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row) {
@@ -71,71 +37,26 @@ simd::In1 In1Buffer::view(int64_t k0, int64_t c0) const {
 
 namespace {
 
-// encode_srca's fields for 16 Src values on AVX2 (the whole binary requires
-// it), as simd::In1 holds them at element offset o: exponent (kZeroExp for
-// exponent field 0) and the doubled pieces (hidden + 4 bits, next 5 bits)
-// signed.
-void encode_in1_16(const uint32_t u[16], In1Buffer& out, int64_t o) {
-  __m256i exs[2], shis[2], slos[2];
-  for (int h = 0; h < 2; ++h) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + 8 * h));
-    const __m256i e = _mm256_and_si256(_mm256_srli_epi32(v, 23), _mm256_set1_epi32(255));
-    const __m256i m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(v, 13), _mm256_set1_epi32(0x3ff)),
-                                      _mm256_set1_epi32(0x400));
-    const __m256i zero = _mm256_cmpeq_epi32(e, _mm256_setzero_si256());
-    const __m256i hi = _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_srli_epi32(m, 6), 1));
-    const __m256i lo =
-        _mm256_andnot_si256(zero, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(m, 1), _mm256_set1_epi32(31)), 1));
-    exs[h] = _mm256_blendv_epi8(e, _mm256_set1_epi32(simd::kZeroExp), zero);
-    const __m256i sgn = _mm256_srai_epi32(v, 31);
-    // The pieces with the operand's sign on them ((x ^ s) - s negates where s = -1).
-    shis[h] = _mm256_sub_epi32(_mm256_xor_si256(hi, sgn), sgn);
-    slos[h] = _mm256_sub_epi32(_mm256_xor_si256(lo, sgn), sgn);
-  }
-  // 32 -> 16 bits (every value fits): packs works per 128-bit lane, the
-  // permute puts the 16 results back in order.
-  auto pack16 = [](__m256i a, __m256i b) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8); };
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.exp16[o]), pack16(exs[0], exs[1]));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.spc16_hi[o]), pack16(shis[0], shis[1]));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.spc16_lo[o]), pack16(slos[0], slos[1]));
-}
-
-// The 8 x 8 block of floats at p (row i at p + i*ld) transposed into
-// t[j][c0 + i], j < 8.
-void transpose8(const float* p, int64_t ld, float (*t)[16], int c0) {
-  __m256 r[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(p + i * ld);
-  __m256 a[8], b[8];
-  for (int i = 0; i < 8; i += 2) {
-    a[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    a[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    b[i] = _mm256_shuffle_ps(a[i], a[i + 2], 0x44);
-    b[i + 1] = _mm256_shuffle_ps(a[i], a[i + 2], 0xee);
-    b[i + 2] = _mm256_shuffle_ps(a[i + 1], a[i + 3], 0x44);
-    b[i + 3] = _mm256_shuffle_ps(a[i + 1], a[i + 3], 0xee);
-  }
-  for (int j = 0; j < 4; ++j) {
-    _mm256_storeu_ps(&t[j][c0], _mm256_permute2f128_ps(b[j], b[j + 4], 0x20));
-    _mm256_storeu_ps(&t[j + 4][c0], _mm256_permute2f128_ps(b[j], b[j + 4], 0x31));
-  }
+// encode_srca's fields of 16 Src values into `out` at element offset o.
+void encode_in1_16(const simd::KernelTable& kern, const uint32_t u[16], In1Buffer& out, int64_t o) {
+  kern.encode_in1_16(u, {&out.exp16[o], &out.spc16_hi[o], &out.spc16_lo[o]});
 }
 
 }  // namespace
 
 void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, DataFormat f, bool fp32, In1Buffer& out,
                 int64_t k0) {
+  const simd::KernelTable& kern = simd::host_kernels();
   if (ks == 1 && ns != 1 && f != DataFormat::Float32 && K % 8 == 0) {
     // Read transposed (K^T from K's rows): 8 x 16 blocks through two 8 x 8
     // transposes rather than 16 strided loads per encoded row.
     float t[8][16];
     for (int64_t k = 0; k < K; k += 8)
       for (int64_t n0 = 0; n0 < N; n0 += 16) {
-        transpose8(b + k + n0 * ns, ns, t, 0);
-        transpose8(b + k + (n0 + 8) * ns, ns, t, 8);
+        kern.transpose8(b + k + n0 * ns, ns, t, 0);
+        kern.transpose8(b + k + (n0 + 8) * ns, ns, t, 8);
         for (int j = 0; j < 8; ++j)
-          encode_in1_16(reinterpret_cast<const uint32_t*>(t[j]), out, (k0 + k + j) * out.ld + n0);
+          encode_in1_16(kern, reinterpret_cast<const uint32_t*>(t[j]), out, (k0 + k + j) * out.ld + n0);
       }
     return;
   }
@@ -151,7 +72,7 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
           std::memcpy(&u[j], &x, 4);
         }
       }
-      encode_in1_16(u, out, (k0 + k) * out.ld + n0);
+      encode_in1_16(kern, u, out, (k0 + k) * out.ld + n0);
     }
 }
 

@@ -1,12 +1,11 @@
 #include "ttsim/packer.h"
 
-#include <immintrin.h>
-
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "tensor/half.h"
+#include "ttsim/simd/kernels.h"
 
 namespace mha::ttsim {
 
@@ -53,29 +52,6 @@ inline uint32_t flush16(uint32_t h) { return (h & 0x7fffu) < 0x80u ? 0u : h; }
 inline uint32_t to_m6(uint32_t h) { return (h + 1u) & ~1u; }
 inline float from16(uint32_t h) { return f32_from_bits(h << 16); }
 
-// pack_dst_value's Bfloat16-source stage on 8 lanes (AVX2, which every mha
-// build requires), for the first n - n % 8 values: the mode of every SDPA
-// step and of bf16 matmul outputs. 16-bit Dst: the top half as it is, NaN ->
-// Inf, exponent 0 -> +0; fp32 Dst: NaN -> Inf, + 0x8000 (half away from
-// zero in magnitude; a carry reaches the exponent, and Inf at the top),
-// truncated, exponent 0 -> +0. Returns the count done.
-int64_t pack_bf16_stage(const float* dst, float* out, int64_t n, bool fp32_dest) {
-  const __m256i hi16 = _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u)), mag = _mm256_set1_epi32(0x7fffffff);
-  const __m256i inf = _mm256_set1_epi32(0x7f800000), norm = _mm256_set1_epi32(0x007fffff);
-  const __m256i sgn = _mm256_set1_epi32(static_cast<int32_t>(0x80000000u)), half = _mm256_set1_epi32(0x8000);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + i));
-    if (!fp32_dest) u = _mm256_and_si256(u, hi16);
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, mag), inf);
-    u = _mm256_blendv_epi8(u, _mm256_or_si256(_mm256_and_si256(u, sgn), inf), nan);
-    if (fp32_dest) u = _mm256_and_si256(_mm256_add_epi32(u, half), hi16);
-    const __m256i denorm = _mm256_cmpgt_epi32(norm, _mm256_and_si256(u, mag));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_andnot_si256(denorm, u));
-  }
-  return i;
-}
-
 }  // namespace
 
 float pack_dst_value(float dst, DataFormat out, bool fp32_dest, PackSrc src) {
@@ -105,7 +81,9 @@ void pack_dst(const float* dst, float* out, int64_t n, DataFormat out_format, bo
     if (out != dst) std::memmove(out, dst, static_cast<size_t>(n) * sizeof(float));
     return;
   }
-  const int64_t done = src == PackSrc::Bfloat16 ? pack_bf16_stage(dst, out, n, fp32_dest) : 0;
+  // The Bfloat16 source (every SDPA step, bf16 matmul outputs) eight at a
+  // time in the vector layer (simd/host_kernels.inc), the same bits.
+  const int64_t done = src == PackSrc::Bfloat16 ? simd::host_kernels().pack_bf16(dst, out, n, fp32_dest) : 0;
   for (int64_t i = done; i < n; ++i) out[i] = pack_dst_value(dst[i], out_format, fp32_dest, src);
   if (bits == 0) return;
   // The block builder works on the 16-bit stage whatever the source was.

@@ -4,10 +4,12 @@
 //   cpu, float32 cache: within torch.testing's float32 tolerances of the
 //     reference's run() (atol 1e-5, rtol 1.3e-6), as the cpu run() is.
 //   other caches (both backends): each cached K and V element is off by at
-//     most u times the largest magnitude of its block (kv_error_unit: 2^-9
-//     for bfloat16, ...); the output is within 4u * max|ref| of the exact
-//     run (docs/CONFIG.md), and the two backends' decodes agree within that
-//     bound too (their rounding inputs differ in the last float bits).
+//     most u times the largest magnitude of its block (kv_error_unit: 2^-8
+//     for bfloat16, ...), and the cpu backend's integer scores read the
+//     query rounded too (u_q, kv_query_error_unit); each output element is
+//     within the bound docs/CONFIG.md derives from them and the exact run's
+//     q, k, v and weights (rounding_bound) of the exact run, and the two
+//     backends' decodes within the sum of their bounds of each other.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -86,10 +88,103 @@ Tensor decode(Backend& be, const AttentionSpec& s, const DCase& c, const Tensor&
   return Tensor::from_f64({c.B, L, O}, all);
 }
 
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (double v : t.to_f64()) m = std::max(m, std::fabs(v));
-  return m;
+// Per output element, the bound docs/CONFIG.md derives for a decode whose
+// cache holds K and V rounded (each element off by at most u of its block's
+// largest magnitude) and whose scores read the query rounded with u_q, from
+// the exact run's q, k, v, weights and context (the reference's stages).
+// Per head and query row i: key j's score moves by at most
+//   D_j = scale * sum over blocks b of (u |q_b|_1 max|k_jb| + u_q (1 + u) max|q_b| |k_jb|_1)
+// (softcap only shrinks a change); with z = ln sum_j p_j e^(D_j), each weight
+// moves within p_j (e^(D_j + z) - 1) (mass a sink takes, within p_sink (e^z - 1)),
+// so context element e is off by at most
+//   sum_j p_j (e^(D_j + z) u max|v_jb(e)| + (e^(D_j + z) - 1) |v_je - c_ie|)  (+ p_sink (e^z - 1) |c_ie|)
+// (the weights' change sums to 0, so it moves c by sum_j dp_j (v_je - c_ie)),
+// and the output element r by the row sum of |W_o[r, :]| times those.
+// One bound per query unit in uq (the arithmetic over |v - c| is shared).
+std::vector<std::vector<double>> rounding_bounds(const AttentionSpec& s, const AttentionResult& r, CacheDtype dt,
+                                                 const std::vector<double>& uq) {
+  const double u = kv_error_unit(dt);
+  auto stage = [&](const char* name) -> const Tensor& {
+    for (const auto& [n, t] : r.stages)
+      if (n == name) return t;
+    throw std::logic_error(std::string("no stage ") + name);
+  };
+  const int64_t blk = cache_dtype_block(dt), dh = s.head_dim, dv = s.head_dim_v, nb = dh / blk;
+  const int64_t H = s.num_heads, Hkv = s.num_kv_heads, group = H / Hkv;
+  const int64_t B = stage("q").dim(0), L = stage("q").dim(2), St = stage("k").dim(2);
+  const std::vector<double> q = stage("q").to_f64(), k = stage("k").to_f64(), v = stage("v").to_f64();
+  const std::vector<double> p = stage("weights").to_f64(), ctx = stage("context").to_f64();
+  // |x_b|_1 and max|x_b| of every block x_b (blk consecutive elements of a row).
+  auto block_stats = [&](const std::vector<double>& x, std::vector<double>& l1, std::vector<double>& mx) {
+    l1.assign(x.size() / blk, 0.0), mx.assign(x.size() / blk, 0.0);
+    for (std::size_t e = 0; e < x.size(); ++e) {
+      l1[e / blk] += std::fabs(x[e]);
+      mx[e / blk] = std::max(mx[e / blk], std::fabs(x[e]));
+    }
+  };
+  std::vector<double> q1, qm, k1, km, v1, vm;
+  block_stats(q, q1, qm), block_stats(k, k1, km), block_stats(v, v1, vm);
+  const std::size_t nu = uq.size();
+  std::vector<std::vector<double>> cb(nu, std::vector<double>(B * L * H * dv, 0.0));
+  std::vector<double> g(St * nu), ez(nu), zsum(nu);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < L; ++i) {
+        const int64_t qr = ((b * H + h) * L + i), kv0 = (b * Hkv + h / group) * St;
+        const double* pi = p.data() + qr * St;
+        double psum = 0;
+        std::fill(zsum.begin(), zsum.end(), 0.0);
+        for (int64_t j = 0; j < St; ++j) {
+          if (pi[j] == 0) continue;
+          double dk = 0, dq = 0;
+          for (int64_t c = 0; c < nb; ++c) {
+            dk += u * q1[qr * nb + c] * km[(kv0 + j) * nb + c];
+            dq += (1 + u) * qm[qr * nb + c] * k1[(kv0 + j) * nb + c];
+          }
+          for (std::size_t n = 0; n < nu; ++n) {
+            g[j * nu + n] = std::exp(s.scale * (dk + uq[n] * dq));
+            zsum[n] += pi[j] * g[j * nu + n];
+          }
+          psum += pi[j];
+        }
+        for (std::size_t n = 0; n < nu; ++n) ez[n] = zsum[n] + (1 - psum);  // e^z: a sink's share does not move
+        const double* vh = v.data() + kv0 * dv;
+        const int64_t o = (b * L + i) * H * dv + h * dv;
+        for (int64_t e = 0; e < dv; ++e)
+          for (std::size_t n = 0; n < nu; ++n)
+            cb[n][o + e] = s.sinks ? (1 - psum) * (ez[n] - 1) * std::fabs(ctx[o + e]) : 0.0;
+        for (int64_t j = 0; j < St; ++j) {
+          if (pi[j] == 0) continue;
+          for (int64_t e = 0; e < dv; ++e) {
+            const double vu = u * vm[(kv0 + j) * (dv / blk) + e / blk], dev = std::fabs(vh[j * dv + e] - ctx[o + e]);
+            for (std::size_t n = 0; n < nu; ++n) {
+              const double gj = g[j * nu + n] * ez[n];
+              cb[n][o + e] += pi[j] * (gj * vu + (gj - 1) * dev);
+            }
+          }
+        }
+      }
+  if (!s.out) return cb;
+  const std::vector<double> w = s.out->weight.to_f64();
+  const int64_t O = s.out->weight.dim(0), I = H * dv;
+  std::vector<std::vector<double>> ob(nu, std::vector<double>(B * L * O, 0.0));
+  for (std::size_t n = 0; n < nu; ++n)
+    for (int64_t row = 0; row < B * L; ++row)
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t e = 0; e < I; ++e) ob[n][row * O + o] += std::fabs(w[o * I + e]) * cb[n][row * I + e];
+  return ob;
+}
+
+// |a - b| <= bound plus torch.testing's float32 tolerances (atol 1e-5, rtol
+// 1.3e-6 of b: the cpu's float32 arithmetic), element by element.
+::testing::AssertionResult within_bound(const Tensor& a, const Tensor& b, const std::vector<double>& bound) {
+  const std::vector<double> x = a.to_f64(), y = b.to_f64();
+  if (x.size() != y.size() || x.size() != bound.size()) return ::testing::AssertionFailure() << "sizes differ";
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!(std::fabs(x[i] - y[i]) <= bound[i] + 1e-5 + 1.3e-6 * std::fabs(y[i])))
+      return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i] << ", bound "
+                                           << bound[i];
+  return ::testing::AssertionSuccess();
 }
 
 void check_case(const DCase& c, uint32_t seed) {
@@ -103,7 +198,10 @@ void check_case(const DCase& c, uint32_t seed) {
   auto cpu = make_cpu_backend({{"threads", 3}}, "backend");
   AttentionInputs in;
   in.query = in.key = in.value = x;
-  const Tensor full = ref->run(spec, in, {}).output;
+  RunOptions stages;
+  stages.collect_stages = true;
+  const AttentionResult exact = ref->run(spec, in, stages);
+  const Tensor& full = exact.output;
 
   const Tensor ref32 = decode(*ref, spec, c, x, CacheDtype::Float32);
   const std::vector<double> a = ref32.to_f64(), b = full.to_f64();
@@ -115,12 +213,15 @@ void check_case(const DCase& c, uint32_t seed) {
   for (CacheDtype dt : kAllCacheDtypes) {
     if (dt == CacheDtype::Float32 || c.dh % cache_dtype_block(dt) != 0) continue;
     SCOPED_TRACE(cache_dtype_name(dt));
-    const double bound = 4 * kv_error_unit(dt) * max_abs(full);
+    const std::vector<std::vector<double>> bounds = rounding_bounds(spec, exact, dt, {0.0, kv_query_error_unit(dt)});
+    const std::vector<double>&ref_bound = bounds[0], &cpu_bound = bounds[1];
+    std::vector<double> both(ref_bound.size());
+    for (std::size_t i = 0; i < both.size(); ++i) both[i] = ref_bound[i] + cpu_bound[i];
     const Tensor refq = decode(*ref, spec, c, x, dt);
     const Tensor cpuq = decode(*cpu, spec, c, x, dt);
-    EXPECT_TRUE(test::tensors_close(refq, full, bound, 0));
-    EXPECT_TRUE(test::tensors_close(cpuq, full, bound, 0));
-    EXPECT_TRUE(test::tensors_close(cpuq, refq, bound, 0));
+    EXPECT_TRUE(within_bound(refq, full, ref_bound));
+    EXPECT_TRUE(within_bound(cpuq, full, cpu_bound));
+    EXPECT_TRUE(within_bound(cpuq, refq, both));
   }
 }
 
@@ -150,13 +251,16 @@ TEST(Decode, GqaMqaWindowsRopeAndEdges) {
 // The features of today's models (model/attention.h): QK norm and the rope
 // variants before the cache, softcap and sinks in the attention over it, on
 // prompts, single steps and multi-row appends, every cache dtype.
+// QK norm with random weights in [-0.5, 1.5] (gemma: Gemma's 1 + w form).
+std::function<void(AttentionSpec&, std::mt19937&)> random_qk_norm(bool gemma) {
+  return [gemma](AttentionSpec& s, std::mt19937& g) {
+    s.qk_norm = QkNorm{rand_tensor(g, {s.head_dim}, -0.5f, 1.5f), rand_tensor(g, {s.head_dim}, -0.5f, 1.5f), 1e-6, gemma};
+  };
+}
+
 TEST(Decode, QkNormSoftcapSinksAndRopeVariants) {
   const uint32_t seed = test::test_seed(2);
-  auto norm = [](bool gemma) {
-    return [gemma](AttentionSpec& s, std::mt19937& g) {
-      s.qk_norm = QkNorm{rand_tensor(g, {s.head_dim}, -0.5f, 1.5f), rand_tensor(g, {s.head_dim}, -0.5f, 1.5f), 1e-6, gemma};
-    };
-  };
+  const auto norm = random_qk_norm;
   auto softcap = [](AttentionSpec& s, std::mt19937&) { s.softcap = 0.7; };
   auto sinks = [](AttentionSpec& s, std::mt19937& g) { s.sinks = rand_tensor(g, {s.num_heads}, -3.0f, 3.0f); };
   auto rope = [](RotaryEmbedding r) { return [r](AttentionSpec& s, std::mt19937&) { s.rope = r; }; };
@@ -175,6 +279,26 @@ TEST(Decode, QkNormSoftcapSinksAndRopeVariants) {
   cases.push_back(with([&](DCase& c) { c.dh = 32; c.T = 12; c.features = rope(yarn); }));
   cases.push_back(with([&](DCase& c) { c.dh = 32; c.T = 20; c.features = rope(llama3); }));
   for (std::size_t i = 0; i < cases.size(); ++i) check_case(cases[i], seed + static_cast<uint32_t>(i));
+}
+
+// The bounds over many seeds of QK-norm'd models. Normalised queries and
+// keys make the scores large, so most of the error comes through them, and
+// there the cpu's rounded query adds to the key's rounding (seed 3651541198
+// of the first case above took the cpu's q8_0 decode to 4.85u, past the 4u
+// that counts the key alone). The first seed is that one; the others are
+// drawn from the test's seed (MHA_TEST_SEED=random draws new ones).
+TEST(Decode, QkNormBoundsOverRandomSeeds) {
+  std::mt19937 draw(test::test_seed(3));
+  for (int i = 0; i < 24; ++i) {
+    const uint32_t seed = i == 0 ? 3651541198u : static_cast<uint32_t>(draw());
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    check_case(with([&](DCase& c) {
+                 c.dh = 32, c.rope = true, c.features = random_qk_norm(i % 2 == 1);
+                 if (i % 3 == 1) c.H = 8, c.Hkv = 1;                     // MQA
+                 if (i % 3 == 2) c.chunks = {1, 2, 1};                    // multi-row appends
+               }),
+               seed);
+  }
 }
 
 // The query as the integer score path reads it, written out here from

@@ -182,11 +182,24 @@ double kv_error_unit(CacheDtype dt) {
   switch (dt) {
     case CacheDtype::Float32: return 0.0;
     case CacheDtype::Float16: return std::ldexp(1.0, -11);
-    case CacheDtype::Bfloat16: return std::ldexp(1.0, -9);
+    case CacheDtype::Bfloat16: return std::ldexp(1.0, -8);  // 8 significant bits
     case CacheDtype::Q8_0: return 1.0 / 254 + std::ldexp(1.0, -11);
     case CacheDtype::Q4_0: return (1.0 + 7 * std::ldexp(1.0, -11)) / 8;
     case CacheDtype::Bfloat8_b: return std::ldexp(1.0, -6);
     case CacheDtype::Bfloat4_b: return std::ldexp(1.0, -2);
+  }
+  return 0.0;
+}
+
+double kv_query_error_unit(CacheDtype dt) {
+  switch (dt) {
+    case CacheDtype::Q8_0:
+    case CacheDtype::Q4_0:
+    case CacheDtype::Bfloat8_b:
+    case CacheDtype::Bfloat4_b: return kv_error_unit(CacheDtype::Q8_0);
+    case CacheDtype::Float32:
+    case CacheDtype::Float16:
+    case CacheDtype::Bfloat16: return 0.0;
   }
   return 0.0;
 }

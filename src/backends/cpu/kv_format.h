@@ -50,12 +50,17 @@ void kv_rows_to_f32(CacheDtype dt, const void* rows, int64_t n, int64_t d, float
 void kv_row_to_f32_scalar(CacheDtype dt, const unsigned char* row, int64_t d, float* dst);
 // u: the largest error of one cached element as a fraction of the largest
 // magnitude in its block (its own for the one-element formats), from the
-// format's rounding: float16 2^-11, bfloat16 2^-9, q8_0 1/254 + 2^-11
+// format's rounding: float16 2^-11, bfloat16 2^-8, q8_0 1/254 + 2^-11
 // (rounding to the scale, then the scale to fp16), q4_0 (1 + 7*2^-11)/8 (the
 // code 15 clips +8 scales to +7), bfloat8_b 2^-6 and bfloat4_b 2^-2 (one unit
 // of the shared exponent's last magnitude bit); float32 0. docs/CONFIG.md
-// derives the decode output bound 4u * max|output| from it.
+// derives the decode output's error bound from it ("Error bounds").
 double kv_error_unit(CacheDtype dt);
+// u_q: the same for the query as the cpu backend's decode scores read it.
+// The integer-score formats (q8_0, q4_0, bfloat8_b, bfloat4_b) round each
+// query block with ggml's q8_0 rule, so u_q is q8_0's u; the others keep the
+// float32 query (0). The bound counts it beside u.
+double kv_query_error_unit(CacheDtype dt);
 // Rounds src [d] through the format in place: encode, then widen.
 void kv_round_row(CacheDtype dt, float* x, int64_t d);
 

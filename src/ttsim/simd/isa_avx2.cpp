@@ -19,6 +19,8 @@ constexpr Arch kArch = Arch::Blackhole;
 #include "ttsim/simd/fpu_kernels.inc"
 }  // namespace blackhole
 using wormhole::T;
+// The host-side conversions, once (they do not depend on the generation).
+#include "ttsim/simd/host_kernels.inc"
 
 // A group's products on 16 int16 lanes (see group<>). AVX2 has no variable
 // 16-bit shift, so the alignment is a multiply. With y the signed product
@@ -68,7 +70,8 @@ struct Products {
 extern const KernelTable kAvx2Table, kAvx2TableBlackhole;
 #define MHA_TABLE(ns)                                                                                     \
   {Isa::Avx2, avx2::V::W, avx2::ns::mvmul<avx2::Products>, avx2::ns::elwmul, avx2::ns::elwadd, \
-   avx2::ns::exp_fast_approx, avx2::ns::mad_finite, avx2::ns::l1_acc_bf16}
+   avx2::ns::exp_fast_approx, avx2::ns::mad_finite, avx2::ns::l1_acc_bf16, avx2::round_bf16, avx2::quantize_bfp, \
+   avx2::decode_in0, avx2::encode_in1_16, avx2::transpose8, avx2::row_max, avx2::pack_bf16, avx2::l1_acc_fp32}
 const KernelTable kAvx2Table = MHA_TABLE(wormhole);
 const KernelTable kAvx2TableBlackhole = MHA_TABLE(blackhole);
 #undef MHA_TABLE

@@ -28,6 +28,8 @@ constexpr Arch kArch = Arch::Blackhole;
 #include "ttsim/simd/fpu_kernels.inc"
 }  // namespace blackhole
 using wormhole::T;
+// The host-side conversions, once (they do not depend on the generation).
+#include "ttsim/simd/host_kernels.inc"
 
 // A group's products on 32 int16 lanes (see group<>), as the AVX2 kernel
 // computes them (isa_avx2.cpp): with y2 the signed product of the pieces
@@ -64,7 +66,8 @@ struct Products {
 extern const KernelTable kAvx512Table, kAvx512TableBlackhole;
 #define MHA_TABLE(ns)                                                                                     \
   {Isa::Avx512, avx512::V::W, avx512::ns::mvmul<avx512::Products>, avx512::ns::elwmul, avx512::ns::elwadd, \
-   avx512::ns::exp_fast_approx, avx512::ns::mad_finite, avx512::ns::l1_acc_bf16}
+   avx512::ns::exp_fast_approx, avx512::ns::mad_finite, avx512::ns::l1_acc_bf16, avx512::round_bf16, avx512::quantize_bfp, \
+   avx512::decode_in0, avx512::encode_in1_16, avx512::transpose8, avx512::row_max, avx512::pack_bf16, avx512::l1_acc_fp32}
 const KernelTable kAvx512Table = MHA_TABLE(wormhole);
 const KernelTable kAvx512TableBlackhole = MHA_TABLE(blackhole);
 #undef MHA_TABLE

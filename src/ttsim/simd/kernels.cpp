@@ -36,6 +36,11 @@ const KernelTable* kernels_for(Isa isa, Arch arch) {
 
 Isa best_isa() { return tables().best()->isa; }
 
+const KernelTable& host_kernels() {
+  static const KernelTable& t = *tables().best();
+  return t;
+}
+
 std::vector<Isa> vector_isas() {
   std::vector<Isa> v;
   for (const KernelTable* t : tables().available()) v.push_back(t->isa);

@@ -55,6 +55,13 @@ struct In1 {
   int64_t ld;
 };
 
+// The int16 destinations of 16 consecutive In1 elements (encode_in1_16).
+struct In1Words {
+  int16_t* exp16;
+  int16_t* spc16_hi;
+  int16_t* spc16_lo;
+};
+
 struct KernelTable {
   Isa isa;
   int lanes;
@@ -82,6 +89,29 @@ struct KernelTable {
   // The packer's L1 accumulation of bf16 partials, l1[i] = l1_acc_bf16(l1[i],
   // x[i]) (kblock.h), n a multiple of 32.
   void (*l1_acc_bf16)(float* l1, const float* x, int64_t n);
+
+  // The host-side conversions (host_kernels.inc), the same bits in every
+  // table and for both generations:
+  // host_round_bf16 on the first n - n % 8 values (in and out may alias).
+  void (*round_bf16)(const float* in, float* out, int64_t n);
+  // host_quantize_bfp_row on each whole 16-value row of n (in and out may alias).
+  void (*quantize_bfp)(const float* in, float* out, int64_t n, int mag_bits);
+  // detail::decode_in0 (operands.h) for K a multiple of 8, its inputs'
+  // bits masked with trunc_mask first (0xffff0000 truncates to bf16).
+  void (*decode_in0)(const float* a, int64_t lda, int64_t rows, int64_t K, uint32_t trunc_mask, int phases,
+                     ARec* out);
+  // In1's fields (exponent, signed doubled pieces) of 16 Src values.
+  void (*encode_in1_16)(const uint32_t u[16], const In1Words& out);
+  // The 8 x 8 block of floats at p (row i at p + i*ld) transposed into
+  // t[j][c0 + i], j < 8.
+  void (*transpose8)(const float* p, int64_t ld, float (*t)[16], int c0);
+  // The SDPA row max: the scalar loop's `x > m ? x : m` from -Inf over x[0, n).
+  float (*row_max)(const float* x, int64_t n);
+  // The packer's Bfloat16-source stage (packer.cpp) on the first n - n % 8
+  // values; returns the count done.
+  int64_t (*pack_bf16)(const float* dst, float* out, int64_t n, bool fp32_dest);
+  // l1_acc_fp32 (kblock.h) on the first n - n % 8 values.
+  void (*l1_acc_fp32)(float* l1, const float* x, int64_t n);
 };
 
 // The table for `isa` whose lanes compute as `arch` does, or nullptr when
@@ -91,6 +121,10 @@ struct KernelTable {
 const KernelTable* kernels_for(Isa isa, Arch arch = Arch::Wormhole);
 // The widest instruction set this CPU runs tables for.
 Isa best_isa();
+// The table of best_isa() (Wormhole's), for the host-side conversions,
+// whose bits do not depend on the table. Every mha build requires AVX2
+// (CMakeLists.txt), so there always is one.
+const KernelTable& host_kernels();
 // Every vector instruction set this CPU runs (what tests compare with Scalar).
 std::vector<Isa> vector_isas();
 

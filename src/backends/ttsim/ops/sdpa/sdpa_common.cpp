@@ -1,7 +1,5 @@
 #include "backends/ttsim/ops/sdpa/sdpa_common.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -110,24 +108,7 @@ void sdpa_add(float* a, const float* b, int64_t n, const TileMath& m) {
   sdpa_pack_bf16(a, n, m);
 }
 
-float sdpa_row_max(const float* x, int64_t n) {
-  // 8 lanes at once: vmaxps(x, m) is the scalar step's x > m ? x : m (a NaN
-  // never wins), so the lanes' maxima and their max are the row's, except
-  // that which of +0 and -0 comes first decides a zero maximum: that case
-  // (and a row not a multiple of 8) takes the scalar loop.
-  float mx = -std::numeric_limits<float>::infinity();
-  if (n % 8 == 0 && n > 0) {
-    __m256 m = _mm256_set1_ps(mx);
-    for (int64_t i = 0; i < n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
-    float lanes[8];
-    _mm256_storeu_ps(lanes, m);
-    for (float v : lanes) mx = v > mx ? v : mx;
-    if (mx != 0.0f) return mx;
-    mx = -std::numeric_limits<float>::infinity();
-  }
-  for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
-  return mx;
-}
+float sdpa_row_max(const float* x, int64_t n) { return simd::host_kernels().row_max(x, n); }
 
 void sdpa_sub_exp(float* x, int64_t n, float mx, bool approx_exp, const TileMath& tm) {
   // ELWSUB is ELWADD of the negated operand (sign-magnitude: exact).

@@ -50,8 +50,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--exp-approx-mode", default="true", choices=["true", "false"],
                     help="the program config's exp_approx_mode (the test: true)")
-    ap.add_argument("--tt-metal", required=True, choices=["2024", "latest"],
-                    help="whose kernel tt-sim emulates (the backend option tt_metal), and so which test version judges")
+    ap.add_argument("--tt-metal", default="2024", choices=["2024", "latest"],
+                    help="whose kernel tt-sim emulates (the backend option tt_metal, always passed to the op; default "
+                         "2024, the profile of the figures taken before profiles), and so which test version judges")
     a = ap.parse_args()
     torch.manual_seed(1234)
     Q = fa_rand(1, 8, a.seq, 128)[:, :a.heads].contiguous()

@@ -6,7 +6,7 @@ The parameterisations and the bounds of the stored versions of
   tests/ttnn/unit_tests/operations/sdpa/test_sdpa_prefill.py           (0287c21566a95b4fa6d92b43c32cbc0bd1145835)
 (the post-commit file keeps a reduced copy of the nightly one's tests and adds test_sdpa_noncausal_randn_bias)
 through tt-sim's SDPA (mha.op("sdpa"), the library `mha op sdpa` runs, in this process) at the tt_metal
-profile given (always passed explicitly), against softmax attention in float64 on the same float32 inputs
+profile --tt-metal names (passed to every op; default latest), against softmax attention in float64 on the same float32 inputs
 (tt-metal: torch's float32 SDPA). The tests' own draws: fa_rand Q, K, V then the mask under
 torch.manual_seed(1234); their program configs (exp_approx_mode on) and compute configs.
 
@@ -259,7 +259,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mha", default="build/mha", help="the build's mha binary; its package BUILD/python/mha runs the op")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--tt-metal", required=True, choices=["2024", "latest"], help="the tt_metal profile of every run")
+    ap.add_argument("--tt-metal", default="latest", choices=["2024", "latest"],
+                    help="the tt_metal profile of every run, passed to every op (default latest, these tests' period)")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="a few small cases (what ctest runs)")
     g.add_argument("--full", action="store_true", help="every parameterisation")

@@ -24,8 +24,8 @@ tt-metal's SDPA prefill test generator (N(0, 1) plus, with probability 0.001, N(
   ... --full --only long-prefill --prefill-to 16384    # prefill at 8K and 16K on one KV group (4 q heads)
   /usr/bin/python3 scripts/ttsim_accuracy.py --table OUT/ttsim_accuracy.csv   # as markdown
 
---tt-metal names the kernel revision every run emulates (the backend option tt_metal; always passed, so
-the build's default profile does not decide). --prefill-to S adds prefill lengths from twice the grid's
+--tt-metal names the kernel revision every run emulates (the backend option tt_metal, passed to every op,
+so the build's default profile does not decide; default 2024). --prefill-to S adds prefill lengths from twice the grid's
 longest (--full: 8K; the default grid: 4K; --quick: 512) up to S, doubling,
 each on --long-heads query heads of the first KV head (default 4: one Llama-3-8B GQA group; a 16K
 causal prefill costs about a minute per head on 2 cores) at q / k chunks 256 / 256, with TT-NN's
@@ -257,8 +257,9 @@ def main():
     ap.add_argument("--only", choices=["prefill", "decode", "positions", "long-prefill"],
                     help="one part of the grid (positions: the cur_pos sweep, not in the default grid; "
                          "long-prefill: the --prefill-to lengths alone)")
-    ap.add_argument("--tt-metal", required=True, choices=["2024", "latest"],
-                    help="the tt_metal profile (kernel revision) of every run")
+    ap.add_argument("--tt-metal", default="2024", choices=["2024", "latest"],
+                    help="the tt_metal profile (kernel revision) of every run, passed to every op (default 2024: "
+                         "the profile of the figures docs/TTSIM-STUDY.md took before profiles)")
     ap.add_argument("--prefill-to", type=int, default=0, metavar="S",
                     help="add prefill lengths from twice the grid's longest up to S (doubling)")
     ap.add_argument("--long-heads", type=int, default=4, help="query heads of the --prefill-to lengths (on 1 KV head)")

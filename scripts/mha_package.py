@@ -1,9 +1,10 @@
 """What the scripts that run tt-metal's tests and the accuracy study on tt-sim share: tt-metal's
-comp_pcc, and the Python package `mha` (docs/PYTHON.md), whose mha.op runs one TT-NN op on tt-sim in
+comp_pcc and fa_rand, and the Python package `mha` (docs/PYTHON.md), whose mha.op runs one TT-NN op on tt-sim in
 this process: the library call `mha op` makes, on torch tensors, with no subprocess and no .npy files.
 
-Imported by scripts/ttmetal_decode_tests.py, scripts/ttsim_accuracy.py and
-scripts/ttmetal_sdpa_large_seq.py (run them with /usr/bin/python3, which has torch and numpy).
+Imported by scripts/ttmetal_decode_tests.py, scripts/ttmetal_sdpa_prefill_tests.py,
+scripts/ttmetal_sdpa_large_seq.py and scripts/ttsim_accuracy.py (run them with /usr/bin/python3,
+which has torch and numpy).
 """
 import math
 import os
@@ -22,6 +23,15 @@ def comp_pcc(golden, calculated):
     g = g - g.mean()
     c = c - c.mean()
     return float((g * c).sum() / math.sqrt(float((g * g).sum()) * float((c * c).sum())))
+
+
+def fa_rand(*shape):
+    """tt-metal's SDPA test input generator: N(0, 1) plus, with probability 0.001, an N(0, 10) spike
+    (the draws in its order: two randn, then the Bernoulli mask, from torch's global generator)."""
+    normal_1 = torch.randn(shape)
+    normal_2 = torch.randn(shape) * 10
+    bernoulli = torch.bernoulli(torch.full(shape, 0.001))
+    return normal_1 + normal_2 * bernoulli
 
 
 def import_mha(binary):

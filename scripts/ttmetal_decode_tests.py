@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from mha_package import Ops, comp_pcc
+from mha_package import Ops, comp_pcc, fa_rand
 
 FAILED = []
 
@@ -129,13 +129,6 @@ def sdpa_decode_tests(op, level, masked=False):
                     start += 601 if start < 4096 else 3001
                     if level != "full" and start > 2000:
                         break
-
-
-def fa_rand(*shape):
-    normal_1 = torch.randn(shape)
-    normal_2 = torch.randn(shape) * 10
-    bernoulli = torch.bernoulli(torch.full(shape, 0.001))
-    return normal_1 + normal_2 * bernoulli
 
 
 def get_chunk_size_2026(max_start_pos, s):  # sdpa_test_utils.py's table

@@ -2,17 +2,20 @@
 """tt-metal's long-sequence SDPA prefill test on tt-sim's SDPA (mha.op("sdpa"), the library `mha op sdpa` runs,
 in this process), at the lengths this machine can afford.
 
-test_sdpa_tt_large_seq (tests/tt_eager/python_api_testing/unit_testing/misc/
-test_scaled_dot_product_attention.py) runs Llama2-70B's shape, b 1, 8 q heads on 1 kv head, dh 128,
-at 128K tokens: causal, chunks q 256 / k 128, HiFi4, math_approx_mode off, fp32 Dst on, exp_approx_mode
-on, bfloat16 and bfloat8_b, inputs from fa_rand under torch.manual_seed(1234); it asserts PCC >= 0.994
-(and, in 2025 versions, RMSE < 0.0094). This script runs that configuration at --seq tokens on the first
---heads query heads: Q is drawn at the full 8-head shape and sliced, so those heads hold the test's own
-values; the reference is softmax in float64, block of rows by block of rows.
+test_sdpa_tt_large_seq runs Llama2-70B's shape, b 1, 8 q heads on 1 kv head, dh 128, at 128K tokens:
+causal, chunks q 256 / k 128, HiFi4, math_approx_mode off, fp32 Dst on, exp_approx_mode on, bfloat16 and
+bfloat8_b, inputs from fa_rand under torch.manual_seed(1234). What it asserts depends on its version, so
+the verdict follows the profile's: at --tt-metal 2024 PCC >= 0.994 (tests/tt_eager/python_api_testing/
+unit_testing/misc/test_scaled_dot_product_attention.py, 04880a9a), at latest RMSE < 0.0094 and nothing
+else (tests/ttnn/nightly/unit_tests/operations/sdpa/test_sdpa_prefill.py, 019b681e: run_test_sdpa_tt
+asserts the RMSE instead of the PCC when given a threshold). Both are printed. This script runs that
+configuration at --seq tokens on the first --heads query heads: Q is drawn at the full 8-head shape and
+sliced, so those heads hold the test's own values (the test's PCC and RMSE are over all 8); the reference
+is softmax in float64, block of rows by block of rows.
 
-  /usr/bin/python3 scripts/ttmetal_sdpa_large_seq.py --mha build/mha --seq 8192 --heads 8 --dtype bfloat16
+  /usr/bin/python3 scripts/ttmetal_sdpa_large_seq.py --mha build/mha --tt-metal latest --seq 16384 --heads 4
 
-Prints one markdown row (docs/TTSIM.md keeps the table) and exits 1 when PCC < 0.994.
+Prints one markdown row (docs/TTSIM-STUDY.md keeps the table) and exits 1 when the profile's bound is missed.
 """
 import argparse
 import math
@@ -21,14 +24,7 @@ import sys
 
 import torch
 
-from mha_package import Ops, comp_pcc
-
-
-def fa_rand(*shape):
-    normal_1 = torch.randn(shape)
-    normal_2 = torch.randn(shape) * 10
-    bernoulli = torch.bernoulli(torch.full(shape, 0.001))
-    return normal_1 + normal_2 * bernoulli
+from mha_package import Ops, comp_pcc, fa_rand
 
 
 def reference(Q, K, V, rows=1024):
@@ -55,7 +51,8 @@ def main():
     ap.add_argument("--exp-approx-mode", default="true", choices=["true", "false"],
                     help="the program config's exp_approx_mode (the test: true)")
     ap.add_argument("--tt-metal", choices=["2024", "latest"],
-                    help="whose kernel tt-sim emulates (the backend option tt_metal; default: tt-sim's, latest)")
+                    help="whose kernel tt-sim emulates (the backend option tt_metal; default: tt-sim's, latest), "
+                         "and so which test version judges (2024: PCC >= 0.994; latest: RMSE < 0.0094)")
     a = ap.parse_args()
     torch.manual_seed(1234)
     Q = fa_rand(1, 8, a.seq, 128)[:, :a.heads].contiguous()
@@ -71,10 +68,12 @@ def main():
     gt = reference(Q, K, V)
     pcc = comp_pcc(gt, got)
     rmse = float(((gt - got.double()) ** 2).mean().sqrt())
-    ok = pcc >= 0.994
+    ok = pcc >= 0.994 if tt_metal == "2024" else rmse < 0.0094
+    bound = "PCC >= 0.994" if tt_metal == "2024" else "RMSE < 0.0094"
     print(f"| test_sdpa_tt_large_seq, s = {a.seq} | 1, {a.heads} of 8, 1, {a.seq}, 128 | 256 / 128 | {a.dtype} | "
-          f"HiFi4, exact, fp32 Dst{'' if a.exp_approx_mode == 'true' else ', exp_approx_mode off'}, tt_metal {tt_metal} | {pcc:.6f} | {rmse:.5f} (< 0.0094: {'met' if rmse < 0.0094 else '**missed**'}) | "
-          f"{sec:.1f} s | {'pass' if ok else 'FAIL'} |", flush=True)
+          f"HiFi4, exact, fp32 Dst{'' if a.exp_approx_mode == 'true' else ', exp_approx_mode off'} | "
+          f"tt_metal {tt_metal} | {pcc:.6f} | {rmse:.5f} | {bound}: {'pass' if ok else 'FAIL'} | {sec:.1f} s |",
+          flush=True)
     return 0 if ok else 1
 
 

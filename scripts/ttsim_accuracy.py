@@ -17,12 +17,19 @@ Inputs (--inputs): `randn`, Q/K/V ~ N(0, 1) as tt-metal's SDPA decode tests gene
 what i.i.d. activations through Gaussian projections and RoPE give: covariance W^T W ~ I); `fa_rand`,
 tt-metal's SDPA prefill test generator (N(0, 1) plus, with probability 0.001, N(0, 10) spikes).
 
-  nice /usr/bin/python3 scripts/ttsim_accuracy.py --mha build/mha --quick --out /tmp/acc
-  nice /usr/bin/python3 scripts/ttsim_accuracy.py --mha build/mha --full --out acc \
+  nice /usr/bin/python3 scripts/ttsim_accuracy.py --mha build/mha --tt-metal 2024 --quick --out /tmp/acc
+  nice /usr/bin/python3 scripts/ttsim_accuracy.py --mha build/mha --tt-metal 2024 --full --out acc \
       --plot docs/img/ttsim_accuracy.png
   ... --only positions          # decode at the cur_pos values tt-metal's issues saw break
-  ... --tt-metal 2024           # the 2024 kernels (default: tt-sim's, latest)
+  ... --full --only long-prefill --prefill-to 16384    # prefill at 8K and 16K on one KV group (4 q heads)
   /usr/bin/python3 scripts/ttsim_accuracy.py --table OUT/ttsim_accuracy.csv   # as markdown
+
+--tt-metal names the kernel revision every run emulates (the backend option tt_metal, passed to every op,
+default: tt-sim's own, latest, as the op reports it). --prefill-to S adds prefill lengths from twice the grid's
+longest (--full: 8K; the default grid: 4K; --quick: 512) up to S, doubling,
+each on --long-heads query heads of the first KV head (default 4: one Llama-3-8B GQA group; a 16K
+causal prefill costs about a minute per head on 2 cores) at q / k chunks 256 / 256, with TT-NN's
+defaults and with HiFi4 and an FP32 Dst (at latest: the streaming and the standard kernel).
 
 Writes OUT/ttsim_accuracy.csv and .json (one row per run) and a PNG (1 - PCC against length).
 --quick runs tiny shapes (8 q heads, 2 KV heads) in well under a minute, for the test suite.
@@ -40,8 +47,8 @@ import torch
 from mha_package import Ops, comp_pcc
 
 # seq: the prefill length, or a decode step's cur_pos + 1 (the keys it attends).
-COLUMNS = ["op", "seq", "q_chunk", "k_chunk", "exp_approx_mode", "math_fidelity", "fp32_dest_acc_en", "dtype",
-           "inputs", "pcc", "rel_l2", "max_abs", "argmax_agree", "seconds"]
+COLUMNS = ["op", "seq", "q_heads", "q_chunk", "k_chunk", "exp_approx_mode", "math_fidelity", "fp32_dest_acc_en",
+           "dtype", "inputs", "pcc", "rel_l2", "max_abs", "argmax_agree", "tt_metal", "seconds"]
 
 
 def metrics(ref, got):
@@ -95,9 +102,9 @@ def ref_decode(Q, K, V, pos):
 
 
 def compute(c):
-    """A case's compute and program settings as mha.op options."""
+    """A case's compute and program settings, and its tt_metal profile, as mha.op options."""
     return {"math_fidelity": c["math_fidelity"], "exp_approx_mode": c["exp_approx_mode"],
-            "fp32_dest_acc_en": c["fp32_dest_acc_en"], "k_chunk_size": c["k_chunk"]}
+            "fp32_dest_acc_en": c["fp32_dest_acc_en"], "k_chunk_size": c["k_chunk"], "tt_metal": c["tt_metal"]}
 
 
 def run_prefill(ops, shape, seq, cases, inputs, seed):
@@ -108,7 +115,8 @@ def run_prefill(ops, shape, seq, cases, inputs, seed):
     rows = []
     for c in cases:
         got, sec = ops.timed("sdpa", Q, K, V, dtype=c["dtype"], q_chunk_size=c["q_chunk"], **compute(c))
-        rows.append(dict(c, op="sdpa", seq=seq, inputs=inputs, seconds=round(sec, 2), **metrics(ref, got[0])))
+        rows.append(dict(c, op="sdpa", seq=seq, q_heads=nqh, inputs=inputs, seconds=round(sec, 2),
+                         **metrics(ref, got[0])))
         print_row(rows[-1])
     return rows
 
@@ -125,8 +133,8 @@ def run_decode(ops, shape, depth, cases, inputs, seed, positions=None):
         for c in cases:
             got, sec = ops.timed("sdpa-decode", Q, K, V, cur_pos=[pos], dtypes=[None, c["dtype"], c["dtype"]],
                                  **compute(c))
-            rows.append(dict(c, op="sdpa-decode", seq=pos + 1, q_chunk="", inputs=inputs, seconds=round(sec, 2),
-                             **metrics(ref, got[0, 0])))
+            rows.append(dict(c, op="sdpa-decode", seq=pos + 1, q_heads=nqh, q_chunk="", inputs=inputs,
+                             seconds=round(sec, 2), **metrics(ref, got[0, 0])))
             print_row(rows[-1])
     return rows
 
@@ -134,6 +142,18 @@ def run_decode(ops, shape, depth, cases, inputs, seed, positions=None):
 def case(k_chunk, q_chunk="", approx=True, fid="HiFi2", fp32=False, dtype="bfloat16"):
     return {"q_chunk": q_chunk, "k_chunk": k_chunk, "exp_approx_mode": approx, "math_fidelity": fid,
             "fp32_dest_acc_en": fp32, "dtype": dtype}
+
+
+def long_prefill(shape, longest, upto, heads):
+    """({seq: cases}, shape) for the lengths from twice the grid's `longest` prefill up to `upto`, doubling:
+    `heads` q heads on the first KV head (the Llama-3-8B shape's first GQA group when heads = 4), at TT-NN's
+    defaults and at HiFi4 with an FP32 Dst."""
+    seqs, s = [], 2 * longest
+    while s <= upto:
+        seqs.append(s)
+        s *= 2
+    cases = [case(256, 256), case(256, 256, fid="HiFi4", fp32=True)]
+    return {s: cases for s in seqs}, (heads, 1, shape[2])
 
 
 # Positions where tt-metal's issues saw decode break: cur_pos 31 -> 32 with 32-key chunks and an fp32
@@ -167,7 +187,8 @@ def grids(level):
 
 
 def print_row(r):
-    print(f"{r['op']:<11} seq={r['seq']:<6} q/k={r['q_chunk']}/{r['k_chunk']:<3} approx={int(r['exp_approx_mode'])} "
+    print(f"{r['tt_metal']:<6} {r['op']:<11} seq={r['seq']:<6} heads={r['q_heads']:<2} "
+          f"q/k={r['q_chunk']}/{r['k_chunk']:<3} approx={int(r['exp_approx_mode'])} "
           f"{r['math_fidelity']} fp32={int(r['fp32_dest_acc_en'])} {r['dtype']:<9} pcc={r['pcc']:.6f} "
           f"rel_l2={r['rel_l2']:.5f} max_abs={r['max_abs']:.4f} argmax={r['argmax_agree']:.4f} {r['seconds']:.1f}s",
           flush=True)
@@ -212,12 +233,13 @@ def plot(rows, path):
 
 def markdown(rows):
     """The rows as a markdown table (docs/TTSIM.md keeps one)."""
-    out = ["| op | length | chunks q / k | exp approx | fidelity, Dst | dtype | PCC | rel L2 | max abs | argmax agree |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| tt_metal | op | length | q heads | chunks q / k | exp approx | fidelity, Dst | dtype | PCC | rel L2 | "
+           "max abs | argmax agree |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         chunks = f"{r['q_chunk']} / {r['k_chunk']}" if r["op"] == "sdpa" else f"k {r['k_chunk']}"
         dst = "fp32" if str(r["fp32_dest_acc_en"]) == "True" else "16-bit"
-        out.append(f"| {r['op']} | {r['seq']} | {chunks} | {'on' if str(r['exp_approx_mode']) == 'True' else 'off'} | "
+        approx = "on" if str(r["exp_approx_mode"]) == "True" else "off"
+        out.append(f"| {r.get('tt_metal', '2024')} | {r['op']} | {r['seq']} | {r.get('q_heads', 32)} | {chunks} | {approx} | "
                    f"{r['math_fidelity']}, {dst} | {r['dtype']} | {float(r['pcc']):.6f} | {float(r['rel_l2']):.4f} | "
                    f"{float(r['max_abs']):.4f} | {float(r['argmax_agree']):.3f} |")
     return "\n".join(out)
@@ -232,13 +254,18 @@ def main():
     level = ap.add_mutually_exclusive_group()
     level.add_argument("--quick", action="store_true", help="tiny shapes, seconds (the ctest)")
     level.add_argument("--full", action="store_true", help="adds 4K prefill and 128K decode (~25 min on 2 cores)")
-    ap.add_argument("--only", choices=["prefill", "decode", "positions"],
-                    help="one part of the grid (positions: the cur_pos sweep, not in the default grid)")
+    ap.add_argument("--only", choices=["prefill", "decode", "positions", "long-prefill"],
+                    help="one part of the grid (positions: the cur_pos sweep, not in the default grid; "
+                         "long-prefill: the --prefill-to lengths alone)")
+    ap.add_argument("--tt-metal", choices=["2024", "latest"],
+                    help="the tt_metal profile (kernel revision) of every run, passed to every op (default: "
+                         "tt-sim's, latest; docs/TTSIM-STUDY.md's earlier figures name 2024)")
+    ap.add_argument("--prefill-to", type=int, default=0, metavar="S",
+                    help="add prefill lengths from twice the grid's longest up to S (doubling)")
+    ap.add_argument("--long-heads", type=int, default=4, help="query heads of the --prefill-to lengths (on 1 KV head)")
     ap.add_argument("--inputs", choices=["randn", "fa_rand"], default="randn")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--tt-metal", choices=["2024", "latest"],
-                    help="whose kernels every op emulates (the backend option tt_metal; default: tt-sim's, latest)")
     a = ap.parse_args()
     if a.table:
         with open(a.table) as f:
@@ -251,24 +278,30 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     rows = []
     t0 = time.time()
-    ops = Ops(a.mha, a.threads, a.tt_metal)
+    ops = Ops(a.mha, a.threads)
+    a.tt_metal = a.tt_metal or ops.profile()  # every row names the profile that ran
     os.nice(10)  # a background study: the machine's other work first
     if a.only in (None, "prefill"):
         for seq, cases in pre.items():
-            rows += run_prefill(ops, shape, seq, cases, a.inputs, a.seed)
+            rows += run_prefill(ops, shape, seq, [dict(c, tt_metal=a.tt_metal) for c in cases], a.inputs, a.seed)
+    if a.only in (None, "prefill", "long-prefill"):
+        long_pre, long_shape = long_prefill(shape, max(pre), a.prefill_to, a.long_heads)
+        for seq, cases in long_pre.items():
+            rows += run_prefill(ops, long_shape, seq, [dict(c, tt_metal=a.tt_metal) for c in cases], a.inputs, a.seed)
     if a.only in (None, "decode"):
         for depth, cases in dec.items():
-            rows += run_decode(ops, shape, depth, cases, a.inputs, a.seed)
+            rows += run_decode(ops, shape, depth, [dict(c, tt_metal=a.tt_metal) for c in cases], a.inputs, a.seed)
     if a.only == "positions":
-        rows += run_decode(ops, shape, POSITIONS[0], POSITIONS[2], a.inputs, a.seed, POSITIONS[1])
+        rows += run_decode(ops, shape, POSITIONS[0], [dict(c, tt_metal=a.tt_metal) for c in POSITIONS[2]], a.inputs,
+                           a.seed, POSITIONS[1])
     rows = [{k: r[k] for k in COLUMNS} for r in rows]
     with open(os.path.join(a.out, "ttsim_accuracy.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
         w.writerows(rows)
     meta = {"level": lvl, "shape": {"nqh": shape[0], "nkv": shape[1], "dh": shape[2], "batch": 1},
-            "inputs": a.inputs, "seed": a.seed, "threads": a.threads, "tt_metal": ops.profile(),
-            "seconds": round(time.time() - t0, 1)}
+            "inputs": a.inputs, "seed": a.seed, "threads": a.threads, "tt_metal": a.tt_metal,
+            "prefill_to": a.prefill_to, "long_heads": a.long_heads, "seconds": round(time.time() - t0, 1)}
     with open(os.path.join(a.out, "ttsim_accuracy.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     plot(rows, a.plot or os.path.join(a.out, "ttsim_accuracy.png"))

@@ -94,4 +94,30 @@ TEST(TtsimAccuracy, QuickStudyReportsMetricsInRange) {
   EXPECT_GT(approx_k32, 1.5 * exact_k32) << r.out;
 }
 
+// --prefill-to past the grid's longest prefill, on a cut of the heads, at the
+// profile named: the rows say which profile and how many heads ran.
+TEST(TtsimAccuracy, LongPrefillRunsOnTheHeadsAndProfileGiven) {
+  if (!python_package_built()) GTEST_SKIP() << "the script runs its ops through the Python package, not built here";
+  TempDir dir;
+  const CommandResult r = run_command("cd " + shell_quote(source_dir()) +
+                                      " && /usr/bin/python3 scripts/ttsim_accuracy.py --quick --threads 1 --tt-metal "
+                                      "latest --only long-prefill --prefill-to 1024 --long-heads 2 --mha " +
+                                      shell_quote(MHA_BINARY) + " --out " + shell_quote(dir.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::vector<std::string> header;
+  const std::vector<Row> rows = read_csv(read_text(dir.file("ttsim_accuracy.csv")), header);
+  ASSERT_EQ(rows.size(), 4u) << r.out;  // 512 and 1024 tokens (twice quick's 256, doubling), two configurations
+  int fp32 = 0;
+  for (const Row& row : rows) {
+    EXPECT_EQ(row.at("op"), "sdpa");
+    EXPECT_TRUE(row.at("seq") == "512" || row.at("seq") == "1024") << row.at("seq");
+    EXPECT_EQ(row.at("q_heads"), "2");
+    EXPECT_EQ(row.at("tt_metal"), "latest");
+    EXPECT_EQ(row.at("q_chunk"), "256");
+    EXPECT_GE(std::stod(row.at("pcc")), 0.998) << r.out;
+    fp32 += row.at("fp32_dest_acc_en") == "True";
+  }
+  EXPECT_EQ(fp32, 2);  // HiFi4 with an FP32 Dst beside TT-NN's defaults at each length
+}
+
 }  // namespace mha::test

@@ -100,6 +100,33 @@ void encode_in1_16(const uint32_t u[16], In1Buffer& out, int64_t o) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.spc16_lo[o]), pack16(slos[0], slos[1]));
 }
 
+// encode_in1_16 for 16 values v0 (the first 8), v1 that are bf16 values
+// (their low 16 bits zero, as every non-Float32 tile tensor's are): the
+// same fields from the top halves alone, on 16-bit lanes. False (nothing
+// written) when a low half is not zero.
+bool encode_in1_16_bf16(__m256i v0, __m256i v1, In1Buffer& out, int64_t o) {
+  const __m256i lo16 = _mm256_set1_epi32(0xffff);
+  if (!_mm256_testz_si256(_mm256_or_si256(v0, v1), lo16)) return false;
+  // The top halves in order (packs works per 128-bit lane; the permute
+  // restores the order): sign, exponent, 7 mantissa bits.
+  const __m256i h = _mm256_permute4x64_epi64(
+      _mm256_packus_epi32(_mm256_srli_epi32(v0, 16), _mm256_srli_epi32(v1, 16)), 0xD8);
+  const __m256i e = _mm256_and_si256(_mm256_srli_epi16(h, 7), _mm256_set1_epi16(255));
+  const __m256i zero = _mm256_cmpeq_epi16(e, _mm256_setzero_si256());
+  // The significand's 11 bits are the hidden bit, these 7 and three zeros:
+  // the high piece is the hidden bit and the top 4, the low piece the last
+  // 3 followed by two zeros; both doubled, then signed (vpsignw: h < 0
+  // negates; h = +0 is a zero datum anyway).
+  const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(h, 2), _mm256_set1_epi16(0x1e)),
+                                     _mm256_set1_epi16(0x20));
+  const __m256i lo = _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi16(7)), 3);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.exp16[o]),
+                      _mm256_blendv_epi8(e, _mm256_set1_epi16(static_cast<int16_t>(simd::kZeroExp)), zero));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.spc16_hi[o]), _mm256_sign_epi16(_mm256_andnot_si256(zero, hi), h));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(&out.spc16_lo[o]), _mm256_sign_epi16(_mm256_andnot_si256(zero, lo), h));
+  return true;
+}
+
 // The 8 x 8 block of floats at p (row i at p + i*ld) transposed into
 // t[j][c0 + i], j < 8.
 void transpose8(const float* p, int64_t ld, float (*t)[16], int c0) {
@@ -134,8 +161,12 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
       for (int64_t n0 = 0; n0 < N; n0 += 16) {
         transpose8(b + k + n0 * ns, ns, t, 0);
         transpose8(b + k + (n0 + 8) * ns, ns, t, 8);
-        for (int j = 0; j < 8; ++j)
-          encode_in1_16(reinterpret_cast<const uint32_t*>(t[j]), out, (k0 + k + j) * out.ld + n0);
+        for (int j = 0; j < 8; ++j) {
+          const int64_t o = (k0 + k + j) * out.ld + n0;
+          const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[j]));
+          const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[j] + 8));
+          if (!encode_in1_16_bf16(v0, v1, out, o)) encode_in1_16(reinterpret_cast<const uint32_t*>(t[j]), out, o);
+        }
       }
     return;
   }
@@ -144,7 +175,12 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
       // The 16 Src values (a strided gather when b is read transposed).
       uint32_t u[16];
       if (ns == 1 && f != DataFormat::Float32) {  // already Src values, consecutive
-        std::memcpy(u, b + k * ks + n0, sizeof u);
+        const float* p = b + k * ks + n0;
+        if (encode_in1_16_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8)), out,
+                               (k0 + k) * out.ld + n0))
+          continue;
+        std::memcpy(u, p, sizeof u);
       } else {
         for (int64_t j = 0; j < 16; ++j) {
           const float x = unpack_to_src(b[k * ks + (n0 + j) * ns], f, fp32);

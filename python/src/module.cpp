@@ -32,8 +32,10 @@ namespace {
 
 // A numpy array as a Tensor of the same dtype (float32/64, int32/64, bool),
 // copied; `as` (optional) then names the dtype it holds exactly, e.g.
-// "bfloat16" for float32 values that are a torch bfloat16 tensor's.
-Tensor to_tensor(const py::array& a, const std::string& what, const std::string& as = "") {
+// "bfloat16" for float32 values that are a torch bfloat16 tensor's. With
+// `borrow`, a C-contiguous array of the dtype is read in place
+// (Tensor::borrow): the caller keeps `a` alive while the tensor lives.
+Tensor to_tensor(const py::array& a, const std::string& what, const std::string& as = "", bool borrow = false) {
   DType t;
   const py::dtype d = a.dtype();
   if (d.is(py::dtype::of<float>())) t = DType::F32;
@@ -44,6 +46,7 @@ Tensor to_tensor(const py::array& a, const std::string& what, const std::string&
   else throw InputError(what + ": expected a float32, float64, int32, int64 or bool array, found dtype " +
                         std::string(py::str(static_cast<const py::handle&>(d))));
   Shape shape(a.shape(), a.shape() + a.ndim());
+  if (borrow && as.empty() && (a.flags() & py::array::c_style)) return Tensor::borrow(t, shape, a.data());
   Tensor out(t, shape);
   const py::array c = py::array::ensure(a, py::array::c_style);
   if (out.nbytes() > 0) std::memcpy(out.raw(), c.data(), out.nbytes());
@@ -82,7 +85,9 @@ py::tuple op(const std::string& name, const std::vector<py::array>& tensors,
   if (output_dtype) req.output_dtype = ttsim::format_from_name(*output_dtype);
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::string what = name + " input " + std::to_string(i);
-    ttsim::OpInput in{what, to_tensor(tensors[i], what), std::nullopt};
+    // Read in place: `tensors` outlives req (a KV cache copied would cost
+    // as much as a decode step's own work).
+    ttsim::OpInput in{what, to_tensor(tensors[i], what, "", true), std::nullopt};
     if (i < dtypes.size() && dtypes[i]) in.dtype = ttsim::format_from_name(*dtypes[i]);
     req.inputs.push_back(std::move(in));
   }

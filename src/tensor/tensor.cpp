@@ -50,6 +50,16 @@ Tensor Tensor::from_f32(Shape shape, std::vector<float> values) {
   return t;
 }
 
+Tensor Tensor::borrow(DType dtype, Shape shape, const void* bytes) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
+  t.view_ = static_cast<const uint8_t*>(bytes);
+  t.view_bytes_ = static_cast<std::size_t>(t.numel_) * dtype_size(dtype);
+  return t;
+}
+
 Tensor Tensor::from_f64(Shape shape, const std::vector<double>& values) {
   Tensor t(DType::F64, std::move(shape));
   if (static_cast<int64_t>(values.size()) != t.numel_)
@@ -76,7 +86,12 @@ template <class T> T load(const uint8_t* p) { T v; std::memcpy(&v, p, sizeof(T))
 }  // namespace
 
 void Tensor::detach() {
-  if (bytes_.use_count() > 1) bytes_ = std::make_shared<std::vector<uint8_t>>(*bytes_);
+  if (view_) {
+    bytes_ = std::make_shared<std::vector<uint8_t>>(view_, view_ + view_bytes_);
+    view_ = nullptr;
+  } else if (bytes_.use_count() > 1) {
+    bytes_ = std::make_shared<std::vector<uint8_t>>(*bytes_);
+  }
 }
 
 template <class T> void Tensor::check_type() const {
@@ -93,7 +108,7 @@ template <class T> T* Tensor::data() {
 }
 template <class T> const T* Tensor::data() const {
   check_type<T>();
-  return reinterpret_cast<const T*>(bytes_->data());
+  return reinterpret_cast<const T*>(raw());
 }
 
 #define MHA_INSTANTIATE(T) template T* Tensor::data<T>(); template const T* Tensor::data<T>() const;
@@ -103,7 +118,7 @@ MHA_INSTANTIATE(float) MHA_INSTANTIATE(double)
 #undef MHA_INSTANTIATE
 
 double Tensor::get_f64(int64_t i) const {
-  const uint8_t* p = bytes_->data() + static_cast<std::size_t>(i) * dtype_size(dtype_);
+  const uint8_t* p = raw() + static_cast<std::size_t>(i) * dtype_size(dtype_);
   switch (dtype_) {
     case DType::Bool: return *p ? 1.0 : 0.0;
     case DType::I8: return load<int8_t>(p);
@@ -131,7 +146,7 @@ std::vector<double> Tensor::to_f64() const {
 std::vector<float> Tensor::to_f32() const {
   std::vector<float> out(static_cast<std::size_t>(numel_));
   if (dtype_ == DType::F32) {
-    if (numel_) std::memcpy(out.data(), bytes_->data(), bytes_->size());
+    if (numel_) std::memcpy(out.data(), raw(), nbytes());
     return out;
   }
   for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<float>(get_f64(i));

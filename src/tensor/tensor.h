@@ -29,6 +29,12 @@ class Tensor {
   Tensor(DType dtype, Shape shape);  // zero-filled
 
   static Tensor from_f32(Shape shape, std::vector<float> values);
+  // A read-only view of `bytes` (numel * dtype size of them), not a copy:
+  // an op's host input read in place from the caller's array (a KV cache
+  // copied would cost as much as the op's own work). The caller keeps the
+  // bytes alive and unchanged while this tensor or a copy of it lives;
+  // writable access copies them first, as it does shared bytes.
+  static Tensor borrow(DType dtype, Shape shape, const void* bytes);
   static Tensor from_f64(Shape shape, const std::vector<double>& values);
 
   DType dtype() const { return dtype_; }
@@ -36,14 +42,14 @@ class Tensor {
   int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
   int ndim() const { return static_cast<int>(shape_.size()); }
   int64_t numel() const { return numel_; }
-  std::size_t nbytes() const { return bytes_->size(); }
+  std::size_t nbytes() const { return view_ ? view_bytes_ : bytes_->size(); }
 
   // Writable access first gives this tensor its own bytes if they are shared.
   uint8_t* raw() {
     detach();
     return bytes_->data();
   }
-  const uint8_t* raw() const { return bytes_->data(); }
+  const uint8_t* raw() const { return view_ ? view_ : bytes_->data(); }
   // Typed views; throw std::logic_error when T does not match dtype().
   template <class T> T* data();
   template <class T> const T* data() const;
@@ -63,6 +69,8 @@ class Tensor {
   void detach();
   template <class T> void check_type() const;
   std::shared_ptr<std::vector<uint8_t>> bytes_ = std::make_shared<std::vector<uint8_t>>();
+  const uint8_t* view_ = nullptr;  // borrowed bytes (borrow()), in place of bytes_
+  std::size_t view_bytes_ = 0;
 };
 
 }  // namespace mha

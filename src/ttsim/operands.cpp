@@ -65,7 +65,8 @@ void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, Da
       // The 16 Src values (a strided gather when b is read transposed).
       uint32_t u[16];
       if (ns == 1 && f != DataFormat::Float32) {  // already Src values, consecutive
-        std::memcpy(u, b + k * ks + n0, sizeof u);
+        const float* p = b + k * ks + n0;
+        std::memcpy(u, p, sizeof u);  // encode_in1_16 takes bf16 values on 16-bit lanes
       } else {
         for (int64_t j = 0; j < 16; ++j) {
           const float x = unpack_to_src(b[k * ks + (n0 + j) * ns], f, fp32);

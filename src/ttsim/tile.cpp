@@ -4,12 +4,15 @@
 #include <stdexcept>
 
 #include "util/error.h"
+#include "util/huge_pages.h"
 
 namespace mha::ttsim {
 
-TileTensor make_tile_tensor(const Shape& shape, DataFormat format) {
+namespace {
+
+// t's format, shapes and data sized for them (values left as they were).
+void set_tile_shape(TileTensor& t, const Shape& shape, DataFormat format) {
   if (shape.empty()) throw InputError("tt-sim: a tile tensor needs at least one dimension");
-  TileTensor t;
   t.format = format;
   t.shape = shape;
   shape_numel(shape);  // validates dims and overflow
@@ -20,7 +23,23 @@ TileTensor make_tile_tensor(const Shape& shape, DataFormat format) {
   for (int i = 0; i + 2 < n; ++i) t.batch *= shape[i];
   t.prows = pad_to_tile(t.rows);
   t.pcols = pad_to_tile(t.cols);
-  t.data.assign(static_cast<size_t>(t.batch * t.prows * t.pcols), 0.0f);
+  const size_t values = static_cast<size_t>(t.batch * t.prows * t.pcols);
+  if (t.data.capacity() > 2 * values) std::vector<float>().swap(t.data);
+  // Huge pages before the first touch: a KV cache's fresh buffer otherwise
+  // takes a page fault per 4 KiB.
+  if (t.data.capacity() < values) {
+    std::vector<float>().swap(t.data);
+    t.data.reserve(values);
+    advise_huge_pages(t.data.data(), values * sizeof(float));
+  }
+  t.data.resize(values);
+}
+
+}  // namespace
+
+TileTensor make_tile_tensor(const Shape& shape, DataFormat format) {
+  TileTensor t;
+  set_tile_shape(t, shape, format);
   return t;
 }
 
@@ -28,9 +47,14 @@ void requantize_host(TileTensor& t) {
   host_quantize(t.data.data(), t.data.data(), static_cast<int64_t>(t.data.size()), t.format);
 }
 
-TileTensor to_tile_layout(const float* values, const Shape& shape, DataFormat format,
-                          float pad_value) {
-  TileTensor t = make_tile_tensor(shape, format);
+TileTensor to_tile_layout(const float* values, const Shape& shape, DataFormat format, float pad_value) {
+  TileTensor t;
+  to_tile_layout(values, shape, format, t, pad_value);
+  return t;
+}
+
+void to_tile_layout(const float* values, const Shape& shape, DataFormat format, TileTensor& t, float pad_value) {
+  set_tile_shape(t, shape, format);
   // Row by row, each quantised while it is in cache (a KV cache's
   // conversion is most of a decode op's host work). A padded row is whole
   // face rows, the unit block-float formats quantise.
@@ -38,11 +62,15 @@ TileTensor to_tile_layout(const float* values, const Shape& shape, DataFormat fo
     for (int64_t r = 0; r < t.prows; ++r) {
       float* row = &t.at(b, r, 0);
       const int64_t n = r < t.rows ? t.cols : 0;
-      if (n > 0) std::copy(values + (b * t.rows + r) * t.cols, values + (b * t.rows + r + 1) * t.cols, row);
+      const float* src = values + (b * t.rows + r) * t.cols;
+      if (n == t.pcols) {  // a whole row: quantised straight from the source
+        host_quantize(src, row, n, t.format);
+        continue;
+      }
+      if (n > 0) std::copy(src, src + n, row);
       std::fill(row + n, row + t.pcols, pad_value);
       host_quantize(row, row, t.pcols, t.format);
     }
-  return t;
 }
 
 TileTensor to_tile_layout(const Tensor& t, DataFormat format, float pad_value) {

@@ -46,6 +46,13 @@ TileTensor make_tile_tensor(const Shape& shape, DataFormat format);
 TileTensor to_tile_layout(const float* values, const Shape& shape, DataFormat format,
                           float pad_value = 0.0f);
 TileTensor to_tile_layout(const Tensor& t, DataFormat format, float pad_value = 0.0f);
+// The same into `out`, reusing its storage: a caller converting one large
+// input after another (a decode step's KV cache) then writes into pages it
+// has already touched rather than fresh ones, which the kernel zeroes first
+// at a cost above the conversion's own. Storage more than twice the size
+// needed is released first.
+void to_tile_layout(const float* values, const Shape& shape, DataFormat format, TileTensor& out,
+                    float pad_value = 0.0f);
 
 // Back to a row-major logical array (ttnn.to_torch): padding dropped.
 std::vector<float> to_row_major(const TileTensor& t);

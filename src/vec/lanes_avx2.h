@@ -89,6 +89,8 @@ struct I32x8 {
   static bool any(M a) { return !_mm256_testz_si256(a, a); }
   static T select(M m, T a, T b) { return _mm256_blendv_epi8(b, a, m); }  // m ? a : b
   static T keep(M m, T a) { return _mm256_and_si256(m, a); }             // m ? a : 0
+  // a negated where s is negative; a must be 0 where s is 0 (vpsignd zeroes it).
+  static T sign_from(T a, T s) { return _mm256_sign_epi32(a, s); }
   // 16 x int16 lanes (MVMUL's groups). bcast16 reads a dup16'd int32.
   static T bcast16(const int32_t& x) { return _mm256_set1_epi32(x); }
   static T add16(T a, T b) { return _mm256_add_epi16(a, b); }

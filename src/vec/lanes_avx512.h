@@ -77,6 +77,8 @@ struct I32x16 {
   static bool any(M a) { return a != 0; }
   static T select(M m, T a, T b) { return _mm512_mask_blend_epi32(m, b, a); }  // m ? a : b
   static T keep(M m, T a) { return _mm512_maskz_mov_epi32(m, a); }           // m ? a : 0
+  // a negated where s is negative (as lanes_avx2.h's, which needs a = 0 where s = 0).
+  static T sign_from(T a, T s) { return _mm512_mask_sub_epi32(a, _mm512_movepi32_mask(s), zero(), a); }
   // 32 x int16 lanes (MVMUL's groups). bcast16 reads a dup16'd int32.
   static T bcast16(const int32_t& x) { return _mm512_set1_epi32(x); }
   static T add16(T a, T b) { return _mm512_add_epi16(a, b); }

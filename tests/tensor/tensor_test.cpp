@@ -57,6 +57,20 @@ TEST(Tensor, CopiesShareBytesUntilWritten) {
   EXPECT_NE(static_cast<const Tensor&>(a).raw(), static_cast<const Tensor&>(b).raw());
 }
 
+TEST(Tensor, BorrowedBytesAreReadInPlaceAndCopiedOnWrite) {
+  const float values[3] = {1.f, 2.f, 3.f};
+  Tensor a = Tensor::borrow(DType::F32, {3}, values);
+  EXPECT_EQ(static_cast<const Tensor&>(a).raw(), reinterpret_cast<const uint8_t*>(values));  // no copy
+  EXPECT_EQ(a.nbytes(), sizeof values);
+  EXPECT_EQ(a.to_f32(), (std::vector<float>{1.f, 2.f, 3.f}));
+  Tensor b = a;
+  b.data<float>()[1] = 9.f;  // b copies the borrowed bytes, which stay as they were
+  EXPECT_EQ(values[1], 2.f);
+  EXPECT_EQ(a.get_f64(1), 2.0);
+  EXPECT_EQ(b.get_f64(1), 9.0);
+  EXPECT_EQ(b.get_f64(2), 3.0);
+}
+
 // format_torch reads the elements it prints from the tensor (no float64
 // copy of a large output); the strings are what torch 1.13 prints for the
 // same tensors (str(torch.arange(3000, dtype=float32) / 7).reshape(3, 1000)).

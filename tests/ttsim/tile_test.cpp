@@ -55,3 +55,20 @@ TEST(TtsimTile, OneDimensionalIsOneRow) {
   EXPECT_EQ(to_row_major(t), v);
   EXPECT_EQ(to_tensor(t).shape(), (Shape{3}));
 }
+
+// Converting into a buffer a larger tensor used before gives the fresh
+// conversion's tensor exactly: every value, padding included, is written.
+TEST(TtsimTile, ConversionIntoAReusedBufferEqualsAFreshOne) {
+  std::vector<float> big(3 * 64 * 64), small(2 * 40 * 33);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = 1.0f + 0.37f * static_cast<float>(i % 101);
+  for (size_t i = 0; i < small.size(); ++i) small[i] = -2.5f + 0.11f * static_cast<float>(i % 53);
+  for (DataFormat f : {DataFormat::Float32, DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b}) {
+    TileTensor reused;
+    to_tile_layout(big.data(), {3, 64, 64}, f, reused, 7.0f);
+    to_tile_layout(small.data(), {2, 40, 33}, f, reused, -1.0f);
+    const TileTensor fresh = to_tile_layout(small.data(), {2, 40, 33}, f, -1.0f);
+    EXPECT_EQ(reused.shape, fresh.shape);
+    EXPECT_EQ(reused.format, fresh.format);
+    EXPECT_EQ(reused.data, fresh.data) << format_name(f);
+  }
+}

@@ -69,8 +69,14 @@ OpResult run_tt_op(const OpRequest& req) {
   for (const OpInput& i : req.inputs) fmt.push_back(i.dtype.value_or(o.dtype.value_or(DataFormat::Bfloat16)));
   const DataFormat out_fmt = req.output_dtype.value_or(fmt[0]);
 
-  // ttnn.from_torch(x, dtype, layout=TILE_LAYOUT) for every input.
-  std::vector<TileTensor> t;
+  // ttnn.from_torch(x, dtype, layout=TILE_LAYOUT) for every input, into
+  // the buffers of this thread's previous op: a script's ops one after
+  // another (a decode step per cache depth and config) then reuse the pages
+  // a KV cache took once, where fresh ones cost the kernel's zeroing, more
+  // than the conversion itself (to_tile_layout releases a buffer twice the
+  // size needed).
+  static thread_local std::vector<TileTensor> t;
+  t.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     const Tensor& x = host[static_cast<size_t>(i)];
     // float32 values are read in place (a KV cache is most of an op's
@@ -78,7 +84,7 @@ OpResult run_tt_op(const OpRequest& req) {
     std::vector<float> v;
     const float* p = x.dtype() == DType::F32 ? x.data<float>() : (v = x.to_f32()).data();
     const Shape s = d.device_shape ? d.device_shape(i, x.shape()) : x.shape();
-    t.push_back(to_tile_layout(p, s, fmt[static_cast<size_t>(i)]));
+    to_tile_layout(p, s, fmt[static_cast<size_t>(i)], t[static_cast<size_t>(i)]);
   }
 
   TtDevice dev(o);

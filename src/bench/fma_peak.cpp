@@ -1,7 +1,5 @@
 #include "bench/fma_peak.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -12,23 +10,6 @@
 #include "vec/isa.h"
 
 namespace mha::bench {
-
-// As fma_loop_avx512, on 8-float AVX2 vectors: 12 accumulators (AVX2 has 16
-// registers; two hold a and b).
-double fma_loop_avx2(int64_t iters) {
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-6f);
-  __m256 c[12];
-  for (int i = 0; i < 12; ++i) c[i] = _mm256_set1_ps(static_cast<float>(i));
-  for (int64_t k = 0; k < iters; ++k) {
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) c[i] = _mm256_fmadd_ps(c[i], a, b);
-  }
-  __m256 s = c[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, c[i]);
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  return out[0] > -1.0f ? 2.0 * 8 * 12 * static_cast<double>(iters) : 0.0;
-}
 
 namespace {
 

@@ -3,8 +3,8 @@
 // independent fused multiply-adds (no memory traffic, no dependency chain
 // shorter than the FMA latency times the pipes) on the widest vector ISA the
 // CPU runs, chosen at run time so the binary still runs on AVX2-only
-// machines. The AVX-512 loop lives in fma_peak_avx512.cpp, the only file of
-// this probe built with AVX-512 flags (CMakeLists.txt).
+// machines. The loops live in their levels' files (fma_peak_avx512.cpp,
+// probe_loops_avx2.cpp), built with those levels' flags (CMakeLists.txt).
 #include <cstdint>
 
 namespace mha::bench {

@@ -1,7 +1,6 @@
 #include "bench/probes.h"
 
 #include <cblas.h>
-#include <immintrin.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,27 +25,6 @@ namespace mha::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Sums n floats (n a multiple of 64) with eight independent accumulators so
-// that the loop is bound by loads, not by the add latency.
-float sum_slice(const float* p, int64_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-  for (int64_t i = 0; i < n; i += 64) {
-    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
-    a4 = _mm256_add_ps(a4, _mm256_load_ps(p + i + 32));
-    a5 = _mm256_add_ps(a5, _mm256_load_ps(p + i + 40));
-    a6 = _mm256_add_ps(a6, _mm256_load_ps(p + i + 48));
-    a7 = _mm256_add_ps(a7, _mm256_load_ps(p + i + 56));
-  }
-  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
-}
 
 int64_t last_level_cache_bytes() {
   long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -95,7 +73,7 @@ double probe_read_bandwidth_gbs(int threads, int64_t bytes) {
         // Each thread faults in its own slice, so on a NUMA machine the
         // pages sit next to the thread that reads them.
         if (fill) std::fill(p, p + per_thread, 1.0f);
-        sums[t] += sum_slice(p, per_thread);
+        sums[t] += read_sum_avx2(p, per_thread);
       });
     for (auto& th : pool) th.join();
     return std::chrono::duration<double>(Clock::now() - t0).count();

@@ -22,6 +22,10 @@ double probe_sgemm_gflops(int64_t n = 1024, int threads = 0);
 // with AVX2 loads; best of four passes after one that faults the pages in.
 // InputError when the buffer cannot be allocated.
 double probe_read_bandwidth_gbs(int threads = 0, int64_t bytes = 0);
+// The loop each of its threads runs (probe_loops_avx2.cpp): the sum of n
+// floats (n a multiple of 64, p 32-byte aligned) with eight independent
+// accumulators, so that it is bound by loads, not by the add latency.
+float read_sum_avx2(const float* p, int64_t n);
 
 // The hardware thread count (at least 1).
 int hardware_threads();

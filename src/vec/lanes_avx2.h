@@ -34,6 +34,21 @@ struct F32x8 {
   static F max(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
   static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F fmsub(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }
+  // dst[c * ldd + r] = src[r * lds + c] for an 8x8 block (moves only, so
+  // every level's kernels may use it: AVX-512 levels include AVX2).
+  static void transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd) {
+    F r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = load(src + i * lds);
+    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 8; i += 4) {
+      u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+      u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; ++i) {
+      store(dst + i * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+      store(dst + (i + 4) * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+  }
   // Rounded to the nearest integer (ties to even), still a float.
   static F round(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // 2^n for t = n + 1.5 * 2^23, n integral in [-127, 0]: t's pattern is

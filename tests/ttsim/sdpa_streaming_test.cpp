@@ -308,6 +308,26 @@ TEST(TtsimSdpaStreaming, TimesOneKeepsBf16Values) {
     }
 }
 
+// Every table's times_one_keeps takes exactly what the test above shows the
+// multiply keeps: +0 and the bf16 values with an exponent field from 6 to
+// 254 (either sign), and nothing with a low half set.
+TEST(TtsimSdpaStreaming, TimesOneKeepsOnLanesTakesExactlyTheKeptValues) {
+  for (simd::Isa isa : simd::vector_isas()) {
+    const simd::KernelTable* kern = simd::kernels_for(isa);
+    for (uint32_t h = 0; h < 0x10000u; ++h) {
+      const uint32_t e = (h >> 7) & 255u;
+      for (uint32_t low : {0u, 1u, 0x8000u}) {
+        const uint32_t u = (h << 16) | low;
+        float row[16];
+        std::fill(row, row + 16, 1.0f);
+        std::memcpy(&row[h % 16], &u, 4);
+        const bool want = low == 0 && (u == 0 || (e >= 6 && e <= 254));
+        ASSERT_EQ(kern->times_one_keeps(row, 16), want) << std::hex << u << " " << simd::isa_name(isa);
+      }
+    }
+  }
+}
+
 // The rescale exp's two algorithms, and the flag reaching them inverted:
 // exp_approx_mode=false gives the approximation (0 below -42 after scaling).
 TEST(TtsimSdpaStreaming, RescaleExpTakesTheFlagInverted) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backends/cpu/cpu_flash_kernel.h"
+#include "vec/lanes_avx2.h"  // F32x8::transpose8x8
 #include "vec/lanes_avx512.h"
 
 namespace mha::cpu {

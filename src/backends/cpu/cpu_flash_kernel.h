@@ -31,10 +31,6 @@ namespace flash_detail {
 
 constexpr int64_t kMaxTileWidth = 32;  // the widest P.V tile: dv is padded to a multiple of its width
 
-// dst[c * ldd + r] = src[r * lds + c] for rows r < n and columns c < d;
-// zero for rows r in [n, np). Q blocks become [d, rows] so that the score
-// tile's lanes are queries (its broadcasts walk the key rows).
-void transpose_rows(const float* src, int64_t lds, int64_t n, int64_t np, int64_t d, float* dst, int64_t ldd);
 // Rows [j0, j0 + n) of kv head g of batch b into a dense [n, ldl] block:
 // rows past S take the bias row (index S) or zeros, columns past d are zero.
 void load_rows(const float* src, int64_t ld, int64_t row0, const float* bias, int64_t b, int64_t S, int64_t g,

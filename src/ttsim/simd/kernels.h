@@ -112,6 +112,14 @@ struct KernelTable {
   int64_t (*pack_bf16)(const float* dst, float* out, int64_t n, bool fp32_dest);
   // l1_acc_fp32 (kblock.h) on the first n - n % 8 values.
   void (*l1_acc_fp32)(float* l1, const float* x, int64_t n);
+  // The streaming SDPA's check that ELWMUL by 1.0 at two phases or more on a
+  // 16-bit Dst gives x back: every one of n values (n a multiple of 8) is +0
+  // or bf16 with an exponent field from 6 to 254.
+  bool (*times_one_keeps)(const float* x, int64_t n);
+  // The streaming SDPA's score exp after its SFPMAD (sdpa_streaming_score_exp's
+  // rounding, saturation, ReLU and 16-bit store) on n values of t, n a
+  // multiple of 8 (out may alias t).
+  void (*score_exp_store)(const float* t, float* out, int64_t n);
 };
 
 // The table for `isa` whose lanes compute as `arch` does, or nullptr when

@@ -4,8 +4,6 @@
 // lists them in order.
 #include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -42,33 +40,15 @@ void mul_bcast_dst(const float* x, int64_t n, float s, const TileMath& tm, float
   }
 }
 
-// Whether every one of n values (n a multiple of 8) is +0 or a bf16 value
-// (the low half zero) with an exponent field from 6 to 254, 8 lanes at a
-// time. Below 6 the second phase's product (SrcA's low piece, weighing
-// 2^-5) falls under the smallest exponent and is dropped.
-bool times_one_keeps(const float* x, int64_t n) {
-  const __m256i z = _mm256_setzero_si256(), lo = _mm256_set1_epi32(0xffff), ones = _mm256_set1_epi32(-1);
-  __m256i bad = z;
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
-    const __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(255));
-    const __m256i tiny = _mm256_andnot_si256(_mm256_cmpeq_epi32(u, z), _mm256_cmpgt_epi32(_mm256_set1_epi32(6), e));
-    const __m256i low_set = _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_and_si256(u, lo), z), ones);
-    bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_or_si256(tiny, _mm256_cmpeq_epi32(e, _mm256_set1_epi32(255))),
-                                               low_set));
-  }
-  return _mm256_testz_si256(bad, bad) != 0;
-}
-
 // pack(ELWMUL(x, s)) of n CB values into tmp, or x itself where that is
 // what the packer writes: on the vector path, s == 1.0 at two phases or
-// more on a 16-bit Dst gives back the values times_one_keeps takes (the
+// more on a 16-bit Dst gives back the values KernelTable::times_one_keeps takes (the
 // first two phases take SrcA's hidden bit and ten more, and 1.0 has no low
 // piece in SrcB; TtsimSdpaStreaming.TimesOneKeepsBf16Values checks every
 // bf16 value on the lane model). The running max seldom moves after the
 // first k chunks, so most rows rescale by exactly 1.
 const float* times_col(const float* x, int64_t n, float s, const TileMath& tm, float* tmp) {
-  if (s == 1.0f && tm.kern && tm.phases >= 2 && !tm.fp32 && times_one_keeps(x, n)) return x;
+  if (s == 1.0f && tm.kern && tm.phases >= 2 && !tm.fp32 && tm.kern->times_one_keeps(x, n)) return x;
   mul_bcast_dst(x, n, s, tm, tmp);
   sdpa_pack_bf16(tmp, n, tm);
   return tmp;
@@ -263,20 +243,6 @@ namespace {
 constexpr float kExpBias = 32500.818359375f;
 float score_exp_a(float scale) { return 256.0f * 1.4426950408889634f * scale; }
 
-// The integer, shifted and stored, from t: 8 lanes (AVX2, which the whole
-// binary requires). floor(t + 0.5) is floor(t) plus whether t's fraction
-// (exact in float) reaches one half, saturated; NaN fails t > 0.
-void score_exp_store8(const float* t, float* out) {
-  const __m256 v = _mm256_loadu_ps(t), fl = _mm256_floor_ps(v);
-  const __m256 up = _mm256_and_ps(_mm256_cmp_ps(_mm256_sub_ps(v, fl), _mm256_set1_ps(0.5f), _CMP_GE_OQ),
-                                  _mm256_set1_ps(1.0f));
-  const __m256 r = _mm256_min_ps(_mm256_add_ps(fl, up), _mm256_set1_ps(32767.0f));
-  const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
-  __m256i bits = _mm256_and_si256(_mm256_slli_epi32(_mm256_cvttps_epi32(r), 15), hi);
-  bits = _mm256_and_si256(bits, _mm256_castps_si256(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bits);
-}
-
 }  // namespace
 
 float sdpa_streaming_score_exp(float d, float scale, Arch arch) {
@@ -306,7 +272,7 @@ void sdpa_streaming_score_exps(float* x, int64_t n, float scale, const simd::Ker
         continue;
       }
       kern->mad_finite(av, reinterpret_cast<const uint32_t*>(x + i), cv, 32, t);
-      for (int j = 0; j < 32; j += 8) score_exp_store8(reinterpret_cast<const float*>(t + j), x + i + j);
+      kern->score_exp_store(reinterpret_cast<const float*>(t), x + i, 32);
     }
   }
   for (; i < n; ++i) x[i] = sdpa_streaming_score_exp(x[i], scale, arch);

@@ -118,7 +118,7 @@ TEST(TtSimMla, AttentionOpsIsRefusedWithTheReason) {
 // 0.99965, max abs 0.0080 where the prefill of those rows has 0.0054).
 TEST(TtSimMla, DecodeTracksFloat64) {
   TempDir d;
-  const std::string cfg = config_variant(d, "decode.json", "{\"name\": \"tt-sim\", \"tt_metal\": \"2024\"}",
+  const std::string cfg = config_variant(d, "decode.json", "{\"name\": \"tt-sim\"}",
                                          ", \"decode\": {\"prompt\": 64, \"tokens\": 32}");
   Tensor out[2];
   const char* backends[] = {"reference", "tt-sim"};

@@ -4,9 +4,9 @@
 // bit for bit against the plain ops given V = [K's first head_dim_v columns |
 // zeros] (every output column is its own accumulation, so the zero columns
 // change nothing and are cut off), the fast paths against the lane-model
-// oracles, accuracy against float64 attention, and TT-NN's refusals. Flash
-// MLA is modelled at tt_metal 2024 only, so every op here runs there unless
-// the test names a profile (latest, the default, refuses it).
+// oracles, accuracy against float64 attention, and TT-NN's refusals. Every
+// op here runs the 2024 kernels unless the test names a profile
+// (latest_sink_mla_test.cpp checks flash MLA at latest, the default).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,34 +36,10 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-
-
-
-// x [..., d] with columns [n, d) zeroed (keep = true) or x's first n
-// columns only (keep = false).
-Tensor columns(const Tensor& x, int64_t n, bool keep_width) {
-  const int64_t d = x.shape().back(), rows = x.numel() / d;
-  Shape s = x.shape();
-  if (!keep_width) s.back() = n;
-  std::vector<float> out;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x.data<float>() + r * d;
-    out.insert(out.end(), row, row + n);
-    if (keep_width) out.insert(out.end(), static_cast<size_t>(d - n), 0.0f);
-  }
-  return Tensor::from_f32(s, out);
-}
-
-OpResult run_op(const std::string& op, std::vector<Tensor> in, json opts, DataFormat kv = DataFormat::Bfloat16) {
-  OpRequest r;
-  r.op = op;
-  const char* names[] = {"q", "k", "v"};
-  for (size_t i = 0; i < in.size(); ++i)
-    r.inputs.push_back({names[i], in[i], i == 0 ? DataFormat::Bfloat16 : kv});
-  opts["threads"] = 2;
-  if (!opts.contains("tt_metal")) opts["tt_metal"] = "2024";
-  r.options = opts;
-  return run_tt_op(r);
+// Flash MLA's 2024 kernels unless the test names a profile.
+OpResult run_op(const std::string& op, const std::vector<Tensor>& in, const json& opts,
+                DataFormat kv = DataFormat::Bfloat16) {
+  return run_device_op(op, in, opts, kv, "2024");
 }
 
 // The one-line InputError of an op call, or "" when it runs.

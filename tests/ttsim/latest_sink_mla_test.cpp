@@ -106,33 +106,11 @@ std::vector<double> sinkmla_values(const TileTensor& t) {
   return v;
 }
 
-// x [..., d]: its first n columns (keep_width = false), or those columns
-// and zeros to d (keep_width = true).
-Tensor sinkmla_columns(const Tensor& x, int64_t n, bool keep_width) {
-  const int64_t d = x.shape().back(), rows = x.numel() / d;
-  Shape s = x.shape();
-  if (!keep_width) s.back() = n;
-  std::vector<float> out;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x.data<float>() + r * d;
-    out.insert(out.end(), row, row + n);
-    if (keep_width) out.insert(out.end(), static_cast<size_t>(d - n), 0.0f);
-  }
-  return Tensor::from_f32(s, out);
-}
-
 // mha op's device operation in-process (the CLI's path), 2 threads, at
 // tt_metal latest unless opts say otherwise.
-OpResult sinkmla_op(const std::string& op, const std::vector<Tensor>& in, nlohmann::ordered_json opts,
+OpResult sinkmla_op(const std::string& op, const std::vector<Tensor>& in, const nlohmann::ordered_json& opts,
                     DataFormat kv = DataFormat::Bfloat16) {
-  OpRequest r;
-  r.op = op;
-  const char* names[] = {"q", "k", "v"};
-  for (size_t i = 0; i < in.size(); ++i) r.inputs.push_back({names[i], in[i], i == 0 ? DataFormat::Bfloat16 : kv});
-  if (!opts.contains("tt_metal")) opts["tt_metal"] = "latest";
-  opts["threads"] = 2;
-  r.options = opts;
-  return run_tt_op(r);
+  return run_device_op(op, in, opts, kv, "latest");
 }
 
 }  // namespace
@@ -303,7 +281,7 @@ TEST(FlashMlaLatest, EqualsSdpaWithTheKeysFirstColumnsOnBothPrograms) {
         mla["head_dim_v"] = c.dv;
         const OpResult got = sinkmla_op("flash-mla-prefill", {q, k}, mla, kv);
         const Tensor want =
-            sinkmla_columns(sinkmla_op("sdpa", {q, k, sinkmla_columns(k, c.dv, true)}, pc, kv).output, c.dv, false);
+            columns(sinkmla_op("sdpa", {q, k, columns(k, c.dv, true)}, pc, kv).output, c.dv, false);
         EXPECT_TRUE(same_bits(got.output, want)) << shape_str(c.q) << " fp32 " << fp32 << " " << format_name(kv);
         EXPECT_EQ(got.info["head_dim_v"], c.dv);
       }
@@ -380,8 +358,8 @@ TEST(FlashMlaLatest, ChunkedEqualsChunkedSdpaAndTheFullPrefillsRows) {
     mla["head_dim_v"] = dv;
     const Tensor got = sinkmla_op("chunked-flash-mla-prefill", {qchunk, kp}, mla, DataFormat::Bfp8_b).output;
     const Tensor plain =
-        sinkmla_op("chunked-sdpa", {qchunk, kp, sinkmla_columns(kp, dv, true)}, opts, DataFormat::Bfp8_b).output;
-    EXPECT_TRUE(same_bits(got, sinkmla_columns(plain, dv, false))) << "fp32 " << fp32;
+        sinkmla_op("chunked-sdpa", {qchunk, kp, columns(kp, dv, true)}, opts, DataFormat::Bfp8_b).output;
+    EXPECT_TRUE(same_bits(got, columns(plain, dv, false))) << "fp32 " << fp32;
     const Tensor full = sinkmla_op("flash-mla-prefill", {q, k}, full_opts, DataFormat::Bfp8_b).output;
     std::vector<float> rows;
     for (int64_t m = 0; m < b * 4; ++m)
@@ -402,8 +380,8 @@ TEST(FlashMlaLatest, DecodeEqualsSdpaDecodeWithTheKeysFirstColumns) {
       nlohmann::ordered_json mla = pos;
       mla["head_dim_v"] = 128;
       const Tensor got = sinkmla_op("flash-mla-decode", {q, k}, mla, DataFormat::Bfp8_b).output;
-      const Tensor want = sinkmla_columns(
-          sinkmla_op("sdpa-decode", {q, k, sinkmla_columns(k, 128, true)}, pos, DataFormat::Bfp8_b).output, 128, false);
+      const Tensor want = columns(
+          sinkmla_op("sdpa-decode", {q, k, columns(k, 128, true)}, pos, DataFormat::Bfp8_b).output, 128, false);
       EXPECT_TRUE(same_bits(got, want)) << nh << " heads, fp32 " << fp32;
       for (int64_t bs : {32, 16}) {  // user u's block j at page_table[u][j]
         const int64_t nb = 128 / bs * 2;
@@ -420,9 +398,9 @@ TEST(FlashMlaLatest, DecodeEqualsSdpaDecodeWithTheKeysFirstColumns) {
         nlohmann::ordered_json paged = mla, paged_pos = pos;
         paged["page_table"] = paged_pos["page_table"] = table;
         const Tensor p = sinkmla_op("flash-mla-decode", {q, kp}, paged, DataFormat::Bfp8_b).output;
-        const Tensor pw = sinkmla_op("sdpa-decode", {q, kp, sinkmla_columns(kp, 128, true)}, paged_pos,
+        const Tensor pw = sinkmla_op("sdpa-decode", {q, kp, columns(kp, 128, true)}, paged_pos,
                                      DataFormat::Bfp8_b).output;
-        EXPECT_TRUE(same_bits(p, sinkmla_columns(pw, 128, false))) << "blocks of " << bs << ", " << nh << " heads";
+        EXPECT_TRUE(same_bits(p, columns(pw, 128, false))) << "blocks of " << bs << ", " << nh << " heads";
         // Whole-tile blocks read the contiguous cache's rows in its chunks.
         if (bs == 32) {
           EXPECT_TRUE(same_bits(p, got)) << "paged, " << nh << " heads, fp32 " << fp32;

@@ -90,19 +90,11 @@ std::vector<double> reference_row(const TileTensor& q, int64_t b, int64_t h, int
   return out;
 }
 
+// PCC of head (b, h)'s output row against a.
 double pcc(const std::vector<double>& a, const TileTensor& got, int64_t b, int64_t h) {
   std::vector<double> g(a.size());
   for (size_t d = 0; d < g.size(); ++d) g[d] = got.at(b, h, static_cast<int64_t>(d));
-  double ma = 0, mb = 0;
-  for (size_t i = 0; i < a.size(); ++i) ma += a[i], mb += g[i];
-  ma /= a.size(), mb /= g.size();
-  double sab = 0, saa = 0, sbb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    sab += (a[i] - ma) * (g[i] - mb);
-    saa += (a[i] - ma) * (a[i] - ma);
-    sbb += (g[i] - mb) * (g[i] - mb);
-  }
-  return sab / std::sqrt(saa * sbb);
+  return ttsim_test::pcc(a, g);
 }
 
 struct LatestCase {

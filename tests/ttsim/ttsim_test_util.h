@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "backends/ttsim/ttsim_single_op.h"
 #include "support/test_support.h"
 #include "tensor/half.h"
 #include "tensor/tensor.h"
@@ -104,6 +107,37 @@ inline TileTensor key_mask(int64_t rows, int64_t cols, int64_t valid, DataFormat
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) m[static_cast<size_t>(i * cols + j)] = j < valid ? 0.0f : -kInf;
   return ttsim::to_tile_layout(m.data(), {1, 1, rows, cols}, f);
+}
+
+// x [..., d]: its first n columns (keep_width = false), or those columns
+// and zeros to d (keep_width = true): flash MLA's V read from K, as the
+// plain ops take it.
+inline Tensor columns(const Tensor& x, int64_t n, bool keep_width) {
+  const int64_t d = x.shape().back(), rows = x.numel() / d;
+  Shape s = x.shape();
+  if (!keep_width) s.back() = n;
+  std::vector<float> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x.data<float>() + r * d;
+    out.insert(out.end(), row, row + n);
+    if (keep_width) out.insert(out.end(), static_cast<size_t>(d - n), 0.0f);
+  }
+  return Tensor::from_f32(s, out);
+}
+
+// `mha op`'s device operation in process (the CLI's path) on 2 threads:
+// inputs named q, k, v (Q in bfloat16, the others in kv), at tt_metal
+// `profile` unless opts name one.
+inline ttsim::OpResult run_device_op(const std::string& op, const std::vector<Tensor>& in,
+                                     nlohmann::ordered_json opts, DataFormat kv, const char* profile) {
+  ttsim::OpRequest r;
+  r.op = op;
+  const char* names[] = {"q", "k", "v"};
+  for (size_t i = 0; i < in.size(); ++i) r.inputs.push_back({names[i], in[i], i == 0 ? DataFormat::Bfloat16 : kv});
+  if (!opts.contains("tt_metal")) opts["tt_metal"] = profile;
+  opts["threads"] = 2;
+  r.options = opts;
+  return ttsim::run_tt_op(r);
 }
 
 // Pearson correlation of two equally long arrays.

@@ -66,10 +66,6 @@ struct Scratch {
   std::vector<simd::ARec> qrec;  // the vector path's q chunk decoded as in0, once for its k chunks
 };
 
-// matmul_blocks with all of K in Dst (in0 in SrcB, in1 in SrcA), the fp32
-// Dst left unpacked: out[r, c] for r < rows, c < N. in0 is a Float32 CB
-// (TF32 in Src) when a_f32, else bf16-exact values; in1 element (k, c) is
-// b[k*ks + c*ns]. Per output: K tiles outer, fidelity phases, faces inner.
 // in0 as the vector path decodes it: a Float32 CB as TF32, else bf16 values.
 void std_decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32, const TileMath& m,
                     std::vector<simd::ARec>& rec) {
@@ -77,6 +73,10 @@ void std_decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, bool a
   detail::decode_in0(a, lda, rows, K, a_f32 ? DataFormat::Float32 : DataFormat::Bfloat16, true, m.phases, rec.data());
 }
 
+// matmul_blocks with all of K in Dst (in0 in SrcB, in1 in SrcA), the fp32
+// Dst left unpacked: out[r, c] for r < rows, c < N. in0 is a Float32 CB
+// (TF32 in Src) when a_f32, else bf16-exact values; in1 element (k, c) is
+// b[k*ks + c*ns]. Per output: K tiles outer, fidelity phases, faces inner.
 void std_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32, const float* b, int64_t ks,
                 int64_t ns, int64_t N, const TileMath& m, SdpaScratch& s, float* out, int64_t ldo) {
   if (m.kern) {

@@ -229,10 +229,6 @@ void normalize(const StreamingRun& r, int64_t bh, int64_t q_low, StreamingWork& 
   }
 }
 
-}  // namespace
-
-namespace {
-
 // tt-llk PR #1190's Schraudolph without input clamping: t = A*scale*d +
 // (B-C) on the SFPU (the multiply-add below), rounded to a signed 16-bit
 // integer (saturating at 32767, so inputs above about 0.72/scale give

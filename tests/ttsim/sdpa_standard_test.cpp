@@ -132,7 +132,33 @@ TEST(SdpaStandard, FastEqualsOracleOnPaddedLengths) {
     c.cfg.is_causal = false;
     cs.push_back(c);
   }
+  // A given mask over partial last tiles: its tile padding joins the
+  // softmax (tt-metal #54833), then whole -inf tiles (100 keys in 128).
+  for (DataFormat fm : {DataFormat::Bfloat16, DataFormat::Bfp4_b}) {
+    StandardCase c{std::string("partial + mask ") + format_name(fm), {1, 2, 70, 64}, {1, 2, 100, 64},
+                   latest_fp32(64, 128)};
+    c.cfg.is_causal = false;
+    c.mask = true;
+    c.fmask = fm;
+    cs.push_back(c);
+  }
   for (const StandardCase& c : cs) expect_fast_equals_oracle(c);
+}
+
+// A given mask over a partial last key tile gives the bits of the same
+// kernel on the keys the tile pads made explicit (K's and V's zero rows,
+// the mask's columns of 0): the reader fills -inf only on whole padded
+// tiles, as on the streaming kernel.
+TEST(SdpaStandard, PaddedKeysUnderAGivenMaskJoinTheSoftmax) {
+  const TileTensor q = tiles({1, 2, 197, 64}, 41, DataFormat::Bfloat16), k = tiles({1, 1, 197, 64}, 42, DataFormat::Bfloat16),
+                   v = tiles({1, 1, 197, 64}, 43, DataFormat::Bfloat16), mask = tiles({1, 1, 197, 197}, 44, DataFormat::Bfloat16);
+  SdpaConfig c = latest_fp32(32, 64);
+  c.is_causal = false;
+  const TileTensor mask224 = zero_extended(mask, 197, 224);
+  TileTensor got, want;
+  tt_sdpa_standard(q, k, v, &mask, got, c, Exec{});
+  tt_sdpa_standard(q, zero_extended(k, 224, 64), zero_extended(v, 224, 64), &mask224, want, c, Exec{});
+  EXPECT_TRUE(same_bits(got, want));
 }
 
 // A float32 Q enters the QK matmul as TF32 (the unpacker with an fp32 Dst):

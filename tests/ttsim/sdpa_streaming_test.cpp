@@ -84,9 +84,11 @@ void expect_fast_equals_oracle(const StreamingCase& c) {
   }
 }
 
-// Attention in float64 on the inputs' values: softmax(q k^T * scale + mask) v.
+// Attention in float64 on the inputs' values: softmax((q k^T + mask) * scale) v,
+// mask (b, 1, s, s_k) or none: the kernel adds a mask to the unscaled scores
+// (TT-NN's op multiplies it by 1 / scale first).
 std::vector<double> attention_f64(const TileTensor& q, const TileTensor& k, const TileTensor& v, bool causal,
-                                  double scale) {
+                                  double scale, const TileTensor* mask = nullptr) {
   const int64_t B = q.shape[0], H = q.shape[1], HK = k.shape[1], S = q.rows, SK = k.rows, D = q.cols;
   std::vector<double> out(static_cast<size_t>(B * H * S * D)), p(static_cast<size_t>(SK));
   for (int64_t b = 0; b < B; ++b)
@@ -98,7 +100,7 @@ std::vector<double> attention_f64(const TileTensor& q, const TileTensor& k, cons
         for (int64_t j = 0; j < n; ++j) {
           double s = 0;
           for (int64_t d = 0; d < D; ++d) s += double(q.at(bh, i, d)) * k.at(kh, j, d);
-          p[static_cast<size_t>(j)] = s * scale;
+          p[static_cast<size_t>(j)] = (s + (mask ? mask->at(b, i, j) : 0.0)) * scale;
           mx = std::max(mx, p[static_cast<size_t>(j)]);
         }
         for (int64_t j = 0; j < n; ++j) sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
@@ -165,6 +167,45 @@ TEST(TtsimSdpaStreaming, PartialLastTileIsMaskedAsTheWriterMasksIt) {
   }
 }
 
+// A partial last key tile under a given mask, as 15a15bf5's reader and
+// factory leave it (tt-metal #54833): the 27 keys past 197 (K's zero tile
+// padding, V's zero rows, the mask's tile padding of 0) join the softmax.
+// tt-sim gives the bits of the same kernel on 224 keys whose last 27 are
+// those zeros made explicit, and the output follows float64 attention with
+// those 27 keys (logit 0, V 0), not the one over the 197 keys. Nearly
+// uniform scores (Q scaled by 0.05) give the padded keys 27/224 of the
+// weight; test_sdpa_noncausal_randn_bias's draws (randn, a randn bias)
+// about 5 %.
+TEST(TtsimSdpaStreaming, PaddedKeysUnderAGivenMaskJoinTheSoftmax) {
+  const int64_t s = 197, sp = 224;
+  for (float qscale : {0.05f, 1.0f}) {
+    const TileTensor q = tiles({1, 2, s, 64}, 41, DataFormat::Bfloat16, qscale),
+                     k = tiles({1, 1, s, 64}, 42, DataFormat::Bfloat16), v = tiles({1, 1, s, 64}, 43, DataFormat::Bfloat16),
+                     mask = tiles({1, 1, s, s}, 44, DataFormat::Bfloat16);
+    const TileTensor kp = zero_extended(k, sp, 64), vp = zero_extended(v, sp, 64), mp = zero_extended(mask, s, sp);
+    const SdpaConfig c = chunks(32, 32, false);  // TT-NN's defaults
+    TileTensor got, explicit_keys;
+    tt_sdpa_streaming(q, k, v, &mask, got, c, Exec{});
+    tt_sdpa_streaming(q, kp, vp, &mp, explicit_keys, c, Exec{});
+    EXPECT_TRUE(same_bits(got, explicit_keys)) << "Q scale " << qscale;
+    const Tensor out = to_tensor(got);
+    const Shape os{1, 2, s, 64};
+    const auto vs = [&](const std::vector<double>& ref) {
+      return compare::compare(Tensor::from_f64(os, ref), out, compare::Options{});
+    };
+    const compare::Report leak = vs(attention_f64(q, kp, vp, false, 0.125, &mp)),
+                          exact = vs(attention_f64(q, k, v, false, 0.125, &mask));
+    const double err_leak = leak.max_abs_diff->value, err_exact = exact.max_abs_diff->value;
+    // PCC does not tell them apart (nearly uniform rows only shrink by
+    // 197/224); the largest error does.
+    EXPECT_GT(leak.pcc, 0.999) << "Q scale " << qscale;
+    EXPECT_LT(err_leak, err_exact) << "Q scale " << qscale;
+    if (qscale < 1.0f) {
+      EXPECT_GT(err_exact, 4 * err_leak) << err_leak << " vs " << err_exact;
+    }
+  }
+}
+
 TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
   std::vector<StreamingCase> cases;
   for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi4})
@@ -195,7 +236,17 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
     c.mask = true;
     c.fmask = fm;
     cases.push_back(c);
+    // Partial last tiles under a mask: its tile padding joins the softmax
+    // (then whole -inf tiles: 100 keys in 128), and test_sdpa_noncausal_randn_bias's
+    // lengths at TT-NN's default chunks.
+    StreamingCase p{"partial + mask", {1, 2, 70, 64}, {1, 2, 100, 64}, chunks(64, 128, false)};
+    p.mask = true;
+    p.fmask = fm;
+    cases.push_back(p);
   }
+  StreamingCase vit{"197 + mask", {1, 2, 197, 64}, {1, 2, 197, 64}, chunks(32, 32, false)};
+  vit.mask = true;
+  cases.push_back(vit);
   for (const StreamingCase& c : cases) expect_fast_equals_oracle(c);
 }
 
@@ -441,6 +492,47 @@ TEST(TtsimSdpaStreaming, RunsOnTheDeviceFrame) {
   EXPECT_THROW(run_sdpa(dev, "sdpa", big, big, big, nullptr, huge), DeviceOutOfMemory);
 }
 
+// The device operation runs a given mask over a partial last key tile on
+// both latest programs and says in one line that the padded keys join the
+// softmax; whole tiles or no mask say nothing of it; 2024's kernel refuses
+// the lengths as before.
+TEST(TtsimSdpaStreaming, SaysThePaddedKeysUnderAGivenMaskJoinTheSoftmax) {
+  const TileTensor q = tiles({1, 2, 70, 64}, 51, DataFormat::Bfloat16), k = tiles({1, 1, 100, 64}, 52, DataFormat::Bfloat16),
+                   mask = tiles({1, 1, 70, 100}, 53, DataFormat::Bfloat16), k96 = first_rows(k, 96),
+                   mask96 = tiles({1, 1, 70, 96}, 53, DataFormat::Bfloat16);
+  const auto leak_notes = [](const TtDevice& dev) {
+    int n = 0;
+    for (const std::string& line : dev.notes()) n += line.find("#54833") != std::string::npos;
+    return n;
+  };
+  for (bool fp32 : {false, true}) {
+    SdpaConfig c = chunks(32, 64, false);
+    c.compute.tt_metal = TtMetal::Latest;
+    c.compute.fp32_dest_acc_en = fp32;
+    TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "backend"));
+    run_sdpa(dev, "sdpa", q, k, k, &mask, c);
+    ASSERT_EQ(leak_notes(dev), 1) << "fp32 " << fp32;
+    for (const std::string& line : dev.notes())
+      if (line.find("#54833") != std::string::npos) {
+        EXPECT_EQ(line.rfind("keys 100-127 ", 0), 0u) << line;
+        EXPECT_NE(line.find("tt_metal latest"), std::string::npos) << line;
+      }
+    TtDevice quiet(parse_tt_options(nlohmann::ordered_json::object(), "backend"));
+    run_sdpa(quiet, "sdpa", q, k, k, nullptr, c);
+    run_sdpa(quiet, "sdpa", q, k96, k96, &mask96, c);
+    EXPECT_EQ(leak_notes(quiet), 0) << "fp32 " << fp32;
+  }
+  SdpaConfig at2024 = chunks(32, 64, false);
+  at2024.compute.tt_metal = TtMetal::R2024;
+  TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "backend"));
+  try {
+    run_sdpa(dev, "sdpa", q, k, k, &mask, at2024);
+    FAIL() << "ran at 2024";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not divide"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TtsimSdpaStreaming, RefusesWhatTheKernelDoesNotTake) {
   const Shape q{1, 2, 64, 64};
   EXPECT_EQ(sdpa_streaming_problem(q, q, q, nullptr, chunks(64, 128)), "");
@@ -453,7 +545,7 @@ TEST(TtsimSdpaStreaming, RefusesWhatTheKernelDoesNotTake) {
   EXPECT_NE(sdpa_streaming_problem({1, 2, 256, 64}, q, q, nullptr, win).find("sliding_window_size"), std::string::npos);
   const Shape q70{1, 2, 70, 64}, m70{1, 1, 70, 64};
   EXPECT_EQ(sdpa_streaming_problem(q70, q, q, nullptr, chunks(64, 64, false)), "");  // a partial last tile runs
-  EXPECT_NE(sdpa_streaming_problem(q70, q, q, &m70, chunks(64, 64, false)).find("multiples of 32"), std::string::npos);
+  EXPECT_EQ(sdpa_streaming_problem(q70, q, q, &m70, chunks(64, 64, false)), "");  // with a mask too
   EXPECT_NE(sdpa_streaming_problem(q, q, q, nullptr, chunks(48, 64)).find("q_chunk_size"), std::string::npos);
   const TileTensor t = tiles(q, 1, DataFormat::Bfloat16);
   TileTensor out;

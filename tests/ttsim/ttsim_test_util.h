@@ -5,6 +5,7 @@
 // (tests/CMakeLists.txt), where two files' helpers of one name would clash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -97,6 +98,19 @@ inline TileTensor first_rows(const TileTensor& x, int64_t n) {
   std::vector<float> v;
   for (int64_t b = 0; b < x.batch; ++b)
     for (int64_t r = 0; r < n; ++r) v.insert(v.end(), x.matrix(b) + r * x.pcols, x.matrix(b) + r * x.pcols + x.cols);
+  return ttsim::to_tile_layout(v.data(), s, x.format);
+}
+
+// x's values with zeros appended to `rows` rows and `cols` columns, tiled
+// again: keys a partial tile pads, made explicit.
+inline TileTensor zero_extended(const TileTensor& x, int64_t rows, int64_t cols) {
+  Shape s = x.shape;
+  s[2] = rows;
+  s[3] = cols;
+  std::vector<float> v(static_cast<size_t>(shape_numel(s)), 0.0f);
+  for (int64_t b = 0; b < x.batch; ++b)
+    for (int64_t r = 0; r < x.rows; ++r)
+      std::copy(x.matrix(b) + r * x.pcols, x.matrix(b) + r * x.pcols + x.cols, v.begin() + (b * rows + r) * cols);
   return ttsim::to_tile_layout(v.data(), s, x.format);
 }
 

@@ -64,8 +64,10 @@ TileTensor run_chunked_sdpa(TtDevice& dev, const std::string& op, const TileTens
                             const SdpaConfig& cfg);
 
 // The one-line notes (TtDevice::note) where the kernel the factory picks
-// for cfg ignores or inverts a flag (exp_approx_mode).
-void sdpa_note_flags(TtDevice& dev, const SdpaConfig& cfg);
+// for cfg ignores or inverts a flag (exp_approx_mode), or where it gives a
+// wrong result tt-sim reproduces (a given mask over K's partial last tile
+// of s_k keys: sdpa_padded_mask_note).
+void sdpa_note_flags(TtDevice& dev, const SdpaConfig& cfg, int64_t s_k, bool has_mask);
 
 // ttnn.transformer.flash_mla_prefill: as in tt-metal, the SDPA device
 // operation with use_mla and head_dim_v = cfg.head_dim_v (docs/TTSIM.md

@@ -112,7 +112,7 @@ TileTensor run_chunked_sdpa(TtDevice& dev, const std::string& op, const TileTens
   check_cb_budget(dev, op, cb, "smaller q_chunk_size / k_chunk_size fit");
   TtDevice::OpTimer timer(dev, op);
   launch_program(dev, op, program_key(cfg), {&q, &k, &v}, q.shape, cfg.compute.output, cb);
-  sdpa_note_flags(dev, cfg);
+  sdpa_note_flags(dev, cfg, valid, false);
   TileTensor out;
   sdpa_program_run(program, q, kg, vg, nullptr, out, cfg, dev.exec(), chunk_start);
   return out;

@@ -82,8 +82,12 @@ void sdpa_program_run(SdpaProgram program, const TileTensor& q, const TileTensor
 // of issue 27): the score exp is hard-coded approximate in every revision
 // (2024: exp_tile<true>; latest: tt-metal #56710), and at latest the flag
 // is inverted where it does reach (exp(m_old - m_new): PR #56925), whose
-// approximation differs per kernel.
-void sdpa_note_flags(TtDevice& dev, const SdpaConfig& cfg) {
+// approximation differs per kernel. At latest also the padded keys a
+// given mask lets into the softmax (tt-metal #54833), a wrong result the
+// emulation reproduces.
+void sdpa_note_flags(TtDevice& dev, const SdpaConfig& cfg, int64_t s_k, bool has_mask) {
+  const std::string leak = sdpa_padded_mask_note(cfg, s_k, has_mask);
+  if (!leak.empty()) dev.note(leak);
   if (sdpa_program(cfg) == SdpaProgram::Streaming) {
     for (const std::string& n : sdpa_streaming_flag_notes(cfg)) dev.note(n);
     return;
@@ -112,7 +116,7 @@ TileTensor run_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, c
   check_cb_budget(dev, op, cb, "smaller q_chunk_size / k_chunk_size fit");
   TtDevice::OpTimer timer(dev, op);
   launch_program(dev, op, program_key(cfg), ins, q.shape, cfg.compute.output, cb);
-  sdpa_note_flags(dev, cfg);
+  sdpa_note_flags(dev, cfg, k.shape[2], mask != nullptr);
   TileTensor out;
   sdpa_program_run(program, q, k, v, mask, out, cfg, dev.exec());
   return out;

@@ -83,7 +83,7 @@ TileTensor run_flash_mla_prefill(TtDevice& dev, const std::string& op, const Til
   TtDevice::OpTimer timer(dev, op);
   launch_program(dev, op, program_key(cfg) + ",head_dim_v=" + std::to_string(cfg.head_dim_v), ins,
                  sdpa_out_shape(q, v), cfg.compute.output, cb);
-  sdpa_note_flags(dev, cfg);
+  sdpa_note_flags(dev, cfg, k.shape[2], mask != nullptr);
   TileTensor out;
   sdpa_program_run(program, q, k, v, mask, out, cfg, dev.exec());
   return out;

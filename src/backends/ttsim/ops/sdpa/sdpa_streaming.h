@@ -29,7 +29,8 @@ SdpaStreamingPlan sdpa_streaming_plan(const SdpaConfig& cfg);
 // Why the streaming kernel cannot take these shapes / this config, or "".
 // Sequence lengths need not be multiples of the chunk sizes nor of 32 (the
 // kernel pads them; a partial last key tile is masked by the writer's
-// partial tile), except with a given mask; the chunk sizes must satisfy the
+// partial tile, or with a given mask takes that mask's tile padding, as the
+// device does: sdpa_padded_mask_note); the chunk sizes must satisfy the
 // kernel's static_asserts; a non-causal window must reach K from every q
 // chunk (an attention sink is emulated: normalize_row_streaming adds
 // exp((sink - m) * scale) to the reduced row sum, docs/TTSIM.md).

@@ -52,13 +52,10 @@ SdpaStreamingPlan sdpa_streaming_plan(const SdpaConfig& cfg) {
 std::string sdpa_padded_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
                                 const SdpaConfig& cfg) {
   if (q.size() != 4 || k.size() != 4 || v.size() != 4) return "expected Q (b, nqh, s, dh) and K, V (b, nkv, s, dh), 4-D each";
-  // A partial last tile is the factory's k_partial_col; a given mask must
-  // cover whole tiles (TT-NN: divisible by the chunk sizes).
-  if (mask && (q[2] % kTile != 0 || k[2] % kTile != 0))
-    return "sequence lengths " + std::to_string(q[2]) + " / " + std::to_string(k[2]) +
-           " with a mask: expected multiples of 32 (a partial last tile takes no mask)";
   // The shape checks of the 2024 kernel, with the chunk sizes dividing the
-  // padded lengths (the factory pads to whole chunks).
+  // padded lengths (the factory pads to whole chunks). Any length, with a
+  // mask too: a partial last key tile then takes the mask's tile padding
+  // (streaming_pad; sdpa_padded_mask_note says so).
   SdpaConfig c = cfg;
   if (c.q_chunk_size < kTile || c.k_chunk_size < kTile || c.q_chunk_size % kTile || c.k_chunk_size % kTile)
     return sdpa_problem(q, k, v, mask, cfg);  // its chunk-size message

@@ -54,17 +54,19 @@ const float* times_col(const float* x, int64_t n, float s, const TileMath& tm, f
   return tmp;
 }
 
-// t with `rows` rows and `cols` columns: its values, zeros below, `fill`
-// right of its columns (the reader's -inf over a mask's padded keys).
-TileTensor pad_rows(const TileTensor& t, int64_t rows, int64_t cols, float fill = 0.0f) {
+// t with `rows` rows and `cols` columns: its values (with `tile_padding`,
+// the padding its last tiles carry too), zeros below, `fill` right of them
+// (the reader's -inf over a mask's padded key tiles).
+TileTensor pad_rows(const TileTensor& t, int64_t rows, int64_t cols, float fill = 0.0f, bool tile_padding = false) {
+  const int64_t vr = tile_padding ? t.prows : t.rows, vc = tile_padding ? t.pcols : t.cols;
   Shape s = t.shape;
   s[2] = rows;
   s[3] = cols;
   TileTensor p = make_tile_tensor(s, t.format);
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t r = 0; r < p.rows; ++r) {
-      if (r < t.rows) std::memcpy(&p.at(b, r, 0), t.matrix(b) + r * t.pcols, 4 * static_cast<size_t>(t.cols));
-      for (int64_t c = t.cols; c < cols; ++c) p.at(b, r, c) = fill;
+      if (r < vr) std::memcpy(&p.at(b, r, 0), t.matrix(b) + r * t.pcols, 4 * static_cast<size_t>(vc));
+      for (int64_t c = vc; c < cols; ++c) p.at(b, r, c) = fill;
     }
   return p;
 }
@@ -305,9 +307,16 @@ StreamingInputs streaming_pad(const TileTensor& q, const TileTensor& k, const Ti
   in.s_k = k.rows;
   if (mask) {
     in.has_mask = true;
-    in.mask = pad_rows(*mask, psq, psk, kNegInf);
+    in.mask = pad_rows(*mask, psq, psk, kNegInf, true);
   }
   return in;
+}
+
+std::string sdpa_padded_mask_note(const SdpaConfig& cfg, int64_t s_k, bool has_mask) {
+  if (cfg.compute.tt_metal != TtMetal::Latest || !has_mask || s_k % kTile == 0) return "";
+  const std::string first = std::to_string(s_k), last = std::to_string(round_up(s_k, kTile) - 1);
+  return "keys " + first + "-" + last + " (K's tile padding, score 0; V 0) join the softmax with the mask's tile " +
+         "padding (0) at tt_metal latest: a given mask gets -inf only on whole padded key tiles (tt-metal #54833)";
 }
 
 StreamingRun streaming_run(const StreamingInputs& in, const SdpaConfig& cfg, const simd::KernelTable* kern,

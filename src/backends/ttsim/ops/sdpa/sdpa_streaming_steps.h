@@ -13,8 +13,15 @@ namespace mha::ttsim {
 
 // The inputs padded as the kernel sees them: Q to a multiple of
 // q_chunk_size rows, K and V to a multiple of k_chunk_size (zeros), a given
-// mask to both, its padded key columns -inf (the reader's fill). A float32
-// Q keeps its format, its values cut to what the unpacker puts in Src.
+// mask to both. The reader (reader_interleaved_metal2.cpp at 15a15bf5)
+// reads the mask's tiles up to valid_Skt = ceil(s_k / 32) whole, tile
+// padding included, and fills only the key tiles past them with -inf; the
+// factory stamps no partial tile over a given mask (k_partial_col is 0).
+// So keys s_k .. the tile's end take K's zero padding (score 0), V's zero
+// rows, and the mask's tile padding (0 after ttnn.to_layout / from_torch,
+// as every tt-sim entry point makes it): they join the softmax (tt-metal
+// #54833). A float32 Q keeps its format, its values cut to what the
+// unpacker puts in Src.
 struct StreamingInputs {
   TileTensor q, k, v, mask;
   bool has_mask = false;
@@ -24,9 +31,13 @@ StreamingInputs streaming_pad(const TileTensor& q, const TileTensor& k, const Ti
                               const SdpaConfig& cfg);
 // Why these shapes cannot be padded that way, or "": the latest programs'
 // shared shape rules (4-D, the chunk sizes dividing the padded lengths,
-// causal with equal lengths, a mask covering whole tiles).
+// causal with equal lengths, a mask of Q's and K's lengths).
 std::string sdpa_padded_problem(const Shape& q, const Shape& k, const Shape& v, const Shape* mask,
                                 const SdpaConfig& cfg);
+// The one-line note a report prints when those padded keys join the
+// softmax (tt_metal latest, a given mask, K's length not a multiple of
+// 32), else "".
+std::string sdpa_padded_mask_note(const SdpaConfig& cfg, int64_t s_k, bool has_mask);
 
 struct StreamingRun {
   const StreamingInputs& in;

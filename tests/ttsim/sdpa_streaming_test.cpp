@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/ttsim/ops/sdpa/sdpa.h"
+#include "backends/ttsim/ops/sdpa/sdpa_standard.h"
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
 #include "backends/ttsim/ttsim_options.h"
 #include "compare/compare.h"
@@ -531,6 +532,38 @@ TEST(TtsimSdpaStreaming, SaysThePaddedKeysUnderAGivenMaskJoinTheSoftmax) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("does not divide"), std::string::npos) << e.what();
   }
+}
+
+// TT-NN's op hands the kernel the mask times 1 / scale (the kernel scales
+// it with the scores): at latest run_sdpa gives the kernel's bits on the
+// mask times 8 (dh 64: exact in bfloat16), on both programs, so a finite
+// bias keeps its weight; 2024's kernel takes the mask as given.
+TEST(TtsimSdpaStreaming, OpMultipliesAGivenMaskByOneOverTheScale) {
+  const TileTensor q = tiles({1, 2, 64, 64}, 61, DataFormat::Bfloat16), k = tiles({1, 1, 96, 64}, 62, DataFormat::Bfloat16);
+  const std::vector<float> mv = normal(64 * 96, 63);
+  std::vector<float> m8 = mv;
+  for (float& x : m8) x *= 8.0f;
+  const TileTensor mask = to_tile_layout(mv.data(), {1, 1, 64, 96}, DataFormat::Bfloat16),
+                   mask8 = to_tile_layout(m8.data(), {1, 1, 64, 96}, DataFormat::Bfloat16);
+  for (bool fp32 : {false, true}) {
+    SdpaConfig c = chunks(32, 32, false);
+    c.compute.tt_metal = TtMetal::Latest;
+    c.compute.fp32_dest_acc_en = fp32;
+    TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "backend"));
+    TileTensor want;
+    if (fp32) {
+      tt_sdpa_standard_oracle(q, k, k, &mask8, want, c);
+    } else {
+      tt_sdpa_streaming_oracle(q, k, k, &mask8, want, c);
+    }
+    EXPECT_TRUE(same_bits(run_sdpa(dev, "sdpa", q, k, k, &mask, c), want)) << "fp32 " << fp32;
+  }
+  SdpaConfig at2024 = chunks(32, 32, false);
+  at2024.compute.tt_metal = TtMetal::R2024;
+  TtDevice dev(parse_tt_options(nlohmann::ordered_json::object(), "backend"));
+  TileTensor want;
+  tt_sdpa(q, k, k, &mask, want, at2024, kOracle);
+  EXPECT_TRUE(same_bits(run_sdpa(dev, "sdpa", q, k, k, &mask, at2024), want));
 }
 
 TEST(TtsimSdpaStreaming, RefusesWhatTheKernelDoesNotTake) {

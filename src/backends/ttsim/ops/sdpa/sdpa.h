@@ -36,7 +36,9 @@ void sdpa_program_run(SdpaProgram program, const TileTensor& q, const TileTensor
 // validate, the frame (device_op.h), the program the factory picks for
 // the profile (2024's kernel; at latest the streaming kernel with a 16-bit
 // Dst, sdpa_standard with an fp32 one): [b, nqh, s, dh] in
-// cfg.compute.output.
+// cfg.compute.output. At latest a given mask first goes through the
+// ttnn.multiply by 1 / scale that TT-NN's op runs (the kernels scale it
+// with the scores).
 TileTensor run_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
                     const TileTensor& v, const TileTensor* mask, const SdpaConfig& cfg);
 

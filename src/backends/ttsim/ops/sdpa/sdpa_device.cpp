@@ -1,6 +1,10 @@
 #include "backends/ttsim/ops/sdpa/sdpa.h"
 #include "backends/ttsim/ops/sdpa/sdpa_standard.h"
 
+#include <cmath>
+
+#include "backends/ttsim/ops/eltwise/eltwise.h"
+
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
 #include "backends/ttsim/ops/sdpa/sdpa_streaming_steps.h"
 #include "backends/ttsim/ops/sdpa/sdpa_window.h"
@@ -22,6 +26,24 @@ void refuse_float32(const TileTensor& q, const TileTensor& k, const TileTensor& 
       throw InputError(std::string("sdpa: input ") + std::to_string(i) +
                        " is float32; TT-NN's SDPA takes bfloat16, bfloat8_b or bfloat4_b" +
                        (i == 0 ? " (a float32 Q runs at tt_metal latest)" : ""));
+}
+
+// What ttnn.transformer.scaled_dot_product_attention hands the device
+// operation as the mask at latest: the given mask times 1 / scale, a
+// ttnn.multiply by a Python float in the mask's dtype (sdpa.cpp, tt-metal
+// #42891 for #42694, as tt-metal #55337 quotes it). Both latest kernels add
+// the mask to the unscaled scores and fold the scale into the exp, so the
+// op undoes the scale the exp puts on the mask; 0 and -inf stay, and a
+// power-of-two 1 / scale (dh 64: 8) is exact. 2024's kernel scaled the
+// scores before the mask: no multiply. The op's scale: 1/sqrt(Q's dh).
+const TileTensor* op_mask(TtDevice& dev, const TileTensor* mask, const TileTensor& q, const SdpaConfig& cfg,
+                          TileTensor& scaled) {
+  if (!mask || sdpa_program(cfg) == SdpaProgram::Kernel2024) return mask;
+  const float scale = cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.shape[3])));
+  if (scale == 1.0f) return mask;
+  scaled = run_multiply_scalar(dev, "ttnn.multiply", *mask, 1.0f / scale,
+                               eltwise_attributes(mask->format, false, false, cfg.compute.arch));
+  return &scaled;
 }
 
 }  // namespace
@@ -107,8 +129,10 @@ void sdpa_note_flags(TtDevice& dev, const SdpaConfig& cfg, int64_t s_k, bool has
 }
 
 TileTensor run_sdpa(TtDevice& dev, const std::string& op, const TileTensor& q, const TileTensor& k,
-                    const TileTensor& v, const TileTensor* mask, const SdpaConfig& cfg) {
-  validate_sdpa(q, k, v, mask, cfg);
+                    const TileTensor& v, const TileTensor* given_mask, const SdpaConfig& cfg) {
+  validate_sdpa(q, k, v, given_mask, cfg);
+  TileTensor scaled;
+  const TileTensor* mask = op_mask(dev, given_mask, q, cfg, scaled);
   std::vector<const TileTensor*> ins = {&q, &k, &v};
   if (mask) ins.push_back(mask);
   const SdpaProgram program = sdpa_program(cfg);

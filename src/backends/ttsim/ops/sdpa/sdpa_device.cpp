@@ -30,16 +30,18 @@ void refuse_float32(const TileTensor& q, const TileTensor& k, const TileTensor& 
 
 // What ttnn.transformer.scaled_dot_product_attention hands the device
 // operation as the mask at latest: the given mask times 1 / scale, a
-// ttnn.multiply by a Python float in the mask's dtype (sdpa.cpp, tt-metal
-// #42891 for #42694, as tt-metal #55337 quotes it). Both latest kernels add
-// the mask to the unscaled scores and fold the scale into the exp, so the
-// op undoes the scale the exp puts on the mask; 0 and -inf stay, and a
-// power-of-two 1 / scale (dh 64: 8) is exact. 2024's kernel scaled the
-// scores before the mask: no multiply. The op's scale: 1/sqrt(Q's dh).
+// ttnn.multiply by a Python float in the mask's dtype, skipped at scale 1
+// (sdpa.cpp's "Pre-multiply the mask by 1/scale", stored at 00863da9;
+// tt-metal #42891 for #42694, as tt-metal #55337 quotes it). Both latest
+// kernels add the mask to the unscaled scores and fold the scale into the
+// exp, so the op undoes the scale the exp puts on the mask; 0 and -inf
+// stay, and a power-of-two 1 / scale (dh 64: 8) is exact. 2024's kernel
+// scaled the scores before the mask: no multiply. The op's default scale:
+// 1/sqrt of Q's padded dh, as the factory's.
 const TileTensor* op_mask(TtDevice& dev, const TileTensor* mask, const TileTensor& q, const SdpaConfig& cfg,
                           TileTensor& scaled) {
   if (!mask || sdpa_program(cfg) == SdpaProgram::Kernel2024) return mask;
-  const float scale = cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.shape[3])));
+  const float scale = cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.pcols)));
   if (scale == 1.0f) return mask;
   scaled = run_multiply_scalar(dev, "ttnn.multiply", *mask, 1.0f / scale,
                                eltwise_attributes(mask->format, false, false, cfg.compute.arch));

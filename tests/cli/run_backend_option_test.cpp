@@ -100,3 +100,13 @@ TEST(RunBackendOption, OverridesAndAddsToTheConfigsOptions) {
   expect_input_error(run_mha("run -n 0 --config " + shell_quote(bad) + " --backend-option threads=1"),
                      bad + ": backend.tt_metal");
 }
+
+// One parser for every KEY=VALUE flag: a value nested past 64 levels is
+// refused on its text, before it is parsed (a command-line argument is at
+// most 128 KiB, hence 30000 levels).
+TEST(RunBackendOption, DeepValueIsRefusedAsBenchAndOpRefuseIt) {
+  const std::string deep = std::string(30000, '[') + std::string(30000, ']');
+  expect_input_error(run_mha(hf_tt_run("--backend-option threads=" + deep)),
+                     "--backend-option: value nests deeper than 64 levels");
+  expect_input_error(run_mha("op exp x.npy -o y.npy --option threads=" + deep), "--option: value nests deeper than 64 levels");
+}

@@ -11,12 +11,12 @@
 #include "bench/bench_parallel.h"
 #include "backends/registry.h"
 #include "cli/commands.h"
+#include "cli/key_values.h"
 #include "cli/validators.h"
 #include "config/hf_config.h"
 #include "io/output_set.h"
 #include "parallel/world.h"
 #include "util/error.h"
-#include "util/json_depth.h"
 #include "util/text.h"
 
 namespace mha::cli {
@@ -38,23 +38,6 @@ struct BenchFlags {
   bool pp_session = false;  // pp rows at depth 0 through the KV session (bench::Row::prefill_session)
   std::vector<std::string> backend_options;  // KEY=VALUE
 };
-
-// "dtype=bfloat8_b" -> {"dtype": "bfloat8_b"}; values that parse as JSON (numbers,
-// true, [8, 8]) keep their type.
-ordered_json parse_backend_options(const std::vector<std::string>& items) {
-  ordered_json o = ordered_json::object();
-  for (const std::string& item : items) {
-    auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw InputError("--backend-option: expected KEY=VALUE, found '" + printable(item) + "'");
-    std::string value = item.substr(eq + 1);
-    if (json_too_deep_at(value) != std::string::npos)
-      throw InputError("--backend-option: value nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    ordered_json v = ordered_json::parse(value, nullptr, false);
-    o[item.substr(0, eq)] = v.is_discarded() ? ordered_json(value) : v;
-  }
-  return o;
-}
 
 // "a,b" -> {"a", "b"}; an empty item ("1,,2", "8,") is kept so that it is
 // reported, not silently dropped.
@@ -154,7 +137,7 @@ std::vector<bench::Row> sweep(const BenchFlags& f) {
   std::vector<int64_t> kv_heads = int_list(f.kv_heads, "--kv-heads", {0});
   std::vector<int64_t> hiddens = int_list(f.hidden, "--hidden", {1024}), heads = int_list(f.heads, "--heads", {16});
   if (!f.hf.empty()) hf_shape(f, variants, hiddens, heads, kv_heads);
-  const ordered_json options = parse_backend_options(f.backend_options);
+  const ordered_json options = parse_key_values(f.backend_options, "--backend-option");
   std::vector<bench::Row> rows;
   for (const auto& v : variants)
     for (const auto& be : backends)

@@ -13,6 +13,7 @@
 #include "backends/ttsim/ttsim_options.h"
 #include "backends/ttsim/ttsim_single_op.h"
 #include "cli/commands.h"
+#include "cli/key_values.h"
 #include "cli/validators.h"
 #include "io/output_set.h"
 #include "io/tensor_file.h"
@@ -119,17 +120,6 @@ ttsim::DataFormat dtype_flag(const std::string& flag, const std::string& v) {
   }
 }
 
-// --option KEY=VALUE: VALUE as JSON when it parses (true, 2, [8, 8]), else
-// as a string (HiFi4, DRAM).
-void add_option_value(nlohmann::ordered_json& o, const std::string& kv) {
-  const size_t eq = kv.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw InputError("--option: expected KEY=VALUE (a tt-sim backend option, e.g. threads=2), found '" + kv + "'");
-  const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-  nlohmann::ordered_json v = nlohmann::ordered_json::parse(value, nullptr, false);
-  o[key] = v.is_discarded() ? nlohmann::ordered_json(value) : v;
-}
-
 // The device holds every operand and the output as 32 x 32 tiles of up to
 // 4 bytes: refused (one line, the shapes and bytes) when that overflows or
 // exceeds this machine's memory, before tt-sim pads or allocates anything.
@@ -167,7 +157,7 @@ void op_command(const OpFlags& f, CLI::App* sub) {
   if (sub->count("--fp32-dest-acc-en")) o["fp32_dest_acc_en"] = f.fp32_dest_acc_en;
   if (sub->count("--math-approx-mode")) o["math_approx_mode"] = f.math_approx_mode;
   if (sub->count("--memory-config")) o["memory_config"] = f.memory_config;
-  for (const std::string& kv : f.options) add_option_value(o, kv);
+  o.update(parse_key_values(f.options, "--option"));
   add_param_flags(f, sub, ttsim::tt_op(req.op), o);
   if (sub->count("--scalar")) req.scalar = f.scalar;
   ttsim::check_op_inputs(req.op, static_cast<int>(f.inputs.size()), req.scalar.has_value());

@@ -7,6 +7,7 @@
 
 #include "backends/registry.h"
 #include "cli/commands.h"
+#include "cli/key_values.h"
 #include "cli/validators.h"
 #include "compare/report.h"
 #include "config/hf_config.h"
@@ -31,6 +32,7 @@ struct RunFlags {
   std::string hf;
   int64_t layer = 0, seq = kDefaultHfSeq, batch = 1;
   uint64_t seed = 0;
+  std::vector<std::string> backend_options;  // KEY=VALUE, over the config's
 };
 
 // The config `mha run --hf DIR` stands for.
@@ -182,6 +184,33 @@ std::string text_report(const RunConfig& config, const RunReport& rep) {
   return s;
 }
 
+// The run's backend, made before any work, so that a bad option costs
+// nothing: -b, then the config's options with --backend-option's over them
+// (a flag's key replaces the config's). A refusal names where the bad option
+// came from: the config when its own options fail alone, else the flag. The
+// merged options stay in `config`: ranks make their backends from it.
+std::unique_ptr<Backend> make_run_backend(const RunFlags& f, const std::string& label, RunConfig& config) {
+  const nlohmann::ordered_json flag_options = parse_key_values(f.backend_options, "--backend-option");
+  // The config's backend options are the named backend's (tt_metal, device,
+  // ...): another backend takes none of them, so `-b reference` runs a
+  // tt-sim config's float64 oracle.
+  if (!f.backend.empty() && f.backend != config.backend) {
+    config.backend = f.backend;
+    config.backend_options = nlohmann::ordered_json::object();
+  }
+  if (flag_options.empty()) return make_backend(config.backend, config.backend_options, label + ": backend");
+  nlohmann::ordered_json merged = config.backend_options;
+  merged.update(flag_options);
+  try {
+    std::unique_ptr<Backend> backend = make_backend(config.backend, merged, "--backend-option: backend");
+    config.backend_options = std::move(merged);
+    return backend;
+  } catch (const InputError&) {
+    make_backend(config.backend, config.backend_options, label + ": backend");  // throws when the config is at fault
+    throw;
+  }
+}
+
 int run_command(const RunFlags& f) {
   // Under mpirun only rank 0 reads and writes; the others run what it sends.
   if (parallel::rank() != 0) return serve_rank();
@@ -192,13 +221,7 @@ int run_command(const RunFlags& f) {
   if (parallel::size() > 1 && !config.parallel)
     throw InputError(label + ": mha runs on " + std::to_string(parallel::size()) +
                      " MPI ranks, but the config has no \"parallel\" key");
-  // The config's backend options are the named backend's (tt_metal, device,
-  // ...): another backend takes none of them, so `-b reference` runs a
-  // tt-sim config's float64 oracle.
-  if (!f.backend.empty() && f.backend != config.backend) {
-    config.backend = f.backend;
-    config.backend_options = nlohmann::ordered_json::object();
-  }
+  std::unique_ptr<Backend> backend = make_run_backend(f, label, config);
   io::OutputSet outs;
   plan_outputs(f, config, outs);
   const bool ring = run_mode(config) == RunMode::Sequence;
@@ -208,7 +231,6 @@ int run_command(const RunFlags& f) {
   } catch (const InputError& e) {
     throw InputError(label + ": " + e.what());  // which config the path inside it belongs to
   }
-  std::unique_ptr<Backend> backend = make_backend(config.backend, config.backend_options, label + ": backend");
 
   RunRequest req;
   req.need_weights = !f.attn_weights.empty();
@@ -271,6 +293,9 @@ void add_run(CLI::App& app, int& exit_code) {
   sub->add_option("--batch", flags->batch, "--hf: batch of the random input x (default 1)")->check(integer_at_least(1));
   sub->add_option("--seed", flags->seed, "--hf: seed of the random input x (default 0)");
   sub->add_option("--backend,-b", flags->backend, "override the config's backend: " + backend_help());
+  sub->add_option("--backend-option", flags->backend_options,
+                  "KEY=VALUE over the config's backend options, repeatable (tt-sim: tt_metal=2024, dtype=bfloat8_b, "
+                  "threads=1)");
   sub->add_option("--output,-o", flags->output, "save the output tensor as .npy");
   sub->add_option("--attn-weights", flags->attn_weights, "save the attention weights as .npy");
   sub->add_option("--dump-stages", flags->dump_stages, "save every intermediate tensor as DIR/NAME.npy");

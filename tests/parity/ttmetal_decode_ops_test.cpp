@@ -11,12 +11,11 @@
 
 namespace mha::test {
 
+using TtMetalDecodeOps = PythonPackageScriptTest;
+
 // At tt_metal 2024 (the default, latest, runs below without the flag).
-TEST(TtMetalDecodeOps, QuickSubsetPassesTtMetalsThresholds) {
-  if (!python_package_built()) GTEST_SKIP() << "the script runs its ops through the Python package, not built here";
-  const CommandResult r = run_command("cd " + shell_quote(source_dir()) +
-                                      " && /usr/bin/python3 scripts/ttmetal_decode_tests.py --quick --tt-metal 2024 "
-                                      "--mha " + shell_quote(MHA_BINARY));
+TEST_F(TtMetalDecodeOps, QuickSubsetPassesTtMetalsThresholds) {
+  const CommandResult r = run_script_with_mha("ttmetal_decode_tests.py --quick --tt-metal 2024");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("| sdpa_decode |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| rotary_embedding_llama |"), std::string::npos) << r.out;
@@ -27,11 +26,8 @@ TEST(TtMetalDecodeOps, QuickSubsetPassesTtMetalsThresholds) {
 // The same at tt_metal latest, the default (no flag), with the stored SDPA
 // decode test also in its own form (is_causal=False with its -inf mask),
 // which only latest runs.
-TEST(TtMetalDecodeOps, QuickSubsetAtLatestPassesTtMetalsThresholds) {
-  if (!python_package_built()) GTEST_SKIP() << "the script runs its ops through the Python package, not built here";
-  const CommandResult r = run_command("cd " + shell_quote(source_dir()) +
-                                      " && /usr/bin/python3 scripts/ttmetal_decode_tests.py --quick --only sdpa_decode "
-                                      "--mha " + shell_quote(MHA_BINARY));
+TEST_F(TtMetalDecodeOps, QuickSubsetAtLatestPassesTtMetalsThresholds) {
+  const CommandResult r = run_script_with_mha("ttmetal_decode_tests.py --quick --only sdpa_decode");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("(non-causal)"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;

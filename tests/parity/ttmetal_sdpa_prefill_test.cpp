@@ -12,11 +12,10 @@
 
 namespace mha::test {
 
-TEST(TtMetalSdpaPrefill, QuickSubsetAtLatestMeetsTtMetalsBounds) {
-  if (!python_package_built()) GTEST_SKIP() << "the script runs its ops through the Python package, not built here";
-  const CommandResult r = run_command("cd " + shell_quote(source_dir()) +
-                                      " && /usr/bin/python3 scripts/ttmetal_sdpa_prefill_tests.py --quick --threads 1 "
-                                      "--tt-metal latest --mha " + shell_quote(MHA_BINARY));
+using TtMetalSdpaPrefill = PythonPackageScriptTest;
+
+TEST_F(TtMetalSdpaPrefill, QuickSubsetAtLatestMeetsTtMetalsBounds) {
+  const CommandResult r = run_script_with_mha("ttmetal_sdpa_prefill_tests.py --quick --threads 1 --tt-metal latest");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* test : {"| test_sdpa_tt_small_chunks |", "| test_sdpa_noncausal_mask |", "| test_sdpa_tt_padded |",
                            "| test_sdpa_noncausal |", "| test_sdpa_tt |"})
@@ -28,11 +27,9 @@ TEST(TtMetalSdpaPrefill, QuickSubsetAtLatestMeetsTtMetalsBounds) {
 
 // At latest the verdict is the nightly test's RMSE < 0.0094 (its
 // run_test_sdpa_tt asserts RMSE instead of PCC when given a threshold).
-TEST(TtMetalSdpaPrefill, LargeSeqConfigurationAt256TokensJudgedByRmseAtLatest) {
-  if (!python_package_built()) GTEST_SKIP() << "the script runs its ops through the Python package, not built here";
-  const CommandResult r = run_command("cd " + shell_quote(source_dir()) +
-                                      " && /usr/bin/python3 scripts/ttmetal_sdpa_large_seq.py --seq 256 --heads 1 "
-                                      "--threads 1 --tt-metal latest --mha " + shell_quote(MHA_BINARY));
+TEST_F(TtMetalSdpaPrefill, LargeSeqConfigurationAt256TokensJudgedByRmseAtLatest) {
+  const CommandResult r =
+      run_script_with_mha("ttmetal_sdpa_large_seq.py --seq 256 --heads 1 --threads 1 --tt-metal latest");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("tt_metal latest"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("RMSE < 0.0094: pass"), std::string::npos) << r.out;

@@ -52,12 +52,12 @@ std::vector<Row> read_csv(const std::string& text, std::vector<std::string>& hea
 
 }  // namespace
 
-TEST(TtsimAccuracy, QuickStudyReportsMetricsInRange) {
-  if (!python_package_built()) GTEST_SKIP() << "the script runs its ops through the Python package, not built here";
+using TtsimAccuracy = PythonPackageScriptTest;
+
+TEST_F(TtsimAccuracy, QuickStudyReportsMetricsInRange) {
   TempDir dir;
-  const CommandResult r = run_command("cd " + shell_quote(source_dir()) +
-                                      " && /usr/bin/python3 scripts/ttsim_accuracy.py --quick --threads 1 --tt-metal 2024 "
-                                      "--mha " + shell_quote(MHA_BINARY) + " --out " + shell_quote(dir.path()));
+  const CommandResult r =
+      run_script_with_mha("ttsim_accuracy.py --quick --threads 1 --tt-metal 2024 --out " + shell_quote(dir.path()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::vector<std::string> header;
   const std::vector<Row> rows = read_csv(read_text(dir.file("ttsim_accuracy.csv")), header);
@@ -96,13 +96,10 @@ TEST(TtsimAccuracy, QuickStudyReportsMetricsInRange) {
 
 // --prefill-to past the grid's longest prefill, on a cut of the heads, at the
 // profile named: the rows say which profile and how many heads ran.
-TEST(TtsimAccuracy, LongPrefillRunsOnTheHeadsAndProfileGiven) {
-  if (!python_package_built()) GTEST_SKIP() << "the script runs its ops through the Python package, not built here";
+TEST_F(TtsimAccuracy, LongPrefillRunsOnTheHeadsAndProfileGiven) {
   TempDir dir;
-  const CommandResult r = run_command("cd " + shell_quote(source_dir()) +
-                                      " && /usr/bin/python3 scripts/ttsim_accuracy.py --quick --threads 1 --tt-metal "
-                                      "latest --only long-prefill --prefill-to 1024 --long-heads 2 --mha " +
-                                      shell_quote(MHA_BINARY) + " --out " + shell_quote(dir.path()));
+  const CommandResult r = run_script_with_mha("ttsim_accuracy.py --quick --threads 1 --tt-metal latest --only long-prefill "
+                                              "--prefill-to 1024 --long-heads 2 --out " + shell_quote(dir.path()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::vector<std::string> header;
   const std::vector<Row> rows = read_csv(read_text(dir.file("ttsim_accuracy.csv")), header);

@@ -75,6 +75,11 @@ bool python_package_built() {
   return std::filesystem::exists(std::filesystem::path(MHA_BINARY).parent_path() / "python" / "mha" / "__init__.py");
 }
 
+CommandResult run_script_with_mha(const std::string& script_and_args) {
+  return run_command("cd " + shell_quote(source_dir()) + " && /usr/bin/python3 scripts/" + script_and_args + " --mha " +
+                     shell_quote(MHA_BINARY));
+}
+
 CommandResult run_python(const std::string& script) {
   TempDir dir;
   std::string path = dir.file("script.py");

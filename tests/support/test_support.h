@@ -29,6 +29,19 @@ std::string source_dir();  // the repository root
 // (BUILD/python/mha: CMake builds it when python3-dev and pybind11-dev are
 // installed); the scripts that run ops in process need it.
 bool python_package_built();
+// Runs `/usr/bin/python3 scripts/SCRIPT_AND_ARGS --mha <the binary under
+// test>` from the repository root: the studies that drive mha through the
+// Python package and the binary (scripts/ttsim_accuracy.py, ...).
+CommandResult run_script_with_mha(const std::string& script_and_args);
+// The fixture of a test of such a script: skipped where the Python package
+// was not built (`using SuiteName = PythonPackageScriptTest;` keeps the
+// suite's name).
+class PythonPackageScriptTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!python_package_built()) GTEST_SKIP() << "the script runs its ops through the Python package, not built here";
+  }
+};
 std::string data_file(const std::string& name);  // <repository>/data/<name>
 // A fresh empty folder, removed when the TempDir is destroyed.
 class TempDir {

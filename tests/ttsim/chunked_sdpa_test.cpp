@@ -34,15 +34,13 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-using Table = std::vector<std::vector<int64_t>>;
-
 // Each user's sequence x [b, nkv, S, dh] cut into blocks of bs positions and
 // stored at the blocks a page table names: identity (user u's block j at
 // u * S / bs + j) for seed 0, else shuffled among `spare` more blocks than
 // the users need (the unused ones hold noise).
 struct Paged {
   Tensor cache;
-  Table table;
+  PageTable table;
 };
 
 Paged page(const Tensor& x, int64_t bs, uint32_t seed, int64_t spare = 0) {
@@ -50,26 +48,10 @@ Paged page(const Tensor& x, int64_t bs, uint32_t seed, int64_t spare = 0) {
   std::vector<int64_t> ids(static_cast<size_t>(b * per + spare));
   std::iota(ids.begin(), ids.end(), 0);
   if (seed != 0) std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
-  Paged p{randn({b * per + spare, nkv, bs, dh}, seed + 99), Table(static_cast<size_t>(b))};
-  float* c = p.cache.data<float>();
-  const float* v = x.data<float>();
+  PageTable table(static_cast<size_t>(b));
   for (int64_t u = 0; u < b; ++u)
-    for (int64_t j = 0; j < per; ++j) {
-      const int64_t blk = ids[static_cast<size_t>(u * per + j)];
-      p.table[static_cast<size_t>(u)].push_back(blk);
-      for (int64_t h = 0; h < nkv; ++h)
-        std::memcpy(c + ((blk * nkv + h) * bs) * dh, v + ((u * nkv + h) * S + j * bs) * dh, 4 * bs * dh);
-    }
-  return p;
-}
-
-// Positions [r0, r1) of a [b, h, S, dh] tensor.
-Tensor rows(const Tensor& x, int64_t r0, int64_t r1) {
-  const int64_t bh = x.dim(0) * x.dim(1), S = x.dim(2), dh = x.dim(3);
-  std::vector<float> out;
-  for (int64_t i = 0; i < bh; ++i)
-    out.insert(out.end(), x.data<float>() + (i * S + r0) * dh, x.data<float>() + (i * S + r1) * dh);
-  return Tensor::from_f32({x.dim(0), x.dim(1), r1 - r0, dh}, out);
+    table[static_cast<size_t>(u)].assign(ids.begin() + u * per, ids.begin() + (u + 1) * per);
+  return {paged_cache(x, table, randn({b * per + spare, nkv, bs, dh}, seed + 99)), table};
 }
 
 // One op through the library `mha op` calls: Q in bfloat16, K and V in kv.
@@ -83,7 +65,7 @@ Tensor run(const std::string& op, const Tensor& q, const Tensor& k, const Tensor
   return run_tt_op(r).output;
 }
 
-json chunked(const Table& t, int64_t start, json o = json::object()) {
+json chunked(const PageTable& t, int64_t start, json o = json::object()) {
   o["page_table"] = t;
   o["chunk_start_idx"] = start;
   return o;
@@ -145,10 +127,10 @@ void expect_offset_chunks_match_full_sdpa(const char* profile) {
     pc["q_chunk_size"] = c.qc;
     pc["k_chunk_size"] = c.kc;
     const int64_t len = (c.start + c.s + c.kc - 1) / c.kc * c.kc;
-    const Tensor full = run("sdpa", rows(q, 0, len), rows(k, 0, len), rows(v, 0, len), pc, c.kv);
-    const Tensor got = run("chunked-sdpa", rows(q, c.start, c.start + c.s), pk.cache, pv.cache,
+    const Tensor full = run("sdpa", positions(q, 0, len), positions(k, 0, len), positions(v, 0, len), pc, c.kv);
+    const Tensor got = run("chunked-sdpa", positions(q, c.start, c.start + c.s), pk.cache, pv.cache,
                            chunked(pk.table, c.start, pc), c.kv);
-    EXPECT_TRUE(same_bits(got, rows(full, c.start, c.start + c.s)))
+    EXPECT_TRUE(same_bits(got, positions(full, c.start, c.start + c.s)))
         << profile << " q/k " << c.qc << "/" << c.kc << " at " << c.start << " + " << c.s;
   }
 }
@@ -237,7 +219,7 @@ TEST(ChunkedSdpa, FastPathEqualsOracleAtAnOffset) {
 
 TEST(ChunkedSdpa, RefusesWhatTtnnRefusesInOneLine) {
   const Tensor q = randn({1, 4, 64, 64}, 1), k = randn({4, 2, 64, 64}, 2);
-  const Table t = {{0, 1, 2, 3}};  // 256 positions
+  const PageTable t = {{0, 1, 2, 3}};  // 256 positions
   const json pc = {{"q_chunk_size", 32}, {"k_chunk_size", 64}};
   const std::vector<std::pair<std::string, std::string>> cases = {
       {refusal(q, k, k, chunked(t, 96, pc)), "not a multiple of k_chunk_size 64"},
@@ -280,7 +262,7 @@ TEST(ChunkedSdpa, MhaOpCli) {
   for (int64_t id : pk.table[0]) ids.push_back(static_cast<int32_t>(id));
   Tensor table(DType::I32, {1, static_cast<int64_t>(ids.size())});
   std::memcpy(table.data<int32_t>(), ids.data(), 4 * ids.size());
-  io::write_npy(dir.file("q.npy"), rows(q, 0, 64));
+  io::write_npy(dir.file("q.npy"), positions(q, 0, 64));
   io::write_npy(dir.file("k.npy"), pk.cache);
   io::write_npy(dir.file("v.npy"), pv.cache);
   io::write_npy(dir.file("pt.npy"), table);

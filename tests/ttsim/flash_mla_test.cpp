@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -204,17 +203,9 @@ TEST(FlashMlaPrefill, RefusesInOneLine) {
 TEST(FlashMlaPrefill, ChunkedEqualsChunkedSdpaAndTheFullPrefillsRows) {
   const int64_t b = 2, S = 128, dh = 160, dv = 128, bs = 32, start = 64;
   const Tensor q = randn({b, 4, S, dh}, 51), k = randn({b, 1, S, dh}, 52);
-  const std::vector<std::vector<int64_t>> table = {{5, 0, 7, 2}, {1, 6, 3, 4}};
-  std::vector<float> cache(static_cast<size_t>(8 * bs * dh), 0.25f);
-  for (int64_t u = 0; u < b; ++u)
-    for (int64_t j = 0; j < S / bs; ++j)
-      std::memcpy(&cache[static_cast<size_t>(table[u][j] * bs * dh)], k.data<float>() + (u * S + j * bs) * dh,
-                  4 * bs * dh);
-  const Tensor kp = Tensor::from_f32({8, 1, bs, dh}, cache);
-  std::vector<float> qc;
-  for (int64_t m = 0; m < b * 4; ++m)
-    qc.insert(qc.end(), q.data<float>() + (m * S + start) * dh, q.data<float>() + (m + 1) * S * dh);
-  const Tensor qchunk = Tensor::from_f32({b, 4, S - start, dh}, qc);
+  const PageTable table = {{5, 0, 7, 2}, {1, 6, 3, 4}};
+  const Tensor kp = paged_cache(k, table, filled({8, 1, bs, dh}, 0.25f));
+  const Tensor qchunk = positions(q, start, S);
   for (DataFormat kv : {DataFormat::Bfloat16, DataFormat::Bfp8_b}) {
     const json opts = {{"page_table", table}, {"chunk_start_idx", start}, {"q_chunk_size", 32}, {"k_chunk_size", 64}};
     json mla = opts;
@@ -225,10 +216,7 @@ TEST(FlashMlaPrefill, ChunkedEqualsChunkedSdpaAndTheFullPrefillsRows) {
         << format_name(kv);
     const Tensor full = run_op("flash-mla-prefill", {q, k}, {{"head_dim_v", dv}, {"q_chunk_size", 32},
                                                              {"k_chunk_size", 64}}, kv).output;
-    std::vector<float> rows;
-    for (int64_t m = 0; m < b * 4; ++m)
-      rows.insert(rows.end(), full.data<float>() + (m * S + start) * dv, full.data<float>() + (m + 1) * S * dv);
-    EXPECT_TRUE(same_bits(got, Tensor::from_f32({b, 4, S - start, dv}, rows))) << format_name(kv);
+    EXPECT_TRUE(same_bits(got, positions(full, start, S))) << format_name(kv);
   }
   EXPECT_NE(refusal("chunked-flash-mla-prefill", {qchunk, kp}, {{"page_table", table}, {"chunk_start_idx", start}})
                 .find("head_dim_v=N"),
@@ -247,15 +235,10 @@ TEST(FlashMlaDecode, EqualsSdpaDecodeWithTheKeysFirstColumnsAsValues) {
     const Tensor want = columns(run_op("sdpa-decode", {q, k, columns(k, 128, true)}, pos, kv).output, 128, false);
     EXPECT_TRUE(same_bits(got, want)) << format_name(kv);
     // Paged: user u's block j at page_table[u][j] among 8 blocks of 32.
-    const std::vector<std::vector<int64_t>> table = {{6, 1, 4, 3}, {0, 7, 2, 5}};
-    std::vector<float> cache(8 * 32 * 160, 0.5f);
-    for (int64_t u = 0; u < 2; ++u)
-      for (int64_t j = 0; j < 4; ++j)
-        std::memcpy(&cache[static_cast<size_t>(table[u][j] * 32 * 160)], k.data<float>() + (u * 128 + j * 32) * 160,
-                    4 * 32 * 160);
+    const PageTable table = {{6, 1, 4, 3}, {0, 7, 2, 5}};
     json paged = mla;
     paged["page_table"] = table;
-    const OpResult p = run_op("flash-mla-decode", {q, Tensor::from_f32({8, 1, 32, 160}, cache)}, paged, kv);
+    const OpResult p = run_op("flash-mla-decode", {q, paged_cache(k, table, filled({8, 1, 32, 160}, 0.5f))}, paged, kv);
     EXPECT_TRUE(same_bits(p.output, got)) << "paged " << format_name(kv);
     EXPECT_NE(p.info["programs"].dump().find("paged_flash_multi_latent_attention_decode"), std::string::npos);
   }

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <iostream>
 #include <random>
 #include <vector>
@@ -338,17 +337,9 @@ TEST(FlashMlaLatest, TracksFloat64Attention) {
 TEST(FlashMlaLatest, ChunkedEqualsChunkedSdpaAndTheFullPrefillsRows) {
   const int64_t b = 2, S = 128, dh = 160, dv = 128, bs = 32, start = 64;
   const Tensor q = randn({b, 4, S, dh}, 51), k = randn({b, 1, S, dh}, 52);
-  const std::vector<std::vector<int64_t>> table = {{5, 0, 7, 2}, {1, 6, 3, 4}};
-  std::vector<float> cache(static_cast<size_t>(8 * bs * dh), 0.25f);
-  for (int64_t u = 0; u < b; ++u)
-    for (int64_t j = 0; j < S / bs; ++j)
-      std::memcpy(&cache[static_cast<size_t>(table[u][j] * bs * dh)], k.data<float>() + (u * S + j * bs) * dh,
-                  4 * bs * dh);
-  const Tensor kp = Tensor::from_f32({8, 1, bs, dh}, cache);
-  std::vector<float> qc;
-  for (int64_t m = 0; m < b * 4; ++m)
-    qc.insert(qc.end(), q.data<float>() + (m * S + start) * dh, q.data<float>() + (m + 1) * S * dh);
-  const Tensor qchunk = Tensor::from_f32({b, 4, S - start, dh}, qc);
+  const PageTable table = {{5, 0, 7, 2}, {1, 6, 3, 4}};
+  const Tensor kp = paged_cache(k, table, filled({8, 1, bs, dh}, 0.25f));
+  const Tensor qchunk = positions(q, start, S);
   for (bool fp32 : {false, true}) {
     nlohmann::ordered_json opts = {{"page_table", table}, {"chunk_start_idx", start}, {"q_chunk_size", 32},
                                    {"k_chunk_size", 64}};
@@ -361,10 +352,7 @@ TEST(FlashMlaLatest, ChunkedEqualsChunkedSdpaAndTheFullPrefillsRows) {
         sinkmla_op("chunked-sdpa", {qchunk, kp, columns(kp, dv, true)}, opts, DataFormat::Bfp8_b).output;
     EXPECT_TRUE(same_bits(got, columns(plain, dv, false))) << "fp32 " << fp32;
     const Tensor full = sinkmla_op("flash-mla-prefill", {q, k}, full_opts, DataFormat::Bfp8_b).output;
-    std::vector<float> rows;
-    for (int64_t m = 0; m < b * 4; ++m)
-      rows.insert(rows.end(), full.data<float>() + (m * S + start) * dv, full.data<float>() + (m + 1) * S * dv);
-    EXPECT_TRUE(same_bits(got, Tensor::from_f32({b, 4, S - start, dv}, rows))) << "fp32 " << fp32;
+    EXPECT_TRUE(same_bits(got, positions(full, start, S))) << "fp32 " << fp32;
   }
 }
 
@@ -385,16 +373,11 @@ TEST(FlashMlaLatest, DecodeEqualsSdpaDecodeWithTheKeysFirstColumns) {
       EXPECT_TRUE(same_bits(got, want)) << nh << " heads, fp32 " << fp32;
       for (int64_t bs : {32, 16}) {  // user u's block j at page_table[u][j]
         const int64_t nb = 128 / bs * 2;
-        std::vector<std::vector<int64_t>> table(2);
-        std::vector<float> cache(static_cast<size_t>(nb * bs * 160), 0.5f);
+        PageTable table(2);
         for (int64_t u = 0; u < 2; ++u)
-          for (int64_t j = 0; j < 128 / bs; ++j) {
-            const int64_t id = (j * 2 + u * 5 + 3) % nb;  // a permutation: 5 and 3 are odd
-            table[static_cast<size_t>(u)].push_back(id);
-            std::memcpy(&cache[static_cast<size_t>(id * bs * 160)], k.data<float>() + (u * 128 + j * bs) * 160,
-                        4 * bs * 160);
-          }
-        const Tensor kp = Tensor::from_f32({nb, 1, bs, 160}, cache);
+          for (int64_t j = 0; j < 128 / bs; ++j)
+            table[static_cast<size_t>(u)].push_back((j * 2 + u * 5 + 3) % nb);  // a permutation: 5 and 3 are odd
+        const Tensor kp = paged_cache(k, table, filled({nb, 1, bs, 160}, 0.5f));
         nlohmann::ordered_json paged = mla, paged_pos = pos;
         paged["page_table"] = paged_pos["page_table"] = table;
         const Tensor p = sinkmla_op("flash-mla-decode", {q, kp}, paged, DataFormat::Bfp8_b).output;

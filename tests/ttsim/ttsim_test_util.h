@@ -1,6 +1,6 @@
 #pragma once
 // Helpers the tt-sim suites share (tests/ttsim/), written once: inputs drawn
-// from a seed and the bit-for-bit comparisons.
+// from a seed, paged caches and row slices, and the bit-for-bit comparisons.
 // One definition each also lets the area's files compile in unity batches
 // (tests/CMakeLists.txt), where two files' helpers of one name would clash.
 #include <gtest/gtest.h>
@@ -137,6 +137,43 @@ inline Tensor columns(const Tensor& x, int64_t n, bool keep_width) {
     if (keep_width) out.insert(out.end(), static_cast<size_t>(d - n), 0.0f);
   }
   return Tensor::from_f32(s, out);
+}
+
+// A page table: user u's j-th block of bs positions is block table[u][j] of
+// a paged cache [blocks, heads, bs, dh].
+using PageTable = std::vector<std::vector<int64_t>>;
+
+// x [b, heads, S, dh] written into `cache` [blocks, heads, bs, dh] as `table`
+// pages it: user u's positions [j * bs, (j + 1) * bs) go to block
+// table[u][j]. Blocks the table does not name keep what `cache` held.
+inline Tensor paged_cache(const Tensor& x, const PageTable& table, Tensor cache) {
+  const int64_t nh = x.dim(1), S = x.dim(2), dh = x.dim(3), bs = cache.dim(2);
+  float* c = cache.data<float>();
+  const float* v = x.data<float>();
+  for (int64_t u = 0; u < x.dim(0); ++u) {
+    const std::vector<int64_t>& blocks = table[static_cast<size_t>(u)];
+    for (int64_t j = 0; j < static_cast<int64_t>(blocks.size()); ++j)
+      for (int64_t h = 0; h < nh; ++h)
+        std::memcpy(c + (blocks[static_cast<size_t>(j)] * nh + h) * bs * dh, v + ((u * nh + h) * S + j * bs) * dh,
+                    4 * bs * dh);
+  }
+  return cache;
+}
+
+// A float32 tensor of shape s, every value v: a paged cache whose unused
+// blocks hold v.
+inline Tensor filled(const Shape& s, float v) {
+  return Tensor::from_f32(s, std::vector<float>(static_cast<size_t>(shape_numel(s)), v));
+}
+
+// Positions [r0, r1) of x [b, heads, S, dh]: a chunk's queries, or the rows
+// of a whole sequence's output that the chunk's output must equal.
+inline Tensor positions(const Tensor& x, int64_t r0, int64_t r1) {
+  const int64_t bh = x.dim(0) * x.dim(1), S = x.dim(2), dh = x.dim(3);
+  std::vector<float> out;
+  for (int64_t i = 0; i < bh; ++i)
+    out.insert(out.end(), x.data<float>() + (i * S + r0) * dh, x.data<float>() + (i * S + r1) * dh);
+  return Tensor::from_f32({x.dim(0), x.dim(1), r1 - r0, dh}, out);
 }
 
 // `mha op`'s device operation in process (the CLI's path) on 2 threads:

@@ -48,6 +48,8 @@ def main():
     ap.add_argument("--heads", type=int, default=8, help="query heads run (of the test's 8)")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "bfloat8_b"])
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--kernels", default="auto", help="tt-sim's host kernels (auto, avx2, avx512, scalar): "
+                    "the bits are the same, the speed is not")
     ap.add_argument("--exp-approx-mode", default="true", choices=["true", "false"],
                     help="the program config's exp_approx_mode (the test: true)")
     ap.add_argument("--tt-metal", choices=["2024", "latest"],
@@ -63,7 +65,8 @@ def main():
     profile = {"tt_metal": a.tt_metal} if a.tt_metal else {}
     (got, info), sec = ops.timed("sdpa", Q, K, V, dtype=a.dtype, q_chunk_size=256, k_chunk_size=128,
                                  exp_approx_mode=a.exp_approx_mode == "true", math_fidelity="HiFi4",
-                                 math_approx_mode=False, fp32_dest_acc_en=True, info=True, **profile)
+                                 math_approx_mode=False, fp32_dest_acc_en=True, kernels=a.kernels, info=True,
+                                 **profile)
     tt_metal = info["tt_metal"]["profile"]  # the row names the profile that ran
     gt = reference(Q, K, V)
     pcc = comp_pcc(gt, got)

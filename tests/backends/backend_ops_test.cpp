@@ -291,7 +291,7 @@ const std::vector<DecodeCase>& decode_cases() {
       {"mistral_window",
        R"({"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 2,
            "head_dim": 32, "sliding_window": 16})",
-       1, 30, 6, kGrowth, 0.99, R"({"tt_metal": "2024"})"},  // latest does not model the prefill window yet
+       1, 30, 6, kGrowth, 0.99},
   };
   return c;
 }

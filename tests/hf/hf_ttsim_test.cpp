@@ -2,9 +2,9 @@
 // two (tests/ttsim/hf_families_ttsim_test.cpp): Gemma 3's (1 + w) QK-norm,
 // folded into the weight at load as tt_transformers' RMSNorm does, on every
 // layer (sliding and global); and the refusals that stay, each naming why.
-// tt-sim runs at tt_metal 2024 here: latest, the default, does not model
-// SDPA's sliding window or flash MLA yet (the layers run through configs,
-// which name it, as `mha run --hf DIR --seq 40 --batch 2` would).
+// tt-sim runs at its default tt_metal profile, latest, whose SDPA programs
+// take the sliding window and flash MLA (the layers run through configs, as
+// `mha run --hf DIR --seq 40 --batch 2` would).
 #include <gtest/gtest.h>
 
 #include "compare/compare.h"
@@ -16,9 +16,8 @@ namespace {
 
 Tensor run_layer(const TempDir& d, const std::string& name, int layer, const std::string& backend) {
   const std::string out = d.file(backend + ".npy"), config = d.file(backend + ".json");
-  const std::string b = backend == "tt-sim" ? R"({"name": "tt-sim", "tt_metal": "2024"})" : "\"" + backend + "\"";
   write_text(config, R"({"model": {"hf": ")" + hf_example(name) + R"(", "layer": )" + std::to_string(layer) +
-                         R"(}, "inputs": {"seed": 0, "x": {"randn": [2, 40, 64]}}, "backend": )" + b + "}");
+                         R"(}, "inputs": {"seed": 0, "x": {"randn": [2, 40, 64]}}, "backend": ")" + backend + "\"}");
   const CommandResult r = run_mha("run --config " + shell_quote(config) + " -n 0 --output " + shell_quote(out));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return io::read_tensor(out);
@@ -59,7 +58,7 @@ TEST(HfTtSim, KimiK2DecodesThroughFlashMlaDecode) {
   Tensor y[2];
   for (int i = 0; i < 2; ++i) {
     const std::string backend =
-        i == 0 ? R"("cpu")" : R"({"name": "tt-sim", "tt_metal": "2024", "kv_cache_dtype": "bfloat16"})";
+        i == 0 ? R"("cpu")" : R"({"name": "tt-sim", "kv_cache_dtype": "bfloat16"})";
     write_text(d.file("c.json"), R"({"model": {"hf": ")" + hf_example("kimi_k2") + R"(", "layer": 1},
       "inputs": {"seed": 0, "x": {"randn": [2, 40, 64]}}, "decode": {"prompt": 24, "tokens": 16},
       "runs": {"iterations": 0}, "backend": )" + backend + "}");

@@ -117,13 +117,12 @@ TEST(TtSimRanks, SdpaOpSplitsHeads) {
     expect_op_ranks_equal(dir, "sdpa " + qkv + " --option tt_metal=2024 --option q_chunk_size=32", ranks);
     expect_op_ranks_equal(dir, "sdpa " + qkv + " --option is_causal=false --dtype bfloat8_b", ranks);
     expect_op_ranks_equal(dir, "sdpa " + qkv + " --option tt_metal=latest --option fp32_dest_acc_en=true", ranks);
-    // A mask per head and a sink per head: each rank takes its heads' own (a
-    // sink at 2024: latest's streaming kernel does not model it yet).
+    // A mask per head and a sink per head: each rank takes its heads' own.
     io::write_npy(dir.file("m.npy"), test::randn({2, 4 * ranks, 96, 96}, 40 + ranks, 3.0f));
     expect_op_ranks_equal(dir, "sdpa " + qkv + " " + dir.file("m.npy") + " --option is_causal=false", ranks);
     std::string sinks = "[";
     for (int h = 0; h < 4 * ranks; ++h) sinks += (h ? "," : "") + std::to_string(0.25 * h - 1);
-    expect_op_ranks_equal(dir, "sdpa " + qkv + " --option tt_metal=2024 --option attention_sink=" + sinks + "]", ranks);
+    expect_op_ranks_equal(dir, "sdpa " + qkv + " --option attention_sink=" + sinks + "]", ranks);
   }
 }
 

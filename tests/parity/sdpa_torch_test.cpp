@@ -78,8 +78,7 @@ Metrics run_case(const TorchCase& c) {
                      " --option q_chunk_size=" + std::to_string(c.q_chunk) +
                      " --option k_chunk_size=" + std::to_string(c.k_chunk) + " --option exp_approx_mode=true" +
                      (c.causal ? "" : " --option is_causal=false") + " --option threads=2" +
-                     // The 2024 kernel, whose figures docs/TTSIM-STUDY.md's table records
-                     // (latest, the default, does not model the window yet).
+                     // The 2024 kernel, whose figures docs/TTSIM-STUDY.md's table records.
                      " --option tt_metal=2024" +
                      (c.window > 0 ? " --option sliding_window_size=" + std::to_string(c.window) : "");
   if (c.sink) args += " --option attention_sink=" + shell_quote(read_text(d + "/sink.json"));

@@ -229,8 +229,8 @@ class TtSimBackend : public Backend {
     last_ = sdpa_recipe_json(it->second.recipe);
     if (spec.sinks)
       (*last_)["attention_sink"] =
-          "as TT-NN's gpt-oss attention passes it: prefill the raw sinks, which SDPA scales as scores (a logit of "
-          "sink * scale where transformers has sink), decode sinks / scale";
+          "as TT-NN's gpt-oss attention passes it to prefill and decode: sinks / scale, which SDPA scales back "
+          "as it scales the scores (the sink logit transformers has)";
     return it->second;
   }
 

@@ -76,10 +76,10 @@ struct SdpaWeights {
   // spec as convert_hf_to_meta's reverse_permute_1d orders them); empty
   // without qk_norm.
   std::vector<float> q_norm, k_norm;
-  // attention_sink as TT-NN's gpt-oss attention passes it (bfloat16):
-  // prefill the raw sinks, decode the sinks divided by the softmax scale;
-  // empty without sinks.
-  std::vector<float> sinks_prefill, sinks_decode;
+  // attention_sink as TT-NN's gpt-oss attention passes it to prefill and
+  // decode: the sinks divided by the softmax scale, bfloat16; empty without
+  // sinks.
+  std::vector<float> sinks;
   std::vector<const TileTensor*> all() const;
 };
 SdpaWeights convert_sdpa_weights(const AttentionSpec& spec, const SdpaRecipe& r);

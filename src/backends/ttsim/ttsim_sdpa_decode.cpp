@@ -136,7 +136,7 @@ class SdpaDecodeSession : public DecodeSession {
     SdpaDecodeConfig c;
     c.k_chunk_size = kDecodeChunk;
     c.sliding_window_size = spec_.window;
-    c.attention_sink = w_.sinks_decode;
+    c.attention_sink = w_.sinks;
     c.exp_approx_mode = false;
     c.grid_x = r_.grid.x;
     c.grid_y = r_.grid.y;

@@ -79,7 +79,7 @@ PrefillOut sdpa_prefill_user(TtDevice& dev, const SdpaRecipe& r, const SdpaWeigh
   c.exp_approx_mode = r.exp_approx_prefill;
   c.is_causal = true;
   c.sliding_window_size = spec.window;
-  c.attention_sink = w.sinks_prefill;
+  c.attention_sink = w.sinks;
   c.scale = static_cast<float>(spec.scale);
   c.compute = r.sdpa_prefill;
   c.compute.output = r.q_sdpa;

@@ -59,14 +59,15 @@ void convert_norms_and_sinks(const AttentionSpec& spec, SdpaWeights& w) {
     }
   }
   if (spec.sinks) {
-    // models/demos/gpt_oss/tt/attention/weights.py: sinks as bfloat16 for
-    // prefill; decode_sinks = sinks / config.scaling (a float32 division).
+    // Both SDPA programs take the sink in the units of the unscaled scores
+    // and multiply it by the scale inside the exp, where transformers' sink
+    // is already a logit. So TT-NN's gpt-oss weights.py stores sinks /
+    // config.scaling (a float32 division, held as bfloat16) for prefill's
+    // attention_sink and for decode's decode_sinks alike (docs/TTSIM.md
+    // "gpt-oss").
     const float* s = spec.sinks->data<float>();
     const float scale = static_cast<float>(spec.scale);
-    for (int64_t h = 0; h < spec.num_heads; ++h) {
-      w.sinks_prefill.push_back(host_round_bf16(s[h]));
-      w.sinks_decode.push_back(host_round_bf16(s[h] / scale));
-    }
+    for (int64_t h = 0; h < spec.num_heads; ++h) w.sinks.push_back(host_round_bf16(s[h] / scale));
   }
 }
 

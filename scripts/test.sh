@@ -13,12 +13,16 @@ cd "$(dirname "$0")/.."
 # Each phase's wall time goes to stderr, so a CI log shows where the time went.
 phase() { echo "test.sh: $1 done at ${SECONDS}s" >&2; }
 jobs="$(nproc)"
+# One test more than there are cores: the mpirun suites (tests/parallel) spend
+# nine tenths of their time waiting on the launch and its handshakes, not
+# computing, and a core would idle behind each.
+test_jobs=$((jobs + 1))
 sanitize=1; [ "${MHA_SKIP_SANITIZE:-0}" != "1" ] || sanitize=0
 fuzz=1; [ "${MHA_SKIP_FUZZ:-0}" != "1" ] || fuzz=0
 
 MHA_SETUP=tests ./scripts/setup.sh -DMHA_UNITY_BUILD=ON
 phase "setup + Release build"
-(cd build && ctest --output-on-failure --no-tests=error -j"$jobs")
+(cd build && ctest --output-on-failure --no-tests=error -j"$test_jobs")
 phase "Release tests"
 
 if [ "$sanitize" = 1 ]; then
@@ -27,10 +31,11 @@ if [ "$sanitize" = 1 ]; then
   # -O0 here: tests/CMakeLists.txt says why). The torch-heavy parity suites
   # (label `slow`) are covered above and not even built here; the sanitizer
   # pass checks mha's own memory safety on every other suite, less tt-sim's
-  # widest bit-identity sweeps (label `numeric`: the Release pass proves their
-  # bits, and smaller cases run the same kernels here; tests/CMakeLists.txt
-  # names them and the cases that cover them). No suite runs the kernel
-  # benchmarks (bench/), so they are not built here (MHA_BENCH_TOOLS). With MHA_FUZZ
+  # widest bit-identity sweeps and float64 checks at large shapes (label
+  # `numeric`: the Release pass proves their bits, and smaller cases run the
+  # same kernels here; tests/CMakeLists.txt names them and the cases that
+  # cover them). No suite runs the kernel benchmarks (bench/), so they are
+  # not built here (MHA_BENCH_TOOLS). With MHA_FUZZ
   # the library also carries the fuzzers' coverage instrumentation (not the
   # suites or the CLI), so the fuzz targets need no second library build.
   MHA_BUILD_DIR=build-asan MHA_BUILD_TYPE=RelWithDebInfo MHA_SETUP=tests ./scripts/setup.sh \
@@ -38,7 +43,7 @@ if [ "$sanitize" = 1 ]; then
     -DMHA_BUILD_TESTS=ON -DMHA_SLOW_TESTS=OFF -DMHA_BENCH_TOOLS=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
   phase "sanitizer build (suites + fuzz targets)"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-     ctest --output-on-failure --no-tests=error -j"$jobs" -LE 'slow|numeric')
+     ctest --output-on-failure --no-tests=error -j"$test_jobs" -LE 'slow|numeric')
   phase "sanitizer tests"
 fi
 

@@ -9,7 +9,8 @@ seed module in PyTorch as the seed notebook writes it, and writes to --out:
   attn_weights.npy     the attention weights, when the module returns them
 
 --dtype float64 runs the module and its inputs in float64 (same float32
-weights and inputs, widened), the oracle for mha's float64 reference backend.
+weights and inputs, widened), the oracle for mha's float64 reference backend;
+--dtype once applies to every --config, or it repeats, one per --config.
 
 Run with /usr/bin/python3 (torch 1.13 + numpy).
 """
@@ -750,13 +751,19 @@ def main():
   # suites run many small configs.
   ap.add_argument('--config', required=True, action='append')
   ap.add_argument('--out', required=True, action='append')
-  ap.add_argument('--dtype', choices=['float32', 'float64'], default='float32')
+  # Once for every --config, or once per --config: both dtypes in one
+  # process import torch once.
+  ap.add_argument('--dtype', choices=['float32', 'float64'], action='append')
   args = ap.parse_args()
   if len(args.config) != len(args.out):
     ap.error('give one --out per --config')
-  dtype = torch.float64 if args.dtype == 'float64' else torch.float32
-  for config, out in zip(args.config, args.out):
-    run_config(config, out, dtype)
+  dtypes = args.dtype or ['float32']
+  if len(dtypes) == 1:
+    dtypes = dtypes * len(args.config)
+  if len(dtypes) != len(args.config):
+    ap.error('give --dtype once, or once per --config')
+  for config, out, dtype in zip(args.config, args.out, dtypes):
+    run_config(config, out, torch.float64 if dtype == 'float64' else torch.float32)
 
 
 if __name__ == '__main__':

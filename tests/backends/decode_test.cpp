@@ -127,39 +127,51 @@ std::vector<std::vector<double>> rounding_bounds(const AttentionSpec& s, const A
   const std::size_t nu = uq.size();
   std::vector<std::vector<double>> cb(nu, std::vector<double>(B * L * H * dv, 0.0));
   std::vector<double> g(St * nu), ez(nu), zsum(nu);
+  // Raw pointers in the loops below: the suites build at -O0 in the
+  // sanitizer build (tests/CMakeLists.txt), where each vector index is a
+  // call; the arithmetic and its order per element are the same either way.
+  const double *q1p = q1.data(), *qmp = qm.data(), *k1p = k1.data(), *kmp = km.data(), *vmp = vm.data();
+  const double* uqp = uq.data();
+  double *gp = g.data(), *ezp = ez.data(), *zp = zsum.data();
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < L; ++i) {
         const int64_t qr = ((b * H + h) * L + i), kv0 = (b * Hkv + h / group) * St;
         const double* pi = p.data() + qr * St;
+        const double *q1r = q1p + qr * nb, *qmr = qmp + qr * nb;
         double psum = 0;
         std::fill(zsum.begin(), zsum.end(), 0.0);
         for (int64_t j = 0; j < St; ++j) {
           if (pi[j] == 0) continue;
+          const double *kmj = kmp + (kv0 + j) * nb, *k1j = k1p + (kv0 + j) * nb;
           double dk = 0, dq = 0;
           for (int64_t c = 0; c < nb; ++c) {
-            dk += u * q1[qr * nb + c] * km[(kv0 + j) * nb + c];
-            dq += (1 + u) * qm[qr * nb + c] * k1[(kv0 + j) * nb + c];
+            dk += u * q1r[c] * kmj[c];
+            dq += (1 + u) * qmr[c] * k1j[c];
           }
           for (std::size_t n = 0; n < nu; ++n) {
-            g[j * nu + n] = std::exp(s.scale * (dk + uq[n] * dq));
-            zsum[n] += pi[j] * g[j * nu + n];
+            gp[j * nu + n] = std::exp(s.scale * (dk + uqp[n] * dq));
+            zp[n] += pi[j] * gp[j * nu + n];
           }
           psum += pi[j];
         }
-        for (std::size_t n = 0; n < nu; ++n) ez[n] = zsum[n] + (1 - psum);  // e^z: a sink's share does not move
+        for (std::size_t n = 0; n < nu; ++n) ezp[n] = zp[n] + (1 - psum);  // e^z: a sink's share does not move
         const double* vh = v.data() + kv0 * dv;
         const int64_t o = (b * L + i) * H * dv + h * dv;
-        for (int64_t e = 0; e < dv; ++e)
-          for (std::size_t n = 0; n < nu; ++n)
-            cb[n][o + e] = s.sinks ? (1 - psum) * (ez[n] - 1) * std::fabs(ctx[o + e]) : 0.0;
+        const double* co = ctx.data() + o;
+        for (std::size_t n = 0; n < nu; ++n) {
+          double* cbo = cb[n].data() + o;
+          for (int64_t e = 0; e < dv; ++e) cbo[e] = s.sinks ? (1 - psum) * (ezp[n] - 1) * std::fabs(co[e]) : 0.0;
+        }
         for (int64_t j = 0; j < St; ++j) {
           if (pi[j] == 0) continue;
-          for (int64_t e = 0; e < dv; ++e) {
-            const double vu = u * vm[(kv0 + j) * (dv / blk) + e / blk], dev = std::fabs(vh[j * dv + e] - ctx[o + e]);
-            for (std::size_t n = 0; n < nu; ++n) {
-              const double gj = g[j * nu + n] * ez[n];
-              cb[n][o + e] += pi[j] * (gj * vu + (gj - 1) * dev);
+          const double *vmj = vmp + (kv0 + j) * (dv / blk), *vhj = vh + j * dv;
+          for (std::size_t n = 0; n < nu; ++n) {
+            const double gj = gp[j * nu + n] * ezp[n];
+            double* cbo = cb[n].data() + o;
+            for (int64_t e = 0; e < dv; ++e) {
+              const double vu = u * vmj[e / blk], dev = std::fabs(vhj[e] - co[e]);
+              cbo[e] += pi[j] * (gj * vu + (gj - 1) * dev);
             }
           }
         }
@@ -170,8 +182,11 @@ std::vector<std::vector<double>> rounding_bounds(const AttentionSpec& s, const A
   std::vector<std::vector<double>> ob(nu, std::vector<double>(B * L * O, 0.0));
   for (std::size_t n = 0; n < nu; ++n)
     for (int64_t row = 0; row < B * L; ++row)
-      for (int64_t o = 0; o < O; ++o)
-        for (int64_t e = 0; e < I; ++e) ob[n][row * O + o] += std::fabs(w[o * I + e]) * cb[n][row * I + e];
+      for (int64_t o = 0; o < O; ++o) {
+        const double *wo = w.data() + o * I, *cr = cb[n].data() + row * I;
+        double& acc = ob[n][row * O + o];
+        for (int64_t e = 0; e < I; ++e) acc += std::fabs(wo[e]) * cr[e];
+      }
   return ob;
 }
 

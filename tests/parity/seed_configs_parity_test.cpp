@@ -91,16 +91,13 @@ TEST(SeedConfigParity, BundledLlamaAndQwen2ConfigsMatchTorch) {
 TEST(SeedConfigParity, Seed002ConfigsAsCloseToFloat64AsTorchFloat32) {
   TempDir dir;
   const char* names[] = {"seed002_ttnn_mha.json", "seed002_ttnn_mha_fused.json"};
-  std::string args32, args64;
-  for (const char* n : names) {
-    args32 += " --config " + shell_quote(config_path(n)) + " --out " + shell_quote(dir.file(std::string(n) + ".f32"));
-    args64 += " --config " + shell_quote(config_path(n)) + " --out " + shell_quote(dir.file(std::string(n) + ".f64"));
-  }
-  auto o32 = run_command("/usr/bin/python3 " + shell_quote(source_dir() + "/scripts/torch_oracle.py") + args32);
-  ASSERT_EQ(o32.exit_code, 0) << o32.err;
-  auto o64 = run_command("/usr/bin/python3 " + shell_quote(source_dir() + "/scripts/torch_oracle.py") + args64 +
-                         " --dtype float64");
-  ASSERT_EQ(o64.exit_code, 0) << o64.err;
+  std::string args;  // float32 and float64 in one process (one import of torch)
+  for (const char* dtype : {"float32", "float64"})
+    for (const char* n : names)
+      args += " --config " + shell_quote(config_path(n)) + " --dtype " + dtype + " --out " +
+              shell_quote(dir.file(std::string(n) + (std::string(dtype) == "float32" ? ".f32" : ".f64")));
+  auto o = run_command("/usr/bin/python3 " + shell_quote(source_dir() + "/scripts/torch_oracle.py") + args);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
   for (const char* n : names) {
     SCOPED_TRACE(n);
     std::string base = dir.file(n);

@@ -117,17 +117,16 @@ std::vector<double> attention_f64(const TileTensor& q, const TileTensor& k, cons
 
 }  // namespace
 
-TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossProgramConfigs) {
+// Every program the chunk sizes select, causal, and one non-causal: sbh 2
+// (64/128), 4 (128/64), 1 with no split (32/256), TT-NN's default (32/32)
+// and test_sdpa_tt_large_seq's 256/128; the split of the first row group's
+// keys runs in "partial, sbh 1 split" below. GQA, head widths, padded and
+// partial lengths. The other configs' sweep (label `numeric`) follows.
+TEST(TtsimSdpaStreaming, FastEqualsOracleOnEveryProgram) {
   std::vector<StreamingCase> cases;
-  // sbh 2 (64/128), 4 (128/64), 1 with no split (32/256), 1 with the first
-  // row group's keys split in two (32/512), TT-NN's default (32/32), and
-  // test_sdpa_tt_large_seq's 256/128.
-  for (auto [qc, kc] : {std::pair<int, int>{64, 128}, {128, 64}, {32, 256}, {32, 512}, {32, 32}, {256, 128}})
-    for (bool causal : {true, false}) {
-      if (kc == 512 && !causal) continue;  // one k chunk either way: the split once is enough
-      const int64_t s = kc == 512 ? 512 : 256;
-      cases.push_back({"chunks", {1, 1, s, 32}, {1, 1, s, 32}, chunks(qc, kc, causal)});
-    }
+  for (auto [qc, kc] : {std::pair<int, int>{64, 128}, {128, 64}, {32, 256}, {32, 32}, {256, 128}})
+    cases.push_back({"chunks", {1, 1, 256, 32}, {1, 1, 256, 32}, chunks(qc, kc, true)});
+  cases.push_back({"chunks", {1, 1, 256, 32}, {1, 1, 256, 32}, chunks(64, 128, false)});
   cases.push_back({"gqa", {2, 4, 128, 64}, {2, 2, 128, 64}, chunks(64, 128)});
   cases.push_back({"dh40 dh128", {1, 1, 128, 40}, {1, 1, 128, 40}, chunks(64, 64)});
   cases.push_back({"dh128", {1, 1, 128, 128}, {1, 1, 128, 128}, chunks(64, 128, false)});
@@ -141,6 +140,16 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossProgramConfigs) {
   cases.push_back({"partial", {1, 2, 70, 64}, {1, 2, 100, 64}, chunks(64, 64, false)});
   cases.push_back({"partial + padded tiles", {2, 2, 50, 32}, {2, 1, 40, 32}, chunks(32, 128, false)});
   cases.push_back({"partial, sbh 1 split", {1, 1, 33, 32}, {1, 1, 500, 32}, chunks(32, 512, false)});
+  for (const StreamingCase& c : cases) expect_fast_equals_oracle(c);
+}
+
+// The rest of the program configs: the other chunkings non-causal, and the
+// first row group's keys split in two (32/512) causal.
+TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossProgramConfigs) {
+  std::vector<StreamingCase> cases;
+  for (auto [qc, kc] : {std::pair<int, int>{128, 64}, {32, 256}, {32, 32}, {256, 128}})
+    cases.push_back({"chunks", {1, 1, 256, 32}, {1, 1, 256, 32}, chunks(qc, kc, false)});
+  cases.push_back({"chunks", {1, 1, 512, 32}, {1, 1, 512, 32}, chunks(32, 512, true)});
   for (const StreamingCase& c : cases) expect_fast_equals_oracle(c);
 }
 
@@ -207,24 +216,27 @@ TEST(TtsimSdpaStreaming, PaddedKeysUnderAGivenMaskJoinTheSoftmax) {
   }
 }
 
-TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
+// Compute configs, formats and masks: each fidelity, both exp and
+// reciprocal modes, each input and each output format, a float32 Q and
+// both mask formats here; their other combinations (label `numeric`) below.
+TEST(TtsimSdpaStreaming, FastEqualsOracleOnEachComputeConfigFormatAndMask) {
   std::vector<StreamingCase> cases;
-  for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi4})
-    for (bool exp_approx : {false, true})
-      for (bool approx : {false, true}) {
-        StreamingCase c{"fidelity x exp x recip", {1, 1, 128, 64}, {1, 1, 128, 64}, chunks(64, 64)};
-        c.cfg.compute.math_fidelity = f;
-        c.cfg.exp_approx_mode = exp_approx;
-        c.cfg.compute.math_approx_mode = approx;
-        cases.push_back(c);
-      }
-  for (DataFormat in : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b})
-    for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Float32}) {
-      StreamingCase c{"formats", {1, 1, 128, 64}, {1, 1, 128, 64}, chunks(64, 64)};
-      c.fq = c.fkv = in;
-      c.cfg.compute.output = out;
-      cases.push_back(c);
-    }
+  const MathFidelity fidelities[] = {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi4};
+  for (int i = 0; i < 3; ++i) {
+    StreamingCase c{"fidelity x exp x recip", {1, 1, 128, 64}, {1, 1, 128, 64}, chunks(64, 64)};
+    c.cfg.compute.math_fidelity = fidelities[i];
+    c.cfg.exp_approx_mode = i != 1;
+    c.cfg.compute.math_approx_mode = i != 0;
+    cases.push_back(c);
+  }
+  const DataFormat ins[] = {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b},
+                   outs[] = {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Float32};
+  for (int i = 0; i < 3; ++i) {
+    StreamingCase c{"formats", {1, 1, 128, 64}, {1, 1, 128, 64}, chunks(64, 64)};
+    c.fq = c.fkv = ins[i];
+    c.cfg.compute.output = outs[(i + 1) % 3];
+    cases.push_back(c);
+  }
   for (DataFormat out : {DataFormat::Bfloat16, DataFormat::Float32}) {
     StreamingCase c{"float32 Q", {1, 2, 96, 64}, {1, 1, 96, 64}, chunks(32, 64)};
     c.fq = DataFormat::Float32;
@@ -248,6 +260,32 @@ TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
   StreamingCase vit{"197 + mask", {1, 2, 197, 64}, {1, 2, 197, 64}, chunks(32, 32, false)};
   vit.mask = true;
   cases.push_back(vit);
+  for (const StreamingCase& c : cases) expect_fast_equals_oracle(c);
+}
+
+TEST(TtsimSdpaStreaming, FastEqualsOracleAcrossComputeConfigsFormatsAndMasks) {
+  std::vector<StreamingCase> cases;
+  const MathFidelity fidelities[] = {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi4};
+  for (int i = 0; i < 3; ++i)
+    for (bool exp_approx : {false, true})
+      for (bool approx : {false, true}) {
+        if (exp_approx == (i != 1) && approx == (i != 0)) continue;  // in the test above
+        StreamingCase c{"fidelity x exp x recip", {1, 1, 128, 64}, {1, 1, 128, 64}, chunks(64, 64)};
+        c.cfg.compute.math_fidelity = fidelities[i];
+        c.cfg.exp_approx_mode = exp_approx;
+        c.cfg.compute.math_approx_mode = approx;
+        cases.push_back(c);
+      }
+  const DataFormat formats[] = {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b},
+                   outs[] = {DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Float32};
+  for (int i = 0; i < 3; ++i)
+    for (int o = 0; o < 3; ++o) {
+      if (o == (i + 1) % 3) continue;  // in the test above
+      StreamingCase c{"formats", {1, 1, 128, 64}, {1, 1, 128, 64}, chunks(64, 64)};
+      c.fq = c.fkv = formats[i];
+      c.cfg.compute.output = outs[o];
+      cases.push_back(c);
+    }
   for (const StreamingCase& c : cases) expect_fast_equals_oracle(c);
 }
 

@@ -76,8 +76,8 @@ def metrics(ref, got):
 def reuse_freed_memory():
     """Serve every allocation from the heap and keep it when freed (glibc's mallopt). By default each
     large float64 temporary (the reference's blocks, every run's metrics) is an mmap of its own, returned
-    to the kernel when freed and faulted in and zeroed again by the next: the larger part of the script's
-    own CPU time. Changes no value; elsewhere than glibc it does nothing."""
+    to the kernel when freed and faulted in and zeroed again by the next: about a third of the CPU time
+    the script spends outside the ops (--full). Changes no value; elsewhere than glibc it does nothing."""
     try:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
@@ -112,7 +112,7 @@ def ref_prefill(Q, K, V, block=512):
             i1 = min(s, i0 + block)
             sc = q[i0:i1] @ Kd[h // g, :i1].T
             sc /= math.sqrt(dh)
-            sc[:, i0:] += mask[:i1 - i0, :i1 - i0]  # the keys before the block add 0: x + 0 = x (to softmax)
+            sc[:, i0:] += mask[:i1 - i0, :i1 - i0]  # keys before the block: + 0, the same to softmax
             out[h, i0:i1] = torch.softmax(sc, -1) @ Vd[h // g, :i1]
     return out
 

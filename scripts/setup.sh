@@ -16,6 +16,7 @@ packages=(cmake g++ make libcli11-dev nlohmann-json3-dev libopenblas-dev libspdl
           openmpi-bin libopenmpi-dev)  # mpirun -np N mha run (src/parallel/)
 test_packages=(python3-torch python3-numpy python3-matplotlib
                clang libclang-rt-14-dev  # clang + libFuzzer: the sanitizer build, scripts/fuzz.sh
+               lld  # links the sanitizer build (scripts/test.sh: MHA_LINKER)
                iproute2  # ip netns: tests/parallel's two-hosts-over-TCP test
                python3-pytest)  # tests/python: the Python package's tests
 # The Python package (python/) builds when CMake finds Python's headers and
@@ -34,7 +35,11 @@ install() {
   [ $# -gt 0 ] || return 0
   echo "setup: installing $*" >&2
   if [ "$updated" = 0 ]; then $SUDO apt-get update -q; updated=1; fi
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "$@"
+  # --force-unsafe-io: dpkg does not sync each unpacked file to disk before
+  # renaming it into place (about 500 packages on a fresh machine), as in
+  # Debian's Docker images; a machine that loses power mid-install reinstalls.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
+    -o Dpkg::Options::=--force-unsafe-io "$@"
 }
 
 build_dir="${MHA_BUILD_DIR:-build}"

@@ -40,7 +40,8 @@ if [ "$sanitize" = 1 ]; then
   # suites or the CLI), so the fuzz targets need no second library build.
   MHA_BUILD_DIR=build-asan MHA_BUILD_TYPE=RelWithDebInfo MHA_SETUP=tests ./scripts/setup.sh \
     -DMHA_UNITY_BUILD=ON -DCMAKE_CXX_COMPILER=clang++ -DMHA_SANITIZE=ON -DMHA_FUZZ="$([ "$fuzz" = 1 ] && echo ON || echo OFF)" \
-    -DMHA_BUILD_TESTS=ON -DMHA_SLOW_TESTS=OFF -DMHA_BENCH_TOOLS=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
+    -DMHA_BUILD_TESTS=ON -DMHA_SLOW_TESTS=OFF -DMHA_BENCH_TOOLS=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+    -DMHA_LINKER=lld
   phase "sanitizer build (suites + fuzz targets)"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure --no-tests=error -j"$test_jobs" -LE 'slow|numeric')

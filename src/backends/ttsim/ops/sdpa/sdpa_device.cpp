@@ -1,8 +1,6 @@
 #include "backends/ttsim/ops/sdpa/sdpa.h"
 #include "backends/ttsim/ops/sdpa/sdpa_standard.h"
 
-#include <cmath>
-
 #include "backends/ttsim/ops/eltwise/eltwise.h"
 
 #include "backends/ttsim/ops/sdpa/sdpa_streaming.h"
@@ -36,12 +34,11 @@ void refuse_float32(const TileTensor& q, const TileTensor& k, const TileTensor& 
 // kernels add the mask to the unscaled scores and fold the scale into the
 // exp, so the op undoes the scale the exp puts on the mask; 0 and -inf
 // stay, and a power-of-two 1 / scale (dh 64: 8) is exact. 2024's kernel
-// scaled the scores before the mask: no multiply. The op's default scale:
-// 1/sqrt of Q's padded dh, as the factory's.
+// scaled the scores before the mask: no multiply.
 const TileTensor* op_mask(TtDevice& dev, const TileTensor* mask, const TileTensor& q, const SdpaConfig& cfg,
                           TileTensor& scaled) {
   if (!mask || sdpa_program(cfg) == SdpaProgram::Kernel2024) return mask;
-  const float scale = cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.pcols)));
+  const float scale = sdpa_latest_scale(cfg, q);
   if (scale == 1.0f) return mask;
   scaled = run_multiply_scalar(dev, "ttnn.multiply", *mask, 1.0f / scale,
                                eltwise_attributes(mask->format, false, false, cfg.compute.arch));

@@ -5,7 +5,6 @@
 #include "backends/ttsim/ops/sdpa/sdpa_standard.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -337,8 +336,7 @@ void q_chunk(const Job& j, int64_t bh, int64_t qc, const TileMath& tm, Scratch& 
 // On the padded inputs; q_rows and s_k are the logical lengths.
 Job make_job(const StreamingInputs& in, int64_t q_rows, const SdpaConfig& cfg, int64_t chunk_start) {
   const TileTensor &q = in.q, &k = in.k;
-  // The factory's default scale: 1/sqrt of the padded head dim, in float32.
-  const float scale = cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.pcols)));
+  const float scale = sdpa_latest_scale(cfg, q);
   const bool padded = !cfg.is_causal && (q.rows != q_rows || k.rows != in.s_k);
   return Job{q, k, in.v, in.has_mask ? &in.mask : nullptr, cfg, q.shape[1], k.shape[1], q.pcols, in.v.pcols,
              cfg.q_chunk_size, cfg.k_chunk_size, k.rows / kTile, chunk_start, in.s_k, padded && !in.has_mask,

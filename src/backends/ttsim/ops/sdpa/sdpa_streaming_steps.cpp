@@ -319,14 +319,17 @@ std::string sdpa_padded_mask_note(const SdpaConfig& cfg, int64_t s_k, bool has_m
          "padding (0) at tt_metal latest: a given mask gets -inf only on whole padded key tiles (tt-metal #54833)";
 }
 
+float sdpa_latest_scale(const SdpaConfig& cfg, const TileTensor& q) {
+  return cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.pcols)));
+}
+
 StreamingRun streaming_run(const StreamingInputs& in, const SdpaConfig& cfg, const simd::KernelTable* kern,
                            TileTensor& out, int64_t chunk_start) {
   const ComputeConfig& cc = cfg.compute;
   StreamingRun r{in, cfg, TileMath(cc.math_fidelity, cc.fp32_dest_acc_en, cc.math_approx_mode, kern, cc.arch),
                  sdpa_streaming_plan(cfg)};
-  // The factory's scale: 1/sqrt of Q's padded head dim, as a float; the
-  // rescale exp takes its top 16 bits (scale_fp32 >> 16).
-  r.scale = cfg.scale.value_or(1.0f / std::sqrt(static_cast<float>(in.q.pcols)));
+  // The rescale exp takes the scale's top 16 bits (scale_fp32 >> 16).
+  r.scale = sdpa_latest_scale(cfg, in.q);
   r.scale_bf16 = sdpa_truncate_bf16(r.scale);
   r.NQH = in.q.shape[1];
   r.NKH = in.k.shape[1];

@@ -38,6 +38,9 @@ std::string sdpa_padded_problem(const Shape& q, const Shape& k, const Shape& v, 
 // softmax (tt_metal latest, a given mask, K's length not a multiple of
 // 32), else "".
 std::string sdpa_padded_mask_note(const SdpaConfig& cfg, int64_t s_k, bool has_mask);
+// The latest factory's scale: cfg.scale, else 1/sqrt of Q's padded head dim
+// (q.pcols), as a float (both programs' kernels and the op's mask multiply).
+float sdpa_latest_scale(const SdpaConfig& cfg, const TileTensor& q);
 
 struct StreamingRun {
   const StreamingInputs& in;

@@ -1,6 +1,10 @@
 #include "vec/isa.h"
 
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace mha::vec {
 
@@ -38,25 +42,52 @@ bool feature_f16c() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
 }
+// CPUID leaf 7's EDX (neither compiler's builtin knows AMX in all the
+// versions mha builds with).
+bool leaf7_edx_bit(int bit) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> bit) & 1u) != 0;
+}
+bool feature_amx_tile() { return leaf7_edx_bit(24); }
+bool feature_amx_bf16() { return leaf7_edx_bit(22); }
+
+// Linux hands out AMX's 8 KB of tile data only to a process that asked
+// (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); a kernel without
+// the call, or one that refuses, leaves AMX unusable.
+bool os_grants_tiles() {
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
 
 struct Support {
   bool at[kIsaCount] = {true};
+  bool amx = false;
   Support() {
     __builtin_cpu_init();
 #define MHA_FEATURE(f) &&feature_##f()
 #define MHA_ISA_LEVEL(level, name, features) at[static_cast<int>(Isa::level)] = true features;
+#define MHA_ISA_EXTENSION(ext, name, features) bool has_##name = true features;
 #include "vec/isa_levels.def"
 #undef MHA_ISA_LEVEL
 #undef MHA_FEATURE
+    amx = has_amx && os_grants_tiles();
   }
 };
 
+const Support& support() {
+  static const Support s;
+  return s;
+}
+
 }  // namespace
 
-bool cpu_supports(Isa isa) {
-  static const Support s;
-  return s.at[static_cast<int>(isa)];
-}
+bool cpu_supports(Isa isa) { return support().at[static_cast<int>(isa)]; }
+
+bool cpu_has_amx() { return support().amx; }
 
 Isa best_isa() {
   Isa best = Isa::Scalar;

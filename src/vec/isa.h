@@ -27,6 +27,12 @@ Isa best_isa();
 // supports (avx512 runs the VNNI decode kernel where the CPU has VNNI).
 int vector_bits(Isa isa);
 
+// Whether this CPU has AMX's tiles with bfloat16 dot products (amx_tile,
+// amx_bf16) beside AVX-512 (isa_levels.def's amx extension) and the OS
+// granted this process the tile state: the condition for calling code built
+// from *_amx.cpp. Probed (and the grant asked for) once per process.
+bool cpu_has_amx();
+
 // One kernel family: its instance per level (nullptr where it has none).
 // P is a function pointer or a pointer to a table of them.
 template <class P>

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/cpu_mla_amx.h"
 #include "backends/cpu/kv_format.h"
 
 namespace mha::cpu {
@@ -78,7 +79,45 @@ void prefill_attention(ThreadPool& pool, const PrefillArgs& p, std::vector<Flash
   });
 }
 
+namespace {
+
+// A bfloat16 latent cache at a 512-bit kernel level goes to AMX's tiles
+// where the CPU has them (cpu_mla_amx.h): the same float32 accuracy at
+// several times the flash kernel's FLOP rate.
+bool latent_on_amx(const LatentArgs& p) {
+  return p.cache.dtype == CacheDtype::Bfloat16 && vec::vector_bits(p.isa) == 512 && vec::cpu_has_amx() &&
+         latent_amx_fits(p.cache.dh, p.cache.dv);
+}
+
+// One task per (batch, head block): head blocks of whole tile pairs, as
+// many as the threads per batch row. Each task streams its row's visible
+// latent rows.
+void latent_attention_amx(ThreadPool& pool, const LatentArgs& p) {
+  const CacheView& c = p.cache;
+  const int64_t H = p.H, per_row = std::max<int64_t>(1, (pool.size() + p.B - 1) / p.B);
+  const int64_t want = std::min((H + kLatentAmxHeads - 1) / kLatentAmxHeads, per_row);
+  const int64_t hb = ((H + want - 1) / want + kLatentAmxHeads - 1) / kLatentAmxHeads * kLatentAmxHeads;
+  const int64_t blocks = (H + hb - 1) / hb;
+  for (int64_t r = 0; r < p.n; ++r) {
+    const int64_t pos = p.len + r, j0 = p.rule.first_key(pos);
+    pool.parallel_for(p.B * blocks, [&](int64_t t, int) {
+      const int64_t b = t / blocks, h0 = t % blocks * hb;
+      LatentAmxTask k;
+      k.rows = static_cast<const uint16_t*>(c.k) + (b * c.T + j0) * c.dh;  // one key head: [B, T, dh]
+      k.row_elems = c.dh, k.S = pos + 1 - j0, k.dh = c.dh, k.dv = c.dv;
+      k.q = p.qa + ((b * p.n + r) * H + h0) * c.dh;
+      k.nh = std::min(hb, H - h0);
+      k.c1 = p.scale * kLog2e;
+      k.ctx = p.ctx + ((b * p.n + r) * H + h0) * c.dv;
+      latent_amx(k);
+    });
+  }
+}
+
+}  // namespace
+
 void latent_attention(ThreadPool& pool, const LatentArgs& p, std::vector<FlashScratch>& scratch) {
+  if (latent_on_amx(p)) return latent_attention_amx(pool, p);
   const CacheView& c = p.cache;
   ensure_scratch(pool, c, scratch);
   // Head blocks per row: whole 16-lane vectors of at most kBr heads, as many

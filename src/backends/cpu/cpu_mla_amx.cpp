@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "util/aligned_vector.h"
 #include "vec/lanes_avx512.h"
@@ -49,12 +50,13 @@ void configure_tiles() {
 // as the session).
 struct Scratch {
   AlignedVector<uint32_t> qp;    // [kPieces][dh/32][nhp/16] B tiles: Q^T's pieces
-  AlignedVector<float> st;       // [kKeys][nhp] scores (S^T), then probabilities
+  AlignedVector<float> st;       // [2][kKeys][nhp] scores (S^T) of a block and the next
   AlignedVector<uint32_t> pa;    // [kPieces][nhp/16][kKeys/32] A tiles: P's pieces
   AlignedVector<uint32_t> cv;    // [kKeys/32][dv/16] B tiles: value rows paired
   AlignedVector<float> acc;      // [nhp/16][dv/16] 16x16 float tiles: unnormalised context
   AlignedVector<uint16_t> tail;  // [kKeys][dh] the last partial block, zero padded
   AlignedVector<float> m, l;     // [nhp] running max (log2 units), row sum
+  AlignedVector<uint32_t> pairs;  // [kPieces][16][16] one head tile's probability pairs for 32 keys
 };
 thread_local Scratch tls;
 
@@ -127,13 +129,110 @@ void pack_queries(const LatentAmxTask& t, int64_t nhp, Scratch& s) {
     }
 }
 
-// S^T [kKeys, nhp] of one block: rows `c` (ldc elements apart) against the
-// packed queries; touches the next block's rows (pf, pf_bytes) into L2.
-void block_scores(const LatentAmxTask& t, const uint16_t* c, int64_t ldc, int64_t nhp, Scratch& s,
-                  const char* pf, int64_t pf_bytes) {
+// One block's vector work: its online softmax over the scores S^T [kKeys,
+// nhp] at st (n valid keys), which leaves the probabilities' pieces as A
+// tiles (tile (i, ht, ks) row r holds keys 32 ks .. 32 ks + 31 of head
+// 16 ht + r), and its value rows (the first dv columns of rows c, ldc
+// elements apart) paired into B tiles (tile (ks, vt) row r pairs keys
+// 32 ks + 2r and 32 ks + 2r + 1 of columns 16 vt ..). It is cut into small
+// steps that the next block's score products run between their tile
+// instructions, so the vector ports work while the tile unit does.
+struct BlockWork {
+  const LatentAmxTask& t;
+  Scratch& s;
+  const float* st;
+  const uint16_t* c;
+  int64_t ldc, n, nhp;
+  // Per head tile: the max and rescale, then 4 steps of 8 keys per 32.
+  static constexpr int64_t kHeadSteps = 1 + kKeys / 32 * 4;
+
+  int64_t steps() const { return nhp / 16 * kHeadSteps + kKeys / 2; }
+  void step(int64_t u) {
+    const int64_t heads = nhp / 16 * kHeadSteps;
+    if (u >= heads) return pair_values(u - heads);
+    if (u % kHeadSteps == 0) return rescale(u / kHeadSteps);
+    const int64_t q = u % kHeadSteps - 1;
+    probabilities(u / kHeadSteps, q / 4, q % 4);
+  }
+
+  // The new running max of head tile ht; the sum and the accumulator rows
+  // of heads whose max rose rescaled (PV of the blocks before has run).
+  void rescale(int64_t ht) const {
+    const int64_t nvt = t.dv / 16;
+    __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int64_t k = 0; k < n; ++k) mx = _mm512_max_ps(mx, _mm512_load_ps(st + k * nhp + ht * 16));
+    // c1 > 0: the max of the scaled scores is the scaled max.
+    const __m512 m_old = _mm512_load_ps(s.m.data() + ht * 16);
+    const __m512 m_new = _mm512_max_ps(m_old, _mm512_mul_ps(mx, _mm512_set1_ps(t.c1)));
+    const __m512 alpha = vec::exp2_nonpositive<V>(_mm512_sub_ps(m_old, m_new));
+    _mm512_store_ps(s.l.data() + ht * 16, _mm512_mul_ps(_mm512_load_ps(s.l.data() + ht * 16), alpha));
+    _mm512_store_ps(s.m.data() + ht * 16, m_new);
+    const __mmask16 moved = _mm512_cmp_ps_mask(alpha, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
+    for (int r = 0; r < 16; ++r)
+      if ((moved >> r) & 1) {
+        const __m512 a = _mm512_set1_ps(alpha[r]);
+        for (int64_t vt = 0; vt < nvt; ++vt) {
+          float* row = s.acc.data() + (ht * nvt + vt) * 256 + r * 16;
+          _mm512_store_ps(row, _mm512_mul_ps(_mm512_load_ps(row), a));
+        }
+      }
+  }
+
+  // Keys 32 ks + 8 q .. + 7 of head tile ht: their probabilities into the
+  // sum and, as pieces, into dword pairs; the last step of the 32 keys
+  // transposes the pairs into the A tiles.
+  void probabilities(int64_t ht, int64_t ks, int64_t q) const {
+    const __m512 c1 = _mm512_set1_ps(t.c1), m = _mm512_load_ps(s.m.data() + ht * 16);
+    __m512 l = _mm512_load_ps(s.l.data() + ht * 16);
+    for (int64_t kk = q * 4; kk < q * 4 + 4; ++kk) {
+      __m512i even[kPieces], odd[kPieces];
+      for (int e = 0; e < 2; ++e) {
+        const int64_t k = ks * 32 + 2 * kk + e;
+        __m512 p = _mm512_setzero_ps();
+        if (k < n) p = vec::exp2_nonpositive<V>(_mm512_fmsub_ps(_mm512_load_ps(st + k * nhp + ht * 16), c1, m));
+        l = _mm512_add_ps(l, p);
+        split3(p, e ? odd : even);
+      }
+      for (int i = 0; i < kPieces; ++i) _mm512_store_si512(s.pairs.data() + (i * 16 + kk) * 16, pair(even[i], odd[i]));
+    }
+    _mm512_store_ps(s.l.data() + ht * 16, l);
+    if (q < 3) return;
+    const int64_t nht = nhp / 16;
+    for (int i = 0; i < kPieces; ++i) {
+      __m512i d[16];
+      for (int r = 0; r < 16; ++r) d[r] = _mm512_load_si512(s.pairs.data() + (i * 16 + r) * 16);
+      transpose16(d);
+      uint32_t* dst = s.pa.data() + ((i * nht + ht) * (kKeys / 32) + ks) * 256;
+      for (int r = 0; r < 16; ++r) _mm512_store_si512(dst + r * 16, d[r]);
+    }
+  }
+
+  // Row pair r of keys 32 ks .. into the value tiles.
+  void pair_values(int64_t u) const {
+    const int64_t nvt = t.dv / 16, ks = u / 16, r = u % 16;
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                                        37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    const uint16_t* a = c + (ks * 32 + 2 * r) * ldc;
+    for (int64_t vp = 0; vp < nvt / 2; ++vp) {
+      const __m512i x = _mm512_loadu_si512(a + vp * 32), y = _mm512_loadu_si512(a + ldc + vp * 32);
+      uint32_t* dst = s.cv.data() + (ks * nvt + vp * 2) * 256 + r * 16;
+      _mm512_store_si512(dst, _mm512_permutex2var_epi16(x, lo, y));
+      _mm512_store_si512(dst + 256, _mm512_permutex2var_epi16(x, hi, y));
+    }
+  }
+};
+
+// S^T [kKeys, nhp] into st for the block at rows c (ldc elements apart)
+// against the packed queries, running the previous block's vector work
+// (when there is one) between the tile products; touches the next block's
+// rows (pf, pf_bytes) into L2.
+void block_scores(const LatentAmxTask& t, const uint16_t* c, int64_t ldc, int64_t nhp, Scratch& s, float* st,
+                  BlockWork* work, const char* pf, int64_t pf_bytes) {
   const int64_t nc = t.dh / 32, nht = nhp / 16, stride = ldc * 2;
-  int64_t pf_at = 0;
+  int64_t pf_at = 0, u = 0;
   const int64_t pf_step = std::max<int64_t>(64, (pf_bytes / (kKeys / 32 * nht / 2 * nc) + 63) / 64 * 64);
+  const int64_t steps = work ? work->steps() : 0;
   for (int64_t kp = 0; kp < kKeys / 32; ++kp)
     for (int64_t hp = 0; hp < nht / 2; ++hp) {
       _tile_zero(0);
@@ -153,84 +252,18 @@ void block_scores(const LatentAmxTask& t, const uint16_t* c, int64_t ldc, int64_
           _tile_dpbf16ps(2, 5, 6);
           _tile_dpbf16ps(3, 5, 7);
         }
+        if (u < steps) work->step(u++);
         for (int64_t e = std::min(pf_bytes, pf_at + pf_step); pf_at < e; pf_at += 64)
           _mm_prefetch(pf + pf_at, _MM_HINT_T1);
       }
-      float* d = s.st.data() + kp * 32 * nhp + hp * 32;
+      float* d = st + kp * 32 * nhp + hp * 32;
       const int64_t ld = nhp * 4;
       _tile_stored(0, d, ld);
       _tile_stored(1, d + 16, ld);
       _tile_stored(2, d + 16 * nhp, ld);
       _tile_stored(3, d + 16 * nhp + 16, ld);
     }
-}
-
-// The online softmax over one block's n valid keys: the running max and
-// sum per head, the accumulator rows of heads whose max rose rescaled, and
-// the probabilities' pieces as A tiles: tile (i, ht, ks) row n holds keys
-// 32 ks .. 32 ks + 31 of head 16 ht + n.
-void block_softmax(const LatentAmxTask& t, int64_t n, int64_t nhp, Scratch& s) {
-  const int64_t nht = nhp / 16, nvt = t.dv / 16;
-  for (int64_t ht = 0; ht < nht; ++ht) {
-    float* st = s.st.data() + ht * 16;
-    __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    for (int64_t k = 0; k < n; ++k) mx = _mm512_max_ps(mx, _mm512_load_ps(st + k * nhp));
-    const __m512 c1 = _mm512_set1_ps(t.c1), m_old = _mm512_load_ps(s.m.data() + ht * 16);
-    // c1 > 0: the max of the scaled scores is the scaled max.
-    const __m512 m_new = _mm512_max_ps(m_old, _mm512_mul_ps(mx, c1));
-    const __m512 alpha = vec::exp2_nonpositive<V>(_mm512_sub_ps(m_old, m_new));
-    __m512 l = _mm512_mul_ps(_mm512_load_ps(s.l.data() + ht * 16), alpha);
-    const __mmask16 moved = _mm512_cmp_ps_mask(alpha, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
-    for (int r = 0; r < 16; ++r)
-      if ((moved >> r) & 1) {
-        const float a = alpha[r];
-        for (int64_t vt = 0; vt < nvt; ++vt) {
-          float* row = s.acc.data() + (ht * nvt + vt) * 256 + r * 16;
-          _mm512_store_ps(row, _mm512_mul_ps(_mm512_load_ps(row), _mm512_set1_ps(a)));
-        }
-      }
-    __m512i d[kPieces][16];
-    for (int64_t ks = 0; ks < kKeys / 32; ++ks) {
-      for (int kk = 0; kk < 16; ++kk) {
-        __m512i even[kPieces], odd[kPieces];
-        for (int e = 0; e < 2; ++e) {
-          const int64_t k = ks * 32 + 2 * kk + e;
-          __m512 p = _mm512_setzero_ps();
-          if (k < n) p = vec::exp2_nonpositive<V>(_mm512_fmsub_ps(_mm512_load_ps(st + k * nhp), c1, m_new));
-          l = _mm512_add_ps(l, p);
-          split3(p, e ? odd : even);
-        }
-        for (int i = 0; i < kPieces; ++i) d[i][kk] = pair(even[i], odd[i]);
-      }
-      for (int i = 0; i < kPieces; ++i) {
-        transpose16(d[i]);
-        uint32_t* dst = s.pa.data() + ((i * nht + ht) * (kKeys / 32) + ks) * 256;
-        for (int r = 0; r < 16; ++r) _mm512_store_si512(dst + r * 16, d[i][r]);
-      }
-    }
-    _mm512_store_ps(s.m.data() + ht * 16, m_new);
-    _mm512_store_ps(s.l.data() + ht * 16, l);
-  }
-}
-
-// The block's value rows (the first dv columns of rows `c`) as B tiles:
-// tile (ks, vt) row r pairs keys 32 ks + 2r, 32 ks + 2r + 1 of columns
-// 16 vt .. 16 vt + 15.
-void pack_values(const LatentAmxTask& t, const uint16_t* c, int64_t ldc, Scratch& s) {
-  const int64_t nvt = t.dv / 16;
-  const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
-                                      37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-  for (int64_t ks = 0; ks < kKeys / 32; ++ks)
-    for (int r = 0; r < 16; ++r) {
-      const uint16_t* a = c + (ks * 32 + 2 * r) * ldc;
-      for (int64_t vp = 0; vp < nvt / 2; ++vp) {
-        const __m512i x = _mm512_loadu_si512(a + vp * 32), y = _mm512_loadu_si512(a + ldc + vp * 32);
-        uint32_t* dst = s.cv.data() + (ks * nvt + vp * 2) * 256 + r * 16;
-        _mm512_store_si512(dst, _mm512_permutex2var_epi16(x, lo, y));
-        _mm512_store_si512(dst + 256, _mm512_permutex2var_epi16(x, hi, y));
-      }
-    }
+  while (u < steps) work->step(u++);
 }
 
 // acc += P . V over the block, 2x2 tiles at a time.
@@ -274,27 +307,40 @@ void latent_amx(const LatentAmxTask& t) {
   const int64_t nht = nhp / 16, nvt = t.dv / 16;
   configure_tiles();
   pack_queries(t, nhp, s);
-  s.st.resize(kKeys * nhp);
+  s.st.resize(2 * kKeys * nhp);
+  s.pairs.resize(kPieces * 16 * 16);
   s.pa.resize(kPieces * nht * (kKeys / 32) * 256);
   s.cv.resize((kKeys / 32) * nvt * 256);
   s.acc.assign(nht * nvt * 256, 0.0f);
   s.m.assign(nhp, -std::numeric_limits<float>::infinity());
   s.l.assign(nhp, 0.0f);
-  for (int64_t j0 = 0; j0 < t.S; j0 += kKeys) {
-    const int64_t n = std::min(kKeys, t.S - j0);
-    const uint16_t* c = t.rows + j0 * t.row_elems;
-    int64_t ldc = t.row_elems;
-    if (n < kKeys) {  // the tile loads read whole blocks: the last one from a zero-padded copy
-      s.tail.assign(kKeys * t.dh, 0);
-      for (int64_t k = 0; k < n; ++k) std::memcpy(s.tail.data() + k * t.dh, c + k * ldc, t.dh * 2);
-      c = s.tail.data(), ldc = t.dh;
+  // Block j's scores are taken while block j - 1's softmax and value pairs
+  // run between their tile products; then block j - 1's P.V.
+  const int64_t blocks = (t.S + kKeys - 1) / kKeys;
+  const uint16_t* prev = nullptr;
+  for (int64_t j = 0; j <= blocks; ++j) {
+    const int64_t j0 = j * kKeys, n = std::min(kKeys, t.S - j0);
+    float* st = s.st.data() + (j & 1) * kKeys * nhp;
+    std::optional<BlockWork> work;
+    if (j > 0)
+      work.emplace(BlockWork{t, s, s.st.data() + ((j - 1) & 1) * kKeys * nhp, prev, prev == s.tail.data() ? t.dh : t.row_elems,
+                             std::min(kKeys, t.S - j0 + kKeys), nhp});
+    if (j == blocks) {
+      for (int64_t u = 0; u < work->steps(); ++u) work->step(u);
+    } else {
+      const uint16_t* c = t.rows + j0 * t.row_elems;
+      int64_t ldc = t.row_elems;
+      if (n < kKeys) {  // the tile loads read whole blocks: the last one from a zero-padded copy
+        s.tail.assign(kKeys * t.dh, 0);
+        for (int64_t k = 0; k < n; ++k) std::memcpy(s.tail.data() + k * t.dh, c + k * ldc, t.dh * 2);
+        c = s.tail.data(), ldc = t.dh;
+      }
+      const int64_t next = std::min(kKeys, std::max<int64_t>(0, t.S - j0 - kKeys));
+      const char* pf = next > 0 ? reinterpret_cast<const char*>(t.rows + (j0 + kKeys) * t.row_elems) : nullptr;
+      block_scores(t, c, ldc, nhp, s, st, work ? &*work : nullptr, pf, next * t.row_elems * 2);
+      prev = c;
     }
-    const int64_t next = std::min(kKeys, std::max<int64_t>(0, t.S - j0 - kKeys));
-    const char* pf = next > 0 ? reinterpret_cast<const char*>(t.rows + (j0 + kKeys) * t.row_elems) : nullptr;
-    block_scores(t, c, ldc, nhp, s, pf, next * t.row_elems * 2);
-    block_softmax(t, n, nhp, s);
-    pack_values(t, c, ldc, s);
-    block_pv(t, nhp, s);
+    if (j > 0) block_pv(t, nhp, s);
   }
   _tile_release();
   for (int64_t h = 0; h < t.nh; ++h) {

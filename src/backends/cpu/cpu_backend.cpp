@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_decode.h"
+#include "backends/cpu/cpu_decode_prefill.h"
 #include "backends/cpu/cpu_decode_kernel.h"
 #include "backends/cpu/cpu_flash.h"
 #include "backends/cpu/cpu_flash_kernel.h"
@@ -72,7 +73,9 @@ class CpuBackend : public Backend {
             {"attention_isa", flash_isa()},
             {"decode_simd", decode_isa()},
             {"decode_tuning", tuner_.describe()},
-            {"simd", std::string("flash ") + flash_isa() + ", decode " + decode_isa() + ", OpenBLAS " +
+            {"mla_bfloat16_simd", cpu::latent_amx_runs(isa_) ? "amx" : flash_isa()},
+            {"simd", std::string("flash ") + flash_isa() + ", decode " + decode_isa() +
+                         (cpu::latent_amx_runs(isa_) ? ", MLA bfloat16 cache amx" : "") + ", OpenBLAS " +
                          openblas_get_corename()}};
   }
 

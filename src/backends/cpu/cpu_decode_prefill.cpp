@@ -81,12 +81,8 @@ void prefill_attention(ThreadPool& pool, const PrefillArgs& p, std::vector<Flash
 
 namespace {
 
-// A bfloat16 latent cache at a 512-bit kernel level goes to AMX's tiles
-// where the CPU has them (cpu_mla_amx.h): the same float32 accuracy at
-// several times the flash kernel's FLOP rate.
 bool latent_on_amx(const LatentArgs& p) {
-  return p.cache.dtype == CacheDtype::Bfloat16 && vec::vector_bits(p.isa) == 512 && vec::cpu_has_amx() &&
-         latent_amx_fits(p.cache.dh, p.cache.dv);
+  return p.cache.dtype == CacheDtype::Bfloat16 && latent_amx_runs(p.isa) && latent_amx_fits(p.cache.dh, p.cache.dv);
 }
 
 // One task per (batch, head block): head blocks of whole tile pairs, as
@@ -115,6 +111,8 @@ void latent_attention_amx(ThreadPool& pool, const LatentArgs& p) {
 }
 
 }  // namespace
+
+bool latent_amx_runs(vec::Isa isa) { return vec::vector_bits(isa) == 512 && vec::cpu_has_amx(); }
 
 void latent_attention(ThreadPool& pool, const LatentArgs& p, std::vector<FlashScratch>& scratch) {
   if (latent_on_amx(p)) return latent_attention_amx(pool, p);

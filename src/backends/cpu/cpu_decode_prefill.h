@@ -65,7 +65,12 @@ struct LatentArgs {
   float* ctx = nullptr;
   vec::Isa isa = vec::best_isa();
 };
+// A bfloat16 latent cache runs on AMX's tiles instead (cpu_mla_amx.h) at a
+// 512-bit `isa` on a CPU with AMX (vec::cpu_has_amx) when the widths fit:
+// the same float32 accuracy at several times the flash kernel's FLOP rate.
 void latent_attention(ThreadPool& pool, const LatentArgs& p, std::vector<FlashScratch>& scratch);
+// Whether that AMX path is open at `isa` (the backend's "kernels" level).
+bool latent_amx_runs(vec::Isa isa);
 
 // The FlashRowSource over a cache view (tests drive the kernel with it).
 FlashRowSource cache_row_source(const CacheView& view);

@@ -30,7 +30,7 @@ namespace mha::cpu {
 namespace {
 
 using V = vec::F32x16;
-constexpr int64_t kKeys = 64;  // keys per block: two A tiles of scores' keys, two K steps of P.V
+constexpr int64_t kKeys = 128;  // keys per block: four key tile pairs of scores, four K steps of P.V
 constexpr int kPieces = 3;
 
 struct alignas(64) TileConfig {

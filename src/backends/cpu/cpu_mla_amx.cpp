@@ -343,8 +343,9 @@ void latent_amx(const LatentAmxTask& t) {
     if (j > 0) block_pv(t, nhp, s);
   }
   _tile_release();
+  if (t.m) std::copy(s.m.begin(), s.m.begin() + t.nh, t.m), std::copy(s.l.begin(), s.l.begin() + t.nh, t.l);
   for (int64_t h = 0; h < t.nh; ++h) {
-    const __m512 inv = _mm512_set1_ps(1.0f / s.l[h]);
+    const __m512 inv = _mm512_set1_ps(t.m ? 1.0f : 1.0f / s.l[h]);
     for (int64_t vt = 0; vt < nvt; ++vt) {
       const float* a = s.acc.data() + ((h / 16) * nvt + vt) * 256 + (h % 16) * 16;
       _mm512_storeu_ps(t.ctx + h * t.dv + vt * 16, _mm512_mul_ps(_mm512_load_ps(a), inv));

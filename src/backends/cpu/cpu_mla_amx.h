@@ -30,6 +30,10 @@ struct LatentAmxTask {
   int64_t nh = 0;
   float c1 = 0.0f;
   float* ctx = nullptr;
+  // With m set: ctx gets the unnormalised context, m and l [nh] each head's
+  // running max (log2 units) and sum, for a caller that merges key chunks.
+  float* m = nullptr;
+  float* l = nullptr;
 };
 
 // Whether latent rows of width dh with values of width dv fit the tiles

@@ -30,6 +30,10 @@ TEST(SimdDispatch, LevelsAreNestedAndNamed) {
     EXPECT_TRUE(vec::cpu_supports(Isa::Avx2));
   }
   EXPECT_TRUE(vec::cpu_supports(vec::best_isa()));
+  // The amx extension's kernels use AVX-512 beside the tiles (isa_levels.def).
+  if (vec::cpu_has_amx()) {
+    EXPECT_TRUE(vec::cpu_supports(Isa::Avx512));
+  }
   EXPECT_EQ(std::string(vec::isa_name(Isa::Avx2)), "avx2");
   EXPECT_EQ(std::string(vec::isa_name(Isa::Avx512)), "avx512");
   EXPECT_EQ(std::string(vec::isa_name(Isa::Avx512Vnni)), "avx512vnni");

@@ -9,6 +9,16 @@ namespace mha::ttsim::simd {
 namespace avx2 {
 using V = ::mha::vec::I32x8;
 using VF = ::mha::vec::F32x8;
+// normalize<false>'s last step (fpu_kernels.inc): r, the float bits of the
+// rounded sum (bf16 precise, +0 for a zero sum), times 2^bias; +0 where the
+// exponent falls below 1, a signed Inf where it passes 254.
+[[gnu::always_inline]] inline V::T place_bf16(V::T r, V::T bias) {
+  const V::T sbit = V::and_(r, V::set1(static_cast<int32_t>(0x80000000u)));
+  const V::T exp = V::add(V::and_(V::srli<23>(r), V::set1(255)), bias);
+  V::T res = V::add(r, V::slli<23>(bias));
+  res = V::select(V::gt(exp, V::set1(254)), V::or_(sbit, V::set1(0x7f800000)), res);
+  return V::select(V::mor(V::gt(V::set1(1), exp), V::eq(r, V::zero())), V::zero(), res);
+}
 // The kernels once per generation (arch.h); Products below serves both.
 namespace wormhole {
 constexpr Arch kArch = Arch::Wormhole;

@@ -11,7 +11,8 @@ using V = ::mha::vec::I32x8;
 using VF = ::mha::vec::F32x8;
 // normalize<false>'s last step (fpu_kernels.inc): r, the float bits of the
 // rounded sum (bf16 precise, +0 for a zero sum), times 2^bias; +0 where the
-// exponent falls below 1, a signed Inf where it passes 254.
+// exponent falls below 1, a signed Inf where it passes 254. The raw form
+// (isa_avx512.cpp's may leave a denormal for flush_bf16) is the same here.
 [[gnu::always_inline]] inline V::T place_bf16(V::T r, V::T bias) {
   const V::T sbit = V::and_(r, V::set1(static_cast<int32_t>(0x80000000u)));
   const V::T exp = V::add(V::and_(V::srli<23>(r), V::set1(255)), bias);
@@ -19,6 +20,8 @@ using VF = ::mha::vec::F32x8;
   res = V::select(V::gt(exp, V::set1(254)), V::or_(sbit, V::set1(0x7f800000)), res);
   return V::select(V::mor(V::gt(V::set1(1), exp), V::eq(r, V::zero())), V::zero(), res);
 }
+[[gnu::always_inline]] inline V::T place_bf16_raw(V::T r, V::T bias) { return place_bf16(r, bias); }
+[[gnu::always_inline]] inline V::T flush_bf16(V::T x) { return x; }
 // The kernels once per generation (arch.h); Products below serves both.
 namespace wormhole {
 constexpr Arch kArch = Arch::Wormhole;

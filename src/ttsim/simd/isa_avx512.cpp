@@ -21,13 +21,17 @@ using VF = ::mha::vec::F32x16;
 // normalize<false>'s last step (fpu_kernels.inc; isa_avx2.cpp's in integer
 // lanes): r, the float bits of the rounded sum (bf16 precise, +0 for a zero
 // sum), times 2^bias by vscalefps, exact in the normal range and a signed
-// Inf above it; a result with exponent field 0 (denormal or zero) is +0.
-[[gnu::always_inline]] inline V::T place_bf16(V::T r, V::T bias) {
-  const __m512 x = _mm512_scalef_round_ps(_mm512_castsi512_ps(r), _mm512_cvtepi32_ps(bias),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512i u = _mm512_castps_si512(x);
-  return _mm512_maskz_mov_epi32(_mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7f800000)), u);
+// Inf above it. Below it, the raw form leaves a denormal or a signed zero
+// (exponent field 0), which a Dst add reads as the zero the model gives
+// (exponent field 0 is zero to the adder); flush_bf16 makes it +0.
+[[gnu::always_inline]] inline V::T place_bf16_raw(V::T r, V::T bias) {
+  return _mm512_castps_si512(_mm512_scalef_round_ps(_mm512_castsi512_ps(r), _mm512_cvtepi32_ps(bias),
+                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
+[[gnu::always_inline]] inline V::T flush_bf16(V::T x) {
+  return _mm512_maskz_mov_epi32(_mm512_test_epi32_mask(x, _mm512_set1_epi32(0x7f800000)), x);
+}
+[[gnu::always_inline]] inline V::T place_bf16(V::T r, V::T bias) { return flush_bf16(place_bf16_raw(r, bias)); }
 // The kernels once per generation (arch.h); Products below serves both.
 namespace wormhole {
 constexpr Arch kArch = Arch::Wormhole;

@@ -56,7 +56,9 @@ using wormhole::T;
 // which is kPow[g + 8], and its low byte kPow[g]; the index word
 // (g, g + 0x78) looks both up (a high index of 0x80 or more, g >= 8, gives
 // 0). vpsignw then signs it as in0 (ARec::mbase is +-2^13). The
-// multipliers serve every fidelity phase.
+// multipliers serve every fidelity phase, and in0's pair, which depends on
+// the phase's SrcB piece alone (p & 2), the phases that share it (the
+// record of phase p & 2: one load for HiFi2's two phases).
 struct Products {
   template <int P>
   [[gnu::always_inline]] static void sums(const ARec* ar0, const In1& b, int64_t idx, T top, T (&e)[8], T (&out)[P]) {
@@ -74,7 +76,7 @@ struct Products {
       __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
-        const __m256i x = _mm256_maddubs_epi16(V::bcast16(ar0[p * 32 + i].upair), V::load(b.pair16[p & 1] + idx + i * b.ld));
+        const __m256i x = _mm256_maddubs_epi16(V::bcast16(ar0[(p & 2) * 32 + i].upair), V::load(b.pair16[p & 1] + idx + i * b.ld));
         sum = _mm256_add_epi16(sum, _mm256_mulhrs_epi16(x, e[i]));  // |sum| < 2^15
       }
       out[p] = sum;

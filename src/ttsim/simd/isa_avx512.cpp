@@ -62,7 +62,7 @@ struct Products {
       __m512i sum = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
-        const __m512i x = _mm512_maddubs_epi16(V::bcast16(ar0[p * 32 + i].upair), V::load(b.pair16[p & 1] + idx + i * b.ld));
+        const __m512i x = _mm512_maddubs_epi16(V::bcast16(ar0[(p & 2) * 32 + i].upair), V::load(b.pair16[p & 1] + idx + i * b.ld));
         sum = _mm512_add_epi16(sum, _mm512_mulhrs_epi16(x, e[i]));  // |sum| < 2^15
       }
       out[p] = sum;

@@ -87,6 +87,17 @@ def reuse_freed_memory():
     libc.mallopt(m_trim_threshold, 2 ** 31 - 1)
 
 
+def blas_one_thread():
+    """Run the float64 reference's matrix products (torch's OpenBLAS) on this thread alone. OpenBLAS's
+    worker thread spins (sched_yield) between and after them: about 3 % of the study's CPU time (--full)
+    for no work. The same products, the same bits (each output element's sum stays on one thread); where
+    torch's BLAS is not OpenBLAS it does nothing."""
+    try:
+        ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads(1)
+    except (OSError, AttributeError):
+        return
+
+
 def gen(kind, shape, gen_):
     if kind == "randn":
         return torch.randn(*shape, generator=gen_)
@@ -310,6 +321,7 @@ def main():
     a.tt_metal = a.tt_metal or ops.profile()  # every row names the profile that ran
     os.nice(10)  # a background study: the machine's other work first
     reuse_freed_memory()
+    blas_one_thread()
     if a.only in (None, "prefill"):
         for seq, cases in pre.items():
             rows += run_prefill(ops, shape, seq, [dict(c, tt_metal=a.tt_metal) for c in cases], a.inputs, a.seed)

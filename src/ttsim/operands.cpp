@@ -26,20 +26,20 @@ int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row) {
 void In1Buffer::resize(int64_t K, int64_t N) {
   ld = N;
   const size_t n = static_cast<size_t>(K * N);
-  for (auto* v : {&exp16, &spc16_hi, &spc16_lo})
+  for (auto* v : {&exp16, &pair16_hi, &pair16_lo})
     if (v->size() < n) v->resize(n);
 }
 
 simd::In1 In1Buffer::view(int64_t k0, int64_t c0) const {
   const int64_t o = k0 * ld + c0;
-  return {exp16.data() + o, {spc16_hi.data() + o, spc16_lo.data() + o}, ld};
+  return {exp16.data() + o, {pair16_hi.data() + o, pair16_lo.data() + o}, ld};
 }
 
 namespace {
 
 // encode_srca's fields of 16 Src values into `out` at element offset o.
 void encode_in1_16(const simd::KernelTable& kern, const uint32_t u[16], In1Buffer& out, int64_t o) {
-  kern.encode_in1_16(u, {&out.exp16[o], &out.spc16_hi[o], &out.spc16_lo[o]});
+  kern.encode_in1_16(u, {&out.exp16[o], &out.pair16_hi[o], &out.pair16_lo[o]});
 }
 
 }  // namespace

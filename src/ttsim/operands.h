@@ -25,7 +25,7 @@ int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row);
 
 // in1 (SrcA role) decoded for simd::In1, with the storage behind it.
 struct In1Buffer {
-  std::vector<int16_t> exp16, spc16_hi, spc16_lo;
+  std::vector<int16_t> exp16, pair16_hi, pair16_lo;
   int64_t ld = 0;
   // ld = N, room for K x N (the storage only grows: a buffer reused for
   // operands of changing shapes is not cleared again each time).

@@ -110,6 +110,8 @@ struct I32x8 {
   static T bcast16(const int32_t& x) { return _mm256_set1_epi32(x); }
   static T add16(T a, T b) { return _mm256_add_epi16(a, b); }
   static T max16(T a, T b) { return _mm256_max_epi16(a, b); }
+  // a where b > 0, else 0.
+  static T keep16_pos(T a, T b) { return _mm256_and_si256(a, _mm256_cmpgt_epi16(b, _mm256_setzero_si256())); }
   // int16 lanes 0-7 (lo32) or 8-15 (hi32) sign-extended to int32.
   static T lo32(T a) { return _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a)); }
   static T hi32(T a) { return _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a, 1)); }

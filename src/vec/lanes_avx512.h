@@ -83,6 +83,10 @@ struct I32x16 {
   static T bcast16(const int32_t& x) { return _mm512_set1_epi32(x); }
   static T add16(T a, T b) { return _mm512_add_epi16(a, b); }
   static T max16(T a, T b) { return _mm512_max_epi16(a, b); }
+  // a where b > 0, else 0.
+  static T keep16_pos(T a, T b) {
+    return _mm512_maskz_mov_epi16(_mm512_cmpgt_epi16_mask(b, _mm512_setzero_si512()), a);
+  }
   // int16 lanes 0-15 (lo32) or 16-31 (hi32) sign-extended to int32.
   static T lo32(T a) { return _mm512_cvtepi16_epi32(_mm512_castsi512_si256(a)); }
   static T hi32(T a) { return _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(a, 1)); }

@@ -137,6 +137,41 @@ TEST(TtsimSimdExact, MatmulCancellationAndRangeEdges) {
       }
 }
 
+// Every bf16 mantissa of both operands (so every piece), all four sign
+// pairs, and alignment shifts 0-7 and 0-14 within a group (the products'
+// rounding: vpmulhrsw of 4y + sign(y) with in0's sign on the multiplier,
+// ties away from zero). Row r holds in0's mantissa r at every k, column n
+// in1's mantissa n; in0's element i of a group sits i binades below the
+// group's first in a face's first group and 2i in its second.
+TEST(TtsimSimdExact, MatmulEveryPieceSignAndShift) {
+  const int64_t M = 128, K = 32, N = 128;
+  std::vector<float> va(M * K), vb(K * N);
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t k = 0; k < K; ++k) {
+      const int shift = static_cast<int>(k % 8) * ((k / 8) % 2 ? 2 : 1) + static_cast<int>(k / 16);
+      va[r * K + k] = ((r + k) % 3 == 0 ? -1.0f : 1.0f) * std::ldexp(1.0f + static_cast<float>(r) / 128, -shift);
+    }
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n)
+      vb[k * N + n] = ((3 * n + k) % 4 < 2 ? -1.0f : 1.0f) * (1.0f + static_cast<float>(n) / 128);
+  TileTensor a = to_tile_layout(va.data(), {M, K}, DataFormat::Bfloat16);
+  TileTensor b = to_tile_layout(vb.data(), {K, N}, DataFormat::Bfloat16);
+  for (simd::Isa isa : simd::vector_isas())
+    for (bool fp32 : {false, true})
+      for (MathFidelity fid : kFidelities) {
+        ComputeConfig cfg;
+        cfg.math_fidelity = fid;
+        cfg.fp32_dest_acc_en = fp32;
+        cfg.output = DataFormat::Float32;
+        TileTensor want, got;
+        tt_matmul(a, b, want, cfg, Exec{simd::Isa::Scalar, nullptr});
+        tt_matmul(a, b, got, cfg, Exec{isa, nullptr});
+        const int64_t d = first_diff(want.data, got.data);
+        ASSERT_EQ(d, -1) << simd::isa_name(isa) << " " << fidelity_name(fid) << " fp32_dest=" << fp32 << " element " << d
+                         << " want " << bits_str(want.data[d]) << " got " << bits_str(got.data[d]);
+      }
+}
+
 // A decode step's activation: a few real rows over a 32-row tile of zeros
 // (the vector path leaves trailing zero rows out of the kernel), with zero
 // rows in between too (kept), every value zero in one block, and K split

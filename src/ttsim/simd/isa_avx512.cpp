@@ -18,6 +18,20 @@ namespace mha::ttsim::simd {
 namespace avx512 {
 using V = ::mha::vec::I32x16;
 using VF = ::mha::vec::F32x16;
+// normalize<false>'s last step (fpu_kernels.inc; isa_avx2.cpp's in integer
+// lanes): r, the float bits of the rounded sum (bf16 precise, +0 for a zero
+// sum), times 2^bias by vscalefps, exact in the normal range and a signed
+// Inf above it. Below it, the raw form leaves a denormal or a signed zero
+// (exponent field 0), which a Dst add reads as the zero the model gives
+// (exponent field 0 is zero to the adder); flush_bf16 makes it +0.
+[[gnu::always_inline]] inline V::T place_bf16_raw(V::T r, V::T bias) {
+  return _mm512_castps_si512(_mm512_scalef_round_ps(_mm512_castsi512_ps(r), _mm512_cvtepi32_ps(bias),
+                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+[[gnu::always_inline]] inline V::T flush_bf16(V::T x) {
+  return _mm512_maskz_mov_epi32(_mm512_test_epi32_mask(x, _mm512_set1_epi32(0x7f800000)), x);
+}
+[[gnu::always_inline]] inline V::T place_bf16(V::T r, V::T bias) { return flush_bf16(place_bf16_raw(r, bias)); }
 // The kernels once per generation (arch.h); Products below serves both.
 namespace wormhole {
 constexpr Arch kArch = Arch::Wormhole;
@@ -32,29 +46,24 @@ using wormhole::T;
 #include "ttsim/simd/host_kernels.inc"
 
 // A group's products on 32 int16 lanes (see group<>), as the AVX2 kernel
-// computes them (isa_avx2.cpp): with y2 the signed product of the pieces
-// (the in1 piece stored doubled, signs on both pieces), the model's term
-// sign(y) round_half_up(|y| / 2^g) is vpmulhrsw(y2 - (y < 0), 2^(14-g)).
-// AVX-512BW's variable 16-bit shift builds the multiplier: 0x4000 >> g is
-// 2^(14-g) up to g = 14 (multiplier 1, which gives 0 as every larger g
-// must) and 0 from g = 15 on. The multipliers serve every fidelity phase;
-// per phase a product is 5 vector operations, with no mask or scalar work
-// (the earlier form's per-product sign masks cost more than the ALU work).
+// computes them (isa_avx2.cpp): x = 4y + sign(y) from one vpmaddubsw of the
+// pairs, the term vpmulhrsw(x, +-2^(13-g)). AVX-512BW's variable 16-bit
+// arithmetic shift builds the signed multiplier from ARec::mbase (+-2^13):
+// 2^(13-g) up to g = 13, then 0 or -1 (a count of 16 or more fills with the
+// sign), which give 0 as every larger g must. The multipliers serve every
+// fidelity phase; per phase a product is 3 vector operations.
 struct Products {
   template <int P>
   [[gnu::always_inline]] static void sums(const ARec* ar0, const In1& b, int64_t idx, T top, T (&e)[8], T (&out)[P]) {
-    const __m512i one_q = _mm512_set1_epi16(0x4000);
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) e[i] = _mm512_srlv_epi16(one_q, _mm512_sub_epi16(top, e[i]));  // 2^(14-g)
+    for (int i = 0; i < 8; ++i) e[i] = _mm512_srav_epi16(V::bcast16(ar0[i].mbase), _mm512_sub_epi16(top, e[i]));
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
       __m512i sum = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
-        const __m512i y2 =
-            _mm512_mullo_epi16(V::load(b.spc16[p & 1] + idx + i * b.ld), V::bcast16(ar0[p * 32 + i].spiece));
-        const __m512i m = _mm512_mulhrs_epi16(_mm512_add_epi16(y2, _mm512_srai_epi16(y2, 15)), e[i]);
-        sum = _mm512_add_epi16(sum, m);  // |sum| < 2^15
+        const __m512i x = _mm512_maddubs_epi16(V::bcast16(ar0[(p & 2) * 32 + i].upair), V::load(b.pair16[p & 1] + idx + i * b.ld));
+        sum = _mm512_add_epi16(sum, _mm512_mulhrs_epi16(x, e[i]));  // |sum| < 2^15
       }
       out[p] = sum;
     }

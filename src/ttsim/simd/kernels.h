@@ -34,32 +34,38 @@ constexpr int32_t dup16(int32_t x) {
   return static_cast<int32_t>((static_cast<uint32_t>(x) & 0xffffu) * 0x10001u);
 }
 
-// One in0 (SrcB) datum as one fidelity phase sees it, each field dup16'd
-// but neg: the product exponent's share (exponent field, rebiased for the
-// phase; kZeroExp for a zero), the phase's SrcB piece (0 for a zero), the
-// piece with the datum's sign, and the sign (-1 when negative, else 0).
+// One in0 (SrcB) datum as one fidelity phase sees it, each field dup16'd:
+// the product exponent's share (exponent field, rebiased for the phase;
+// kZeroExp for a zero); the phase's SrcB piece as the unsigned byte pair
+// (piece, 1) (piece 0 for a zero), the first operand of a vpmaddubsw with an
+// In1 pair; and 2^13 with the datum's sign, which the alignment shifts into
+// each product's rounding multiplier (isa_avx2.cpp). pad keeps a record four
+// 32-bit fields (decode_in0 writes them as a 4 x 4 transpose); it is 0.
 struct ARec {
   int32_t exp;
-  int32_t piece;
-  int32_t spiece;
-  int32_t neg;
+  int32_t upair;
+  int32_t mbase;
+  int32_t pad;
 };
 
 // in1 (SrcA) decoded as int16s: element (k, n) at k*ld + n (ld a multiple
-// of 32): exp16 its exponent field (kZeroExp for a zero), spc16 each piece
-// doubled ([0]: high piece, [1]: low piece; doubled so that an alignment
-// can round with one multiply, isa_avx2.cpp) with the value's sign.
+// of 32): exp16 its exponent field (kZeroExp for a zero), pair16 each piece
+// ([0]: high piece, [1]: low piece) as the signed byte pair (4 piece s, s)
+// with s the value's sign (+-1), the second operand of a vpmaddubsw whose
+// first is ARec::upair: |b| * 4 piece s + s, the product quadrupled with its
+// sign from in1 and a quarter-unit nudge that makes its rounding odd
+// (isa_avx2.cpp).
 struct In1 {
   const int16_t* exp16;
-  const int16_t* spc16[2];
+  const int16_t* pair16[2];
   int64_t ld;
 };
 
 // The int16 destinations of 16 consecutive In1 elements (encode_in1_16).
 struct In1Words {
   int16_t* exp16;
-  int16_t* spc16_hi;
-  int16_t* spc16_lo;
+  int16_t* pair16_hi;
+  int16_t* pair16_lo;
 };
 
 struct KernelTable {
@@ -100,7 +106,7 @@ struct KernelTable {
   // bits masked with trunc_mask first (0xffff0000 truncates to bf16).
   void (*decode_in0)(const float* a, int64_t lda, int64_t rows, int64_t K, uint32_t trunc_mask, int phases,
                      ARec* out);
-  // In1's fields (exponent, signed doubled pieces) of 16 Src values.
+  // In1's fields (exponent, signed piece pairs) of 16 Src values.
   void (*encode_in1_16)(const uint32_t u[16], const In1Words& out);
   // The 8 x 8 block of floats at p (row i at p + i*ld) transposed into
   // t[j][c0 + i], j < 8.

@@ -35,9 +35,10 @@ if [ "$sanitize" = 1 ]; then
   # `numeric`: the Release pass proves their bits, and smaller cases run the
   # same kernels here; tests/CMakeLists.txt names them and the cases that
   # cover them). No suite runs the kernel benchmarks (bench/), so they are
-  # not built here (MHA_BENCH_TOOLS). With MHA_FUZZ
-  # the library also carries the fuzzers' coverage instrumentation (not the
-  # suites or the CLI), so the fuzz targets need no second library build.
+  # not built here (MHA_BENCH_TOOLS). With MHA_FUZZ the library's sources
+  # that the fuzz targets exercise also carry the fuzzers' coverage
+  # instrumentation (CMakeLists.txt: MHA_FUZZED_SOURCE_REGEX; not the kernels,
+  # the suites or the CLI), so the fuzz targets need no second library build.
   MHA_BUILD_DIR=build-asan MHA_BUILD_TYPE=RelWithDebInfo MHA_SETUP=tests ./scripts/setup.sh \
     -DMHA_UNITY_BUILD=ON -DCMAKE_CXX_COMPILER=clang++ -DMHA_SANITIZE=ON -DMHA_FUZZ="$([ "$fuzz" = 1 ] && echo ON || echo OFF)" \
     -DMHA_BUILD_TESTS=ON -DMHA_SLOW_TESTS=OFF -DMHA_BENCH_TOOLS=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \

@@ -133,12 +133,12 @@ struct ChunkMasks {
 };
 
 // Reused buffers of one worker thread (cores run one after another on it).
-struct Scratch {
+struct DecodeScratch {
   SdpaScratch mm;  // the shared matmul / reduce steps' work space
   std::vector<float> qk, p, mask, cur_max, sums, pv, kchunk, vchunk;
 };
 
-void add_masks(const Ctx& c, int64_t j, const ChunkMasks& mk, Scratch& s) {
+void add_masks(const Ctx& c, int64_t j, const ChunkMasks& mk, DecodeScratch& s) {
   const int64_t C = c.C, G = c.G;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   s.mask.resize(static_cast<size_t>(C));
@@ -157,7 +157,7 @@ void add_masks(const Ctx& c, int64_t j, const ChunkMasks& mk, Scratch& s) {
 // (absolute chunk indices): q (G rows of dh, Q's format), K and V rows of
 // position `pos` at kv_row(false/true, pos), the masks of mk.
 void run_core(const Ctx& c, const float* q, const std::function<const float*(bool v, int64_t pos)>& kv_row,
-              int64_t ld_kv, int64_t c0, int64_t c1, const ChunkMasks& mk, Scratch& s, Partial& out) {
+              int64_t ld_kv, int64_t c0, int64_t c1, const ChunkMasks& mk, DecodeScratch& s, Partial& out) {
   const int64_t C = c.C, G = c.G, dh = c.dh, dv = c.dv;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   out.has_data = true;
@@ -384,15 +384,15 @@ int64_t check_decode_args(const TileTensor& q, const TileTensor& k, const TileTe
 
 // One (user, kv head) pair: chunk length, the window's first chunk and
 // unaligned start (0 without a window), and how many chunks from there.
-struct Job {
+struct DecodeJob {
   int64_t b, h, C, first, window_start, num_chunks;
 };
 
 // The jobs of every user and kv head, users' chunk sizes chosen as the
 // program factory does for their cur_pos.
-std::vector<Job> plan_jobs(const std::vector<int64_t>& cur_pos, int64_t S, int64_t nkv, bool paged,
+std::vector<DecodeJob> plan_jobs(const std::vector<int64_t>& cur_pos, int64_t S, int64_t nkv, bool paged,
                            const SdpaDecodeConfig& cfg) {
-  std::vector<Job> jobs;
+  std::vector<DecodeJob> jobs;
   for (size_t b = 0; b < cur_pos.size(); ++b) {
     const int64_t C = sdpa_decode_k_chunk_size(cfg, S, paged, cur_pos[b]);
     if (!paged && S % C != 0)
@@ -411,7 +411,7 @@ std::vector<Job> plan_jobs(const std::vector<int64_t>& cur_pos, int64_t S, int64
 
 // The root's last steps for job jb's G heads (acc reduced over its cores):
 // the sink, 1/sum, and the packer into out.
-void finish_job(const Job& jb, Partial& acc, const Ctx& c, const SdpaDecodeConfig& cfg, int64_t G, int64_t D,
+void finish_job(const DecodeJob& jb, Partial& acc, const Ctx& c, const SdpaDecodeConfig& cfg, int64_t G, int64_t D,
                 TileTensor& out) {
   for (int64_t r = 0; r < G; ++r) {
     if (!cfg.attention_sink.empty()) {
@@ -472,13 +472,13 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
   const int64_t G = nh / nkv, N = grid.cores_per_head, dv = cfg.head_dim_v > 0 ? cfg.head_dim_v : q.pcols;
   const float scale = cfg.scale ? *cfg.scale : 1.0f / std::sqrt(static_cast<float>(q.pcols));
   const float scale_bf16 = sdpa_truncate_bf16(scale);
-  const std::vector<Job> jobs = plan_jobs(pos, S_k, nkv, page_table != nullptr, cfg);
+  const std::vector<DecodeJob> jobs = plan_jobs(pos, S_k, nkv, page_table != nullptr, cfg);
   std::vector<std::vector<Partial>> parts(jobs.size(), std::vector<Partial>(static_cast<size_t>(N)));
   const TileMath tm(cfg.compute.math_fidelity, cfg.compute.fp32_dest_acc_en, cfg.compute.math_approx_mode,
                     ex.kernels(cfg.compute.arch), cfg.compute.arch);
-  std::vector<Scratch> scratch(static_cast<size_t>(ex.threads()));
+  std::vector<DecodeScratch> scratch(static_cast<size_t>(ex.threads()));
   ex.parallel_for(static_cast<int64_t>(jobs.size()) * N, [&](int64_t t, int th) {
-    const Job& jb = jobs[static_cast<size_t>(t / N)];
+    const DecodeJob& jb = jobs[static_cast<size_t>(t / N)];
     const int64_t core = t % N;
     int64_t c0 = 0, c1 = 0;
     core_chunks(jb.num_chunks, core, N, c0, c1);
@@ -498,7 +498,7 @@ TileTensor tt_sdpa_decode(const TileTensor& q, const TileTensor& k, const TileTe
   });
   TileTensor out = make_tile_tensor({1, B, nh, dv}, cfg.compute.output);
   ex.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j, int) {
-    const Job& jb = jobs[static_cast<size_t>(j)];
+    const DecodeJob& jb = jobs[static_cast<size_t>(j)];
     Ctx c{cfg, tm, scale, scale_bf16, cfg.compute.fp32_dest_acc_en, G, q.pcols, dv, jb.C, latest};
     Partial acc = reduce_rank(parts[static_cast<size_t>(j)], 0, static_cast<uint32_t>(N), jb.num_chunks, c);
     finish_job(jb, acc, c, cfg, G, dv, out);

@@ -47,31 +47,24 @@ void encode_in1_16(const simd::KernelTable& kern, const uint32_t u[16], In1Buffe
 void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, DataFormat f, bool fp32, In1Buffer& out,
                 int64_t k0) {
   const simd::KernelTable& kern = simd::host_kernels();
+  const int64_t o = k0 * out.ld;
+  const simd::In1Words at{out.exp16.data() + o, out.pair16_hi.data() + o, out.pair16_lo.data() + o};
+  // Src values already (not Float32): whole blocks in the SIMD layer.
   if (ks == 1 && ns != 1 && f != DataFormat::Float32 && K % 8 == 0) {
-    // Read transposed (K^T from K's rows): 8 x 16 blocks through two 8 x 8
-    // transposes rather than 16 strided loads per encoded row.
-    float t[8][16];
-    for (int64_t k = 0; k < K; k += 8)
-      for (int64_t n0 = 0; n0 < N; n0 += 16) {
-        kern.transpose8(b + k + n0 * ns, ns, t, 0);
-        kern.transpose8(b + k + (n0 + 8) * ns, ns, t, 8);
-        for (int j = 0; j < 8; ++j)
-          encode_in1_16(kern, reinterpret_cast<const uint32_t*>(t[j]), out, (k0 + k + j) * out.ld + n0);
-      }
+    kern.encode_in1_t(b, ns, K, N, at, out.ld);
+    return;
+  }
+  if (ns == 1 && f != DataFormat::Float32) {
+    kern.encode_in1_rows(b, ks, K, N, at, out.ld);
     return;
   }
   for (int64_t k = 0; k < K; ++k)
     for (int64_t n0 = 0; n0 < N; n0 += 16) {
-      // The 16 Src values (a strided gather when b is read transposed).
+      // The 16 Src values of a strided gather or a Float32 input.
       uint32_t u[16];
-      if (ns == 1 && f != DataFormat::Float32) {  // already Src values, consecutive
-        const float* p = b + k * ks + n0;
-        std::memcpy(u, p, sizeof u);  // encode_in1_16 takes bf16 values on 16-bit lanes
-      } else {
-        for (int64_t j = 0; j < 16; ++j) {
-          const float x = unpack_to_src(b[k * ks + (n0 + j) * ns], f, fp32);
-          std::memcpy(&u[j], &x, 4);
-        }
+      for (int64_t j = 0; j < 16; ++j) {
+        const float x = unpack_to_src(b[k * ks + (n0 + j) * ns], f, fp32);
+        std::memcpy(&u[j], &x, 4);
       }
       encode_in1_16(kern, u, out, (k0 + k) * out.ld + n0);
     }

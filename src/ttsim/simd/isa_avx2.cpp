@@ -90,7 +90,7 @@ extern const KernelTable kAvx2Table, kAvx2TableBlackhole;
 #define MHA_TABLE(ns)                                                                                     \
   {Isa::Avx2, avx2::V::W, avx2::ns::mvmul<avx2::Products>, avx2::ns::elwmul, avx2::ns::elwadd, \
    avx2::ns::exp_fast_approx, avx2::ns::mad_finite, avx2::ns::l1_acc_bf16, avx2::round_bf16, avx2::quantize_bfp, \
-   avx2::decode_in0, avx2::encode_in1_16, avx2::transpose8, avx2::row_max, avx2::pack_bf16, avx2::l1_acc_fp32, \
+   avx2::decode_in0, avx2::encode_in1_16, avx2::encode_in1_rows, avx2::encode_in1_t, avx2::row_max, avx2::pack_bf16, avx2::l1_acc_fp32, \
    avx2::times_one_keeps, avx2::score_exp_store}
 const KernelTable kAvx2Table = MHA_TABLE(wormhole);
 const KernelTable kAvx2TableBlackhole = MHA_TABLE(blackhole);

@@ -76,7 +76,7 @@ extern const KernelTable kAvx512Table, kAvx512TableBlackhole;
 #define MHA_TABLE(ns)                                                                                     \
   {Isa::Avx512, avx512::V::W, avx512::ns::mvmul<avx512::Products>, avx512::ns::elwmul, avx512::ns::elwadd, \
    avx512::ns::exp_fast_approx, avx512::ns::mad_finite, avx512::ns::l1_acc_bf16, avx512::round_bf16, avx512::quantize_bfp, \
-   avx512::decode_in0, avx512::encode_in1_16, avx512::transpose8, avx512::row_max, avx512::pack_bf16, avx512::l1_acc_fp32, \
+   avx512::decode_in0, avx512::encode_in1_16, avx512::encode_in1_rows, avx512::encode_in1_t, avx512::row_max, avx512::pack_bf16, avx512::l1_acc_fp32, \
    avx512::times_one_keeps, avx512::score_exp_store}
 const KernelTable kAvx512Table = MHA_TABLE(wormhole);
 const KernelTable kAvx512TableBlackhole = MHA_TABLE(blackhole);

@@ -108,9 +108,14 @@ struct KernelTable {
                      ARec* out);
   // In1's fields (exponent, signed piece pairs) of 16 Src values.
   void (*encode_in1_16)(const uint32_t u[16], const In1Words& out);
-  // The 8 x 8 block of floats at p (row i at p + i*ld) transposed into
-  // t[j][c0 + i], j < 8.
-  void (*transpose8)(const float* p, int64_t ld, float (*t)[16], int c0);
+  // encode_in1_16 on whole blocks of Src values (bf16 values, as every
+  // non-Float32 tile tensor holds), In1 element (k, n) at out + k*ld + n:
+  // rows: K x N read as b[k*ks + n] (N a multiple of 16);
+  // transposed: b[k + n*ns] (K^T from K's rows; K a multiple of 8, N of 16),
+  // through 8 x 8 transposes rather than 16 strided loads per encoded row.
+  // One call per block, not one per 16 values through this table.
+  void (*encode_in1_rows)(const float* b, int64_t ks, int64_t K, int64_t N, const In1Words& out, int64_t ld);
+  void (*encode_in1_t)(const float* b, int64_t ns, int64_t K, int64_t N, const In1Words& out, int64_t ld);
   // The SDPA row max: the scalar loop's `x > m ? x : m` from -Inf over x[0, n).
   float (*row_max)(const float* x, int64_t n);
   // The packer's Bfloat16-source stage (packer.cpp) on the first n - n % 8

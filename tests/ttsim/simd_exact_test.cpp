@@ -66,6 +66,21 @@ int64_t first_diff(const std::vector<float>& a, const std::vector<float>& b) {
 const DataFormat kFormats[] = {DataFormat::Float32, DataFormat::Bfloat16, DataFormat::Bfp8_b, DataFormat::Bfp4_b};
 const MathFidelity kFidelities[] = {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4};
 
+// tt_matmul on `isa` against the scalar lane model, bit for bit; a failure
+// names the first differing element and both values' bits.
+::testing::AssertionResult matmul_matches_scalar(const TileTensor& a, const TileTensor& b, const ComputeConfig& cfg,
+                                                 simd::Isa isa, ThreadPool* pool) {
+  TileTensor want, got;
+  tt_matmul(a, b, want, cfg, Exec{simd::Isa::Scalar, nullptr});
+  tt_matmul(a, b, got, cfg, Exec{isa, pool});
+  const int64_t d = first_diff(want.data, got.data);
+  if (d == -1) return ::testing::AssertionSuccess();
+  ::testing::AssertionResult fail = ::testing::AssertionFailure() << "element " << d;
+  if (want.data.size() == got.data.size()) fail << " want " << bits_str(want.data[d]) << " got " << bits_str(got.data[d]);
+  else fail << ": " << want.data.size() << " values against " << got.data.size();
+  return fail;
+}
+
 }  // namespace
 
 TEST(TtsimSimdExact, MatmulEveryFidelityDstModeAndFormat) {
@@ -89,13 +104,9 @@ TEST(TtsimSimdExact, MatmulEveryFidelityDstModeAndFormat) {
             cfg.math_fidelity = fid;
             cfg.fp32_dest_acc_en = fp32;
             cfg.output = kFormats[cases % 4];
-            TileTensor want, got;
-            tt_matmul(a, b, want, cfg, Exec{simd::Isa::Scalar, nullptr});
-            tt_matmul(a, b, got, cfg, Exec{isa, &pool});
-            const int64_t d = first_diff(want.data, got.data);
-            ASSERT_EQ(d, -1) << simd::isa_name(isa) << " " << fidelity_name(fid) << " fp32_dest=" << fp32 << " a "
-                             << format_name(fa) << " b " << format_name(fb) << ": element " << d << " want "
-                             << bits_str(want.data[d]) << " got " << bits_str(got.data[d]);
+            ASSERT_TRUE(matmul_matches_scalar(a, b, cfg, isa, &pool))
+                << simd::isa_name(isa) << " " << fidelity_name(fid) << " fp32_dest=" << fp32 << " a " << format_name(fa)
+                << " b " << format_name(fb);
             ++cases;
           }
   EXPECT_GE(cases, 128);
@@ -129,11 +140,8 @@ TEST(TtsimSimdExact, MatmulCancellationAndRangeEdges) {
         cfg.math_fidelity = fid;
         cfg.fp32_dest_acc_en = fp32;
         cfg.output = DataFormat::Float32;
-        TileTensor want, got;
-        tt_matmul(a, b, want, cfg, Exec{simd::Isa::Scalar, nullptr});
-        tt_matmul(a, b, got, cfg, Exec{isa, nullptr});
-        const int64_t d = first_diff(want.data, got.data);
-        ASSERT_EQ(d, -1) << simd::isa_name(isa) << " " << fidelity_name(fid) << " fp32_dest=" << fp32 << " element " << d;
+        ASSERT_TRUE(matmul_matches_scalar(a, b, cfg, isa, nullptr))
+            << simd::isa_name(isa) << " " << fidelity_name(fid) << " fp32_dest=" << fp32;
       }
 }
 
@@ -163,12 +171,8 @@ TEST(TtsimSimdExact, MatmulEveryPieceSignAndShift) {
         cfg.math_fidelity = fid;
         cfg.fp32_dest_acc_en = fp32;
         cfg.output = DataFormat::Float32;
-        TileTensor want, got;
-        tt_matmul(a, b, want, cfg, Exec{simd::Isa::Scalar, nullptr});
-        tt_matmul(a, b, got, cfg, Exec{isa, nullptr});
-        const int64_t d = first_diff(want.data, got.data);
-        ASSERT_EQ(d, -1) << simd::isa_name(isa) << " " << fidelity_name(fid) << " fp32_dest=" << fp32 << " element " << d
-                         << " want " << bits_str(want.data[d]) << " got " << bits_str(got.data[d]);
+        ASSERT_TRUE(matmul_matches_scalar(a, b, cfg, isa, nullptr))
+            << simd::isa_name(isa) << " " << fidelity_name(fid) << " fp32_dest=" << fp32;
       }
 }
 

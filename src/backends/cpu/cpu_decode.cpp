@@ -319,25 +319,15 @@ class CpuDecode : public DecodeSession {
       c.o = part, c.m = part + G * dv, c.l = part + G * dv + G;
       kernel_(c);
     });
-    // Merge each (row, group)'s chunks: rescale to the largest max, sum,
-    // normalise. A head's sink (base-2 units, as the partials' maxima) joins
-    // the max and the denominator and adds no value.
+    // Merge each (row, group)'s chunks, a head's sink (base-2 units, as the
+    // partials' maxima) with them.
     pool_.parallel_for(B * n * Hkv, [&](int64_t rg, int) {
       const int64_t row = rg / Hkv, g = rg % Hkv, first = row_first_[rg], last = row_first_[rg + 1];
       for (int64_t h = 0; h < G; ++h) {
-        const float sink = sinks_.empty() ? -INFINITY : sinks_[g * G + h] * kLog2e;
-        float M = sink;
-        for (int64_t t = first; t < last; ++t) M = std::max(M, partial_[t * per + G * dv + h]);
-        float* ctx = ctx_.data() + row * H * dv + (g * G + h) * dv;
-        std::fill(ctx, ctx + dv, 0.0f);
-        float L = sinks_.empty() ? 0.0f : std::exp2(sink - M);
-        for (int64_t t = first; t < last; ++t) {
-          const float* part = partial_.data() + t * per;
-          const float w = std::exp2(part[G * dv + h] - M);
-          L += w * part[G * dv + G + h];
-          for (int64_t d = 0; d < dv; ++d) ctx[d] += w * part[h * dv + d];
-        }
-        for (int64_t d = 0; d < dv; ++d) ctx[d] /= L;
+        const float* part = partial_.data() + first * per;
+        merge_chunk_contexts(last - first, dv, part + h * dv, per, part + G * dv + h, part + G * dv + G + h, per,
+                             sinks_.empty() ? -INFINITY : sinks_[g * G + h] * kLog2e,
+                             ctx_.data() + row * H * dv + (g * G + h) * dv);
       }
     });
   }

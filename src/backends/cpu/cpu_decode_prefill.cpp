@@ -94,21 +94,6 @@ bool latent_on_amx(const LatentArgs& p) {
 // time, the per-key work of the value tiles being the same for fewer heads).
 constexpr int64_t kLatentChunk = 8192;
 
-// Each head's context from its chunks' unnormalised contexts part [chunks,
-// dv], maxima m and sums l [chunks] (stride: floats between chunks' heads).
-void merge_chunks(int64_t chunks, int64_t dv, const float* part, const float* m, const float* l, int64_t stride,
-                  int64_t mstride, float* ctx) {
-  float top = -INFINITY;
-  for (int64_t k = 0; k < chunks; ++k) top = std::max(top, m[k * mstride]);
-  float sum = 0;
-  for (int64_t k = 0; k < chunks; ++k) sum += l[k * mstride] * std::exp2(m[k * mstride] - top);
-  std::fill(ctx, ctx + dv, 0.0f);
-  for (int64_t k = 0; k < chunks; ++k) {
-    const float w = std::exp2(m[k * mstride] - top) / sum;
-    for (int64_t e = 0; e < dv; ++e) ctx[e] += w * part[k * stride + e];
-  }
-}
-
 // One task per (batch, head block, key chunk): head blocks of whole tile
 // pairs, as many as the threads per batch row leave after the chunks.
 void latent_attention_amx(ThreadPool& pool, const LatentArgs& p) {
@@ -140,13 +125,27 @@ void latent_attention_amx(ThreadPool& pool, const LatentArgs& p) {
     if (chunks == 1) continue;
     pool.parallel_for(p.B * H, [&](int64_t t, int) {
       const int64_t b = t / H, h = t % H, at = b * chunks * H + h;
-      merge_chunks(chunks, c.dv, part.data() + at * c.dv, ml.data() + at, ml.data() + p.B * chunks * H + at, H * c.dv, H,
-                   p.ctx + ((b * p.n + r) * H + h) * c.dv);
+      merge_chunk_contexts(chunks, c.dv, part.data() + at * c.dv, H * c.dv, ml.data() + at, ml.data() + p.B * chunks * H + at,
+                           H, -INFINITY, p.ctx + ((b * p.n + r) * H + h) * c.dv);
     });
   }
 }
 
 }  // namespace
+
+void merge_chunk_contexts(int64_t chunks, int64_t dv, const float* o, int64_t o_stride, const float* m, const float* l,
+                          int64_t ml_stride, float sink, float* ctx) {
+  float M = sink;
+  for (int64_t k = 0; k < chunks; ++k) M = std::max(M, m[k * ml_stride]);
+  std::fill(ctx, ctx + dv, 0.0f);
+  float L = sink == -INFINITY ? 0.0f : std::exp2(sink - M);
+  for (int64_t k = 0; k < chunks; ++k) {
+    const float w = std::exp2(m[k * ml_stride] - M);
+    L += w * l[k * ml_stride];
+    for (int64_t d = 0; d < dv; ++d) ctx[d] += w * o[k * o_stride + d];
+  }
+  for (int64_t d = 0; d < dv; ++d) ctx[d] /= L;
+}
 
 bool latent_amx_runs(vec::Isa isa) { return vec::vector_bits(isa) == 512 && vec::cpu_has_amx(); }
 

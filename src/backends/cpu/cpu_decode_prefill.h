@@ -65,6 +65,14 @@ struct LatentArgs {
   float* ctx = nullptr;
   vec::Isa isa = vec::best_isa();
 };
+// One head's context from its key chunks' partial softmax states: chunk k's
+// unnormalised context o + k * o_stride [dv], running max m[k * ml_stride]
+// (base-2 units) and sum l[k * ml_stride], rescaled to the largest max,
+// summed and normalised. A sink (the same units; -INFINITY for none) joins
+// the max and the denominator and adds no value.
+void merge_chunk_contexts(int64_t chunks, int64_t dv, const float* o, int64_t o_stride, const float* m, const float* l,
+                          int64_t ml_stride, float sink, float* ctx);
+
 // A bfloat16 latent cache runs on AMX's tiles instead (cpu_mla_amx.h) at a
 // 512-bit `isa` on a CPU with AMX (vec::cpu_has_amx) when the widths fit:
 // the same float32 accuracy at several times the flash kernel's FLOP rate.

@@ -102,8 +102,10 @@ RotaryEmbedding parse_hf_rope(const ordered_json& p, HfFamily f, const HfLayerAt
     if (x != 1.0 && f != HfFamily::Phi3)
       throw InputError("params.partial_rotary_factor: " + std::string(hf_family_name(f)) +
                        "'s attention rotates the whole head (Phi-3's reads it), found " + json_brief(*prf));
-    const int64_t dim = static_cast<int64_t>(static_cast<double>(a.head_dim) * x);
-    if (!(x > 0.0 && x <= 1.0) || dim < 2 || dim % 2 != 0)
+    // The width only for a factor in range: a huge one would overflow the cast.
+    const bool in_range = x > 0.0 && x <= 1.0;
+    const int64_t dim = in_range ? static_cast<int64_t>(static_cast<double>(a.head_dim) * x) : 0;
+    if (!in_range || dim < 2 || dim % 2 != 0)
       throw InputError("params.partial_rotary_factor: expected a factor in (0, 1] giving an even rotated width of "
                        "head_dim (" + std::to_string(a.head_dim) + "), found " + json_brief(*prf));
     r.rotary_dim = dim == a.head_dim ? 0 : dim;

@@ -148,6 +148,10 @@ TEST(HfHostile, UnsupportedAttentionFields) {
   expect_one_line_error(run_hf(cap.model()), "attn_logit_softcapping: not a llama setting");
   Edited partial("llama", [](json& c) { c["partial_rotary_factor"] = 0.5; });
   expect_one_line_error(run_hf(partial.model()), "partial_rotary_factor");
+  // Phi-3 reads the factor; one far out of range is refused before its
+  // width is computed (the width's cast would overflow: the fuzzers' find).
+  Edited huge("phi3", [](json& c) { c["partial_rotary_factor"] = 5.5e103; });
+  expect_one_line_error(run_hf(huge.model()), "expected a factor in (0, 1]");
   Edited chunked("llama", [](json& c) { c["attention_chunk_size"] = 8192; });
   expect_one_line_error(run_hf(chunked.model()), "attention_chunk_size");
   Edited types("gemma2", [](json& c) { c["layer_types"] = {"full_attention"}; });

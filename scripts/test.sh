@@ -22,28 +22,45 @@ fuzz=1; [ "${MHA_SKIP_FUZZ:-0}" != "1" ] || fuzz=0
 
 MHA_SETUP=tests ./scripts/setup.sh -DMHA_UNITY_BUILD=ON
 phase "setup + Release build"
-(cd build && ctest --output-on-failure --no-tests=error -j"$test_jobs")
-phase "Release tests"
 
 if [ "$sanitize" = 1 ]; then
   # clang, -O1 -g1: line tables are all a sanitizer report needs, and clang
   # compiles this a quarter faster than g++ (the suites' own code builds at
   # -O0 here: tests/CMakeLists.txt says why). The torch-heavy parity suites
-  # (label `slow`) are covered above and not even built here; the sanitizer
-  # pass checks mha's own memory safety on every other suite, less tt-sim's
-  # widest bit-identity sweeps and float64 checks at large shapes (label
-  # `numeric`: the Release pass proves their bits, and smaller cases run the
-  # same kernels here; tests/CMakeLists.txt names them and the cases that
+  # (label `slow`) are covered by the Release pass and not even built here; the
+  # sanitizer pass checks mha's own memory safety on every other suite, less
+  # tt-sim's widest bit-identity sweeps and float64 checks at large shapes
+  # (label `numeric`: the Release pass proves their bits, and smaller cases run
+  # the same kernels here; tests/CMakeLists.txt names them and the cases that
   # cover them). No suite runs the kernel benchmarks (bench/), so they are
   # not built here (MHA_BENCH_TOOLS). With MHA_FUZZ the library's sources
   # that the fuzz targets exercise also carry the fuzzers' coverage
   # instrumentation (CMakeLists.txt: MHA_FUZZED_SOURCE_REGEX; not the kernels,
   # the suites or the CLI), so the fuzz targets need no second library build.
-  MHA_BUILD_DIR=build-asan MHA_BUILD_TYPE=RelWithDebInfo MHA_SETUP=tests ./scripts/setup.sh \
+  #
+  # It builds while the Release tests run, at a lower priority: those tests
+  # leave cores idle (the mpirun suites mostly wait on launches and
+  # handshakes, torch oracles on one thread), and the build takes up what they
+  # leave. Its output goes to a log, printed if it fails.
+  asan_log="$(mktemp)"
+  MHA_BUILD_DIR=build-asan MHA_BUILD_TYPE=RelWithDebInfo MHA_SETUP=tests setsid nice -n 10 ./scripts/setup.sh \
     -DMHA_UNITY_BUILD=ON -DCMAKE_CXX_COMPILER=clang++ -DMHA_SANITIZE=ON -DMHA_FUZZ="$([ "$fuzz" = 1 ] && echo ON || echo OFF)" \
     -DMHA_BUILD_TESTS=ON -DMHA_SLOW_TESTS=OFF -DMHA_BENCH_TOOLS=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-    -DMHA_LINKER=lld
-  phase "sanitizer build (suites + fuzz targets)"
+    -DMHA_LINKER=lld >"$asan_log" 2>&1 &
+  asan_pid=$!
+  # A failing Release pass ends the command; the build (its own process
+  # group, through setsid) must not outlive it.
+  trap 'kill -- -"$asan_pid" 2>/dev/null || true' EXIT
+fi
+
+(cd build && ctest --output-on-failure --no-tests=error -j"$test_jobs")
+phase "Release tests"
+
+if [ "$sanitize" = 1 ]; then
+  if ! wait "$asan_pid"; then cat "$asan_log" >&2; echo "test.sh: the sanitizer build failed" >&2; exit 1; fi
+  trap - EXIT
+  rm -f "$asan_log"
+  phase "sanitizer build (suites + fuzz targets; begun with the Release tests)"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure --no-tests=error -j"$test_jobs" -LE 'slow|numeric')
   phase "sanitizer tests"

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "tensor/half.h"
 #include "ttsim/fpu_internal.h"
@@ -209,22 +210,28 @@ void sdpa_matmul(const float* a, int64_t lda, int64_t rows, int64_t K, const flo
 
 void sdpa_matmul_lanes(const float* a, int64_t lda, int64_t rows, int64_t K, bool a_f32, const float* b, int64_t ks,
                        int64_t ns, int64_t N, const TileMath& m, float* out, int64_t ldo) {
-  float srcb[16], srca[16];
-  for (int64_t r = 0; r < rows; ++r)
+  // fpu_dot16 per face, with each operand encoded once rather than once per
+  // face it meets (N times for an a element, rows times for a b one): the
+  // same Src values, so the same bits. Src keeps TF32 (a_f32) or bf16 bits.
+  const uint32_t keep = a_f32 ? 0xffffe000u : 0xffff0000u;
+  auto src = [keep](float x) { return f32_from_bits(f32_bits(x) & keep); };
+  std::vector<detail::SrcDatum> ea(static_cast<size_t>(K)), eb(static_cast<size_t>(N * K));
+  for (int64_t c = 0; c < N; ++c)
+    for (int64_t k = 0; k < K; ++k) eb[c * K + k] = detail::encode_srca(src(b[k * ks + c * ns]));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < K; ++k) {
+      const float x = a[r * lda + k];
+      ea[k] = detail::encode_srcb(src(a_f32 ? unpack_to_src(x, DataFormat::Float32, true) : x));
+    }
     for (int64_t c = 0; c < N; ++c) {
-      float dst = 0.0f;
+      uint32_t dst = 0;
       for (int64_t kt = 0; kt < K; kt += kTile)
         for (int p = 0; p < m.phases; ++p)
-          for (int64_t kf = kt; kf < kt + kTile; kf += kFace) {
-            for (int i = 0; i < 16; ++i) {
-              const float x = a[r * lda + kf + i];
-              srcb[i] = a_f32 ? unpack_to_src(x, DataFormat::Float32, true) : x;
-              srca[i] = b[(kf + i) * ks + c * ns];
-            }
-            dst = fpu_dot16(srcb, srca, dst, p, m.fp32, a_f32, m.arch);
-          }
-      out[r * ldo + c] = dst;
+          for (int64_t kf = kt; kf < kt + kTile; kf += kFace)
+            dst = detail::dot16(&ea[kf], &eb[c * K + kf], dst, p, m.fp32, m.arch);
+      std::memcpy(&out[r * ldo + c], &dst, 4);
     }
+  }
 }
 
 void sdpa_matmul_decoded(const float* a, int64_t lda, int64_t rows, int64_t K, const detail::In1Buffer& b1,

@@ -143,13 +143,15 @@ void pack_queries(const LatentAmxTask& t, int64_t nhp, Scratch& s) {
     }
 }
 
-// One block's vector work: its online softmax over the scores S^T [kKeys,
-// nhp] at st (n valid keys), which leaves the probabilities' pieces as A
-// tiles (tile (i, ht, ks) row r holds keys 32 ks .. 32 ks + 31 of head
-// 16 ht + r), and its value rows (the first dv columns of rows c, ldc
-// elements apart) paired into B tiles (tile (ks, vt) row r pairs keys
-// 32 ks + 2r and 32 ks + 2r + 1 of columns 16 vt ..). It is cut into small
-// steps that the next block's score products run between their tile
+// One block's vector work: its value rows (the first dv columns of rows c,
+// ldc elements apart) paired into B tiles (tile (ks, vt) row r pairs keys
+// 32 ks + 2r and 32 ks + 2r + 1 of columns 16 vt ..), first, while the
+// rows are still in L2 from the block's score products (left for last,
+// reading them back cost a twentieth of the kernel's time); then its online
+// softmax over the scores S^T [kKeys, nhp] at st (n valid keys), which
+// leaves the probabilities' pieces as A tiles (tile (i, ht, ks) row r holds
+// keys 32 ks .. 32 ks + 31 of head 16 ht + r). It is cut into small steps
+// that the next block's score products run between their tile
 // instructions, so the vector ports work while the tile unit does.
 struct BlockWork {
   const LatentAmxTask& t;
@@ -162,8 +164,8 @@ struct BlockWork {
 
   int64_t steps() const { return nhp / 16 * kHeadSteps + kKeys / 2; }
   void step(int64_t u) {
-    const int64_t heads = nhp / 16 * kHeadSteps;
-    if (u >= heads) return pair_values(u - heads);
+    if (u < kKeys / 2) return pair_values(u);
+    u -= kKeys / 2;
     if (u % kHeadSteps == 0) return rescale(u / kHeadSteps);
     const int64_t q = u % kHeadSteps - 1;
     probabilities(u / kHeadSteps, q / 4, q % 4);
@@ -339,7 +341,7 @@ void latent_amx(const LatentAmxTask& t) {
   s.acc.assign(nht * nvt * 256, 0.0f);
   s.m.assign(nhp, -std::numeric_limits<float>::infinity());
   s.l.assign(nhp, 0.0f);
-  // Block j's scores are taken while block j - 1's softmax and value pairs
+  // Block j's scores are taken while block j - 1's value pairs and softmax
   // run between their tile products; then block j - 1's P.V.
   const int64_t blocks = (t.S + kKeys - 1) / kKeys;
   const uint16_t* prev = nullptr;

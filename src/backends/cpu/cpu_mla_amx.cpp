@@ -347,7 +347,8 @@ void latent_amx(const LatentAmxTask& t) {
   const uint16_t* prev = nullptr;
   // A block's products: its scores' and the previous block's P.V.
   RowPrefetch pf;
-  pf.per = (kKeys * t.row_elems * 2 + 63) / (nht / 2 * kKeys / 32 * (t.dh / 32 + t.dv / 32) * 4 * kPieces) + 1;
+  const int64_t products = nht / 2 * kKeys / 32 * (t.dh / 32 + t.dv / 32) * 4 * kPieces;
+  pf.per = (kKeys * t.row_elems * 2 + products - 1) / products;
   for (int64_t j = 0; j <= blocks; ++j) {
     const int64_t j0 = j * kKeys, n = std::min(kKeys, t.S - j0);
     float* st = s.st.data() + (j & 1) * kKeys * nhp;
@@ -366,8 +367,8 @@ void latent_amx(const LatentAmxTask& t) {
         c = s.tail.data(), ldc = t.dh;
       }
       const int64_t next = std::min(kKeys, std::max<int64_t>(0, t.S - j0 - kKeys));
-      pf.p = reinterpret_cast<const char*>(t.rows + (j0 + kKeys) * t.row_elems);
-      pf.end = pf.p + next * t.row_elems * 2, pf.owed = 0;
+      pf.p = next > 0 ? reinterpret_cast<const char*>(t.rows + (j0 + kKeys) * t.row_elems) : nullptr;
+      pf.end = next > 0 ? pf.p + next * t.row_elems * 2 : nullptr, pf.owed = 0;
       block_scores(t, c, ldc, nhp, s, st, work ? &*work : nullptr, pf);
       prev = c;
     }

@@ -32,6 +32,7 @@ namespace {
 using V = vec::F32x16;
 constexpr int64_t kKeys = 128;  // keys per block: four key tile pairs of scores, four K steps of P.V
 constexpr int kPieces = 3;
+constexpr int64_t kRange = 3;  // K steps of 32 dims per pass of the scores over a block's keys
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
@@ -49,16 +50,29 @@ void configure_tiles() {
 // Per-thread buffers, reused across calls (the pool's threads live as long
 // as the session).
 struct Scratch {
-  AlignedVector<uint32_t> qp;    // [kPieces][dh/32][nhp/16] B tiles: Q^T's pieces
-  AlignedVector<float> st;       // [2][kKeys][nhp] scores (S^T) of a block and the next
-  AlignedVector<uint32_t> pa;    // [kPieces][nhp/16][kKeys/32] A tiles: P's pieces
-  AlignedVector<uint32_t> cv;    // [kKeys/32][dv/16] B tiles: value rows paired
+  AlignedVector<uint32_t> qp;    // [nhp/32][dh/32][kPieces][2] B tiles: Q^T's pieces, a head tile pair's in a row
+  AlignedVector<float> st;       // [2][nhp/16][kKeys][16] scores (S^T) of a block and the next, per head tile
+  AlignedVector<uint32_t> pa;    // [nhp/32][kKeys/32][kPieces][2] A tiles: P's pieces, a head tile pair's in a row
+  AlignedVector<uint32_t> cv;    // [dv/32][kKeys/32][2] B tiles: value rows paired, a column tile pair's in a row
   AlignedVector<float> acc;      // [nhp/16][dv/16] 16x16 float tiles: unnormalised context
   AlignedVector<uint16_t> tail;  // [kKeys][dh] the last partial block, zero padded
   AlignedVector<float> m, l;     // [nhp] running max (log2 units), row sum
   AlignedVector<uint32_t> pairs;  // [kPieces][16][16] one head tile's probability pairs for 32 keys
 };
 thread_local Scratch tls;
+
+// Touches the next block's rows into L2 at an even pace over a block's
+// tile products (scores and P.V), `per` bytes per product: a burst of
+// prefetches holds the fill buffers the tile loads from L2 need.
+struct RowPrefetch {
+  const char* p = nullptr;
+  const char* end = nullptr;
+  int64_t per = 0, owed = 0;
+  void tick(int64_t products) {
+    owed += products * per;
+    for (; owed >= 64 && p < end; owed -= 64, p += 64) _mm_prefetch(p, _MM_HINT_T1);
+  }
+};
 
 // The three truncated bfloat16 pieces of 16 floats, each as the float whose
 // low 16 bits are zero (x = p[0] + p[1] + p[2] exactly).
@@ -103,7 +117,7 @@ void transpose16(__m512i r[16]) {
   }
 }
 
-// Q^T's pieces as B tiles: tile (i, c, ht) row r, column n pairs dims
+// Q^T's pieces as B tiles: tile (ht, c, i) row r, column n pairs dims
 // 32c + 2r, 32c + 2r + 1 of head 16 ht + n (zero past nh).
 void pack_queries(const LatentAmxTask& t, int64_t nhp, Scratch& s) {
   const int64_t nc = t.dh / 32, nht = nhp / 16;
@@ -123,20 +137,22 @@ void pack_queries(const LatentAmxTask& t, int64_t nhp, Scratch& s) {
       }
       for (int i = 0; i < kPieces; ++i) {
         transpose16(rows[i]);
-        uint32_t* dst = s.qp.data() + ((i * nc + c) * nht + ht) * 256;
+        uint32_t* dst = s.qp.data() + (((ht / 2 * nc + c) * kPieces + i) * 2 + ht % 2) * 256;
         for (int r = 0; r < 16; ++r) _mm512_store_si512(dst + r * 16, rows[i][r]);
       }
     }
 }
 
-// One block's vector work: its online softmax over the scores S^T [kKeys,
-// nhp] at st (n valid keys), which leaves the probabilities' pieces as A
-// tiles (tile (i, ht, ks) row r holds keys 32 ks .. 32 ks + 31 of head
-// 16 ht + r), and its value rows (the first dv columns of rows c, ldc
-// elements apart) paired into B tiles (tile (ks, vt) row r pairs keys
-// 32 ks + 2r and 32 ks + 2r + 1 of columns 16 vt ..). It is cut into small
-// steps that the next block's score products run between their tile
-// instructions, so the vector ports work while the tile unit does.
+// One block's vector work: its value rows (the first dv columns of rows c,
+// ldc elements apart) paired into B tiles (tile (ks, vt) row r pairs keys
+// 32 ks + 2r and 32 ks + 2r + 1 of columns 16 vt ..), first, while the
+// rows are still in L2 from the block's score products (left for last,
+// they were read back from further out: ~0.5 ms of ~20 per token); then
+// its online softmax over the scores S^T [kKeys, nhp] at st (n valid
+// keys), which leaves the probabilities' pieces as A tiles (tile (i, ht,
+// ks) row r holds keys 32 ks .. 32 ks + 31 of head 16 ht + r). It is cut
+// into small steps that the next block's score products run between their
+// tile instructions, so the vector ports work while the tile unit does.
 struct BlockWork {
   const LatentAmxTask& t;
   Scratch& s;
@@ -148,8 +164,8 @@ struct BlockWork {
 
   int64_t steps() const { return nhp / 16 * kHeadSteps + kKeys / 2; }
   void step(int64_t u) {
-    const int64_t heads = nhp / 16 * kHeadSteps;
-    if (u >= heads) return pair_values(u - heads);
+    if (u < kKeys / 2) return pair_values(u);
+    u -= kKeys / 2;
     if (u % kHeadSteps == 0) return rescale(u / kHeadSteps);
     const int64_t q = u % kHeadSteps - 1;
     probabilities(u / kHeadSteps, q / 4, q % 4);
@@ -160,7 +176,7 @@ struct BlockWork {
   void rescale(int64_t ht) const {
     const int64_t nvt = t.dv / 16;
     __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    for (int64_t k = 0; k < n; ++k) mx = _mm512_max_ps(mx, _mm512_load_ps(st + k * nhp + ht * 16));
+    for (int64_t k = 0; k < n; ++k) mx = _mm512_max_ps(mx, _mm512_load_ps(st + (ht * kKeys + k) * 16));
     // c1 > 0: the max of the scaled scores is the scaled max.
     const __m512 m_old = _mm512_load_ps(s.m.data() + ht * 16);
     const __m512 m_new = _mm512_max_ps(m_old, _mm512_mul_ps(mx, _mm512_set1_ps(t.c1)));
@@ -189,7 +205,7 @@ struct BlockWork {
       for (int e = 0; e < 2; ++e) {
         const int64_t k = ks * 32 + 2 * kk + e;
         __m512 p = _mm512_setzero_ps();
-        if (k < n) p = vec::exp2_nonpositive<V>(_mm512_fmsub_ps(_mm512_load_ps(st + k * nhp + ht * 16), c1, m));
+        if (k < n) p = vec::exp2_nonpositive<V>(_mm512_fmsub_ps(_mm512_load_ps(st + (ht * kKeys + k) * 16), c1, m));
         l = _mm512_add_ps(l, p);
         split3(p, e ? odd : even);
       }
@@ -197,12 +213,11 @@ struct BlockWork {
     }
     _mm512_store_ps(s.l.data() + ht * 16, l);
     if (q < 3) return;
-    const int64_t nht = nhp / 16;
     for (int i = 0; i < kPieces; ++i) {
       __m512i d[16];
       for (int r = 0; r < 16; ++r) d[r] = _mm512_load_si512(s.pairs.data() + (i * 16 + r) * 16);
       transpose16(d);
-      uint32_t* dst = s.pa.data() + ((i * nht + ht) * (kKeys / 32) + ks) * 256;
+      uint32_t* dst = s.pa.data() + (((ht / 2 * (kKeys / 32) + ks) * kPieces + i) * 2 + ht % 2) * 256;
       for (int r = 0; r < 16; ++r) _mm512_store_si512(dst + r * 16, d[r]);
     }
   }
@@ -216,7 +231,7 @@ struct BlockWork {
     const uint16_t* a = c + (ks * 32 + 2 * r) * ldc;
     for (int64_t vp = 0; vp < nvt / 2; ++vp) {
       const __m512i x = _mm512_loadu_si512(a + vp * 32), y = _mm512_loadu_si512(a + ldc + vp * 32);
-      uint32_t* dst = s.cv.data() + (ks * nvt + vp * 2) * 256 + r * 16;
+      uint32_t* dst = s.cv.data() + (vp * (kKeys / 32) + ks) * 512 + r * 16;
       _mm512_store_si512(dst, _mm512_permutex2var_epi16(x, lo, y));
       _mm512_store_si512(dst + 256, _mm512_permutex2var_epi16(x, hi, y));
     }
@@ -226,48 +241,59 @@ struct BlockWork {
 // S^T [kKeys, nhp] into st for the block at rows c (ldc elements apart)
 // against the packed queries, running the previous block's vector work
 // (when there is one) between the tile products; touches the next block's
-// rows (pf, pf_bytes) into L2.
+// rows into L2 (pf). Per head tile pair, kRange K steps at a time over all
+// the block's keys: those steps' query tiles (18 KB) stay in L1 for the
+// four key tile pairs, where a pass of all K steps per key pair read each
+// query tile from L2 four times (the tile loads' L2 traffic, not the
+// products, set the pace); the accumulators go through st between passes.
 void block_scores(const LatentAmxTask& t, const uint16_t* c, int64_t ldc, int64_t nhp, Scratch& s, float* st,
-                  BlockWork* work, const char* pf, int64_t pf_bytes) {
+                  BlockWork* work, RowPrefetch& pf) {
   const int64_t nc = t.dh / 32, nht = nhp / 16, stride = ldc * 2;
-  int64_t pf_at = 0, u = 0;
-  const int64_t pf_step = std::max<int64_t>(64, (pf_bytes / (kKeys / 32 * nht / 2 * nc) + 63) / 64 * 64);
+  int64_t u = 0;
   const int64_t steps = work ? work->steps() : 0;
-  for (int64_t kp = 0; kp < kKeys / 32; ++kp)
-    for (int64_t hp = 0; hp < nht / 2; ++hp) {
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-      const uint16_t* a = c + kp * 32 * ldc;
-      for (int64_t k = 0; k < nc; ++k) {
-        _tile_loadd(4, a + k * 32, stride);
-        _tile_loadd(5, a + 16 * ldc + k * 32, stride);
-        for (int i = 0; i < kPieces; ++i) {
-          const uint32_t* b = s.qp.data() + ((i * nc + k) * nht + hp * 2) * 256;
-          _tile_loadd(6, b, 64);
-          _tile_loadd(7, b + 256, 64);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(1, 4, 7);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
+  for (int64_t hp = 0; hp < nht / 2; ++hp)
+    for (int64_t k0 = 0; k0 < nc; k0 += kRange)
+      for (int64_t kp = 0; kp < kKeys / 32; ++kp) {
+        float* d = st + (hp * 2 * kKeys + kp * 32) * 16;
+        if (k0 == 0) {
+          _tile_zero(0);
+          _tile_zero(1);
+          _tile_zero(2);
+          _tile_zero(3);
+        } else {
+          _tile_loadd(0, d, 64);
+          _tile_loadd(1, d + kKeys * 16, 64);
+          _tile_loadd(2, d + 256, 64);
+          _tile_loadd(3, d + kKeys * 16 + 256, 64);
         }
-        if (u < steps) work->step(u++);
-        for (int64_t e = std::min(pf_bytes, pf_at + pf_step); pf_at < e; pf_at += 64)
-          _mm_prefetch(pf + pf_at, _MM_HINT_T1);
+        const uint16_t* a = c + kp * 32 * ldc;
+        for (int64_t k = k0; k < std::min(nc, k0 + kRange); ++k) {
+          _tile_loadd(4, a + k * 32, stride);
+          _tile_loadd(5, a + 16 * ldc + k * 32, stride);
+          for (int i = 0; i < kPieces; ++i) {
+            const uint32_t* b = s.qp.data() + ((hp * nc + k) * kPieces + i) * 512;
+            _tile_loadd(6, b, 64);
+            _tile_loadd(7, b + 256, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+          }
+          if (u < steps) work->step(u++);
+          pf.tick(4 * kPieces);
+        }
+        _tile_stored(0, d, 64);
+        _tile_stored(1, d + kKeys * 16, 64);
+        _tile_stored(2, d + 256, 64);
+        _tile_stored(3, d + kKeys * 16 + 256, 64);
       }
-      float* d = st + kp * 32 * nhp + hp * 32;
-      const int64_t ld = nhp * 4;
-      _tile_stored(0, d, ld);
-      _tile_stored(1, d + 16, ld);
-      _tile_stored(2, d + 16 * nhp, ld);
-      _tile_stored(3, d + 16 * nhp + 16, ld);
-    }
   while (u < steps) work->step(u++);
 }
 
-// acc += P . V over the block, 2x2 tiles at a time.
-void block_pv(const LatentAmxTask& t, int64_t nhp, Scratch& s) {
+// acc += P . V over the block, 2x2 tiles at a time. pa and cv hold each
+// pass's tiles in the order it reads them: sequential streams from L2 cost
+// the tile loads a tenth less than tiles a head or column tile apart.
+void block_pv(const LatentAmxTask& t, int64_t nhp, Scratch& s, RowPrefetch& pf) {
   const int64_t nht = nhp / 16, nvt = t.dv / 16, nks = kKeys / 32;
   for (int64_t hp = 0; hp < nht / 2; ++hp)
     for (int64_t vp = 0; vp < nvt / 2; ++vp) {
@@ -277,19 +303,20 @@ void block_pv(const LatentAmxTask& t, int64_t nhp, Scratch& s) {
       _tile_loadd(2, o + nvt * 256, 64);
       _tile_loadd(3, o + nvt * 256 + 256, 64);
       for (int64_t ks = 0; ks < nks; ++ks) {
-        const uint32_t* b = s.cv.data() + (ks * nvt + vp * 2) * 256;
+        const uint32_t* b = s.cv.data() + (vp * nks + ks) * 512;
         _tile_loadd(6, b, 64);
         _tile_loadd(7, b + 256, 64);
         for (int i = 0; i < kPieces; ++i) {
-          const uint32_t* a = s.pa.data() + ((i * nht + hp * 2) * nks + ks) * 256;
+          const uint32_t* a = s.pa.data() + ((hp * nks + ks) * kPieces + i) * 512;
           _tile_loadd(4, a, 64);
-          _tile_loadd(5, a + nks * 256, 64);
+          _tile_loadd(5, a + 256, 64);
           _tile_dpbf16ps(0, 4, 6);
           _tile_dpbf16ps(1, 4, 7);
           _tile_dpbf16ps(2, 5, 6);
           _tile_dpbf16ps(3, 5, 7);
         }
       }
+      pf.tick(4 * kPieces * nks);
       _tile_stored(0, o, 64);
       _tile_stored(1, o + 256, 64);
       _tile_stored(2, o + nvt * 256, 64);
@@ -314,10 +341,14 @@ void latent_amx(const LatentAmxTask& t) {
   s.acc.assign(nht * nvt * 256, 0.0f);
   s.m.assign(nhp, -std::numeric_limits<float>::infinity());
   s.l.assign(nhp, 0.0f);
-  // Block j's scores are taken while block j - 1's softmax and value pairs
+  // Block j's scores are taken while block j - 1's value pairs and softmax
   // run between their tile products; then block j - 1's P.V.
   const int64_t blocks = (t.S + kKeys - 1) / kKeys;
   const uint16_t* prev = nullptr;
+  // A block's products: its scores' and the previous block's P.V.
+  RowPrefetch pf;
+  const int64_t products = nht / 2 * kKeys / 32 * (t.dh / 32 + t.dv / 32) * 4 * kPieces;
+  pf.per = (kKeys * t.row_elems * 2 + products - 1) / products;
   for (int64_t j = 0; j <= blocks; ++j) {
     const int64_t j0 = j * kKeys, n = std::min(kKeys, t.S - j0);
     float* st = s.st.data() + (j & 1) * kKeys * nhp;
@@ -336,11 +367,12 @@ void latent_amx(const LatentAmxTask& t) {
         c = s.tail.data(), ldc = t.dh;
       }
       const int64_t next = std::min(kKeys, std::max<int64_t>(0, t.S - j0 - kKeys));
-      const char* pf = next > 0 ? reinterpret_cast<const char*>(t.rows + (j0 + kKeys) * t.row_elems) : nullptr;
-      block_scores(t, c, ldc, nhp, s, st, work ? &*work : nullptr, pf, next * t.row_elems * 2);
+      pf.p = next > 0 ? reinterpret_cast<const char*>(t.rows + (j0 + kKeys) * t.row_elems) : nullptr;
+      pf.end = next > 0 ? pf.p + next * t.row_elems * 2 : nullptr, pf.owed = 0;
+      block_scores(t, c, ldc, nhp, s, st, work ? &*work : nullptr, pf);
       prev = c;
     }
-    if (j > 0) block_pv(t, nhp, s);
+    if (j > 0) block_pv(t, nhp, s, pf);
   }
   _tile_release();
   if (t.m) std::copy(s.m.begin(), s.m.begin() + t.nh, t.m), std::copy(s.l.begin(), s.l.begin() + t.nh, t.l);

@@ -24,8 +24,9 @@ int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row) {
 }
 
 void In1Buffer::resize(int64_t K, int64_t N) {
-  ld = N;
-  const size_t n = static_cast<size_t>(K * N);
+  // 32 int16 columns are one cache line.
+  ld = N >= 256 && N % 64 == 0 ? N + 32 : N;
+  const size_t n = static_cast<size_t>(K * ld);
   for (auto* v : {&exp16, &pair16_hi, &pair16_lo})
     if (v->size() < n) v->resize(n);
 }

@@ -6,6 +6,7 @@
 
 #include "ttsim/formats.h"
 #include "ttsim/simd/kernels.h"
+#include "util/aligned_vector.h"
 
 namespace mha::ttsim::detail {
 
@@ -24,18 +25,25 @@ void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat
 int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row);
 
 // in1 (SrcA role) decoded for simd::In1, with the storage behind it.
+// Each array starts on a cache line (the kernels' 64-byte loads of a column
+// block then never span two lines), and rows of 256 columns or more are
+// padded to an odd number of cache lines: with a stride of a multiple of
+// 4 KB (keys as columns of K^T at 2K, 4K, ...) every row of a column block
+// falls in one L1 set, which holds 12 lines, so the kernel's K loop read
+// in1 from L2 (a third of the matmul's time at those shapes).
 struct In1Buffer {
-  std::vector<int16_t> exp16, pair16_hi, pair16_lo;
+  AlignedVector<int16_t> exp16, pair16_hi, pair16_lo;
   int64_t ld = 0;
-  // ld = N, room for K x N (the storage only grows: a buffer reused for
-  // operands of changing shapes is not cleared again each time).
+  // Room for K x N at a row stride ld >= N (the storage only grows: a
+  // buffer reused for operands of changing shapes is not cleared again
+  // each time).
   void resize(int64_t K, int64_t N);
   // View of the part starting at element (k0, c0) (c0 a multiple of 16).
   simd::In1 view(int64_t k0 = 0, int64_t c0 = 0) const;
 };
 
 // Decodes K x N values, element (k, n) at b[k*ks + n*ns], into rows
-// [k0, k0 + K) of `out` (N == out.ld).
+// [k0, k0 + K) of `out` (resized for N columns).
 void decode_in1(const float* b, int64_t ks, int64_t ns, int64_t K, int64_t N, DataFormat f, bool fp32, In1Buffer& out,
                 int64_t k0);
 

@@ -11,18 +11,21 @@
 namespace mha::ttsim::detail {
 
 // in0 (SrcB role): rows x K values, element (r, k) at a[r*lda + k], K a
-// multiple of 32 -> per row Kt*phases*32 records, (kt, p, k % 32) at
-// (kt*phases + p)*32 + k % 32, row r at out + r*(K*phases).
+// multiple of 32 -> per row Kt*phases*32 record slots, (kt, p, k % 32) at
+// (kt*phases + p)*32 + k % 32, row r at out + r*(K*phases). Only the even
+// phases' slots are written: the kernels take the exponent and alignment of
+// phase 0 for every phase and SrcB's piece from phase 0 or 2 (the odd
+// phases change SrcA's piece alone); the odd slots keep what they held.
 void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat f, bool fp32, int phases,
                 simd::ARec* out);
 
-// 1 + the last of `rows` decoded rows (per_row records each, as decode_in0
-// writes them) holding a non-zero operand; 0 when every row is zero. A zero
-// row of in0 adds nothing to a zero Dst row in any phase (each group's max
-// is not positive, so accumulate returns +0), so matmul leaves the trailing
-// zero rows (the padding of a one-token decode step's 32-row tile) out of
-// the kernel and their Dst rows stay +0.
-int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row);
+// 1 + the last of `rows` rows decoded at `phases` (K*phases record slots
+// each, as decode_in0 writes them) holding a non-zero operand; 0 when every
+// row is zero. A zero row of in0 adds nothing to a zero Dst row in any
+// phase (each group's max is not positive, so accumulate returns +0), so
+// matmul leaves the trailing zero rows (the padding of a one-token decode
+// step's 32-row tile) out of the kernel and their Dst rows stay +0.
+int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t K, int phases);
 
 // in1 (SrcA role) decoded for simd::In1, with the storage behind it.
 // Each array starts on a cache line (the kernels' 64-byte loads of a column

@@ -165,7 +165,7 @@ void matmul_vector(const TileTensor& a, const TileTensor& b, TileTensor& out, co
     Scratch& s = scratch[static_cast<size_t>(th)];
     s.arec.resize(static_cast<size_t>(kTile * K * P));
     detail::decode_in0(a.matrix(bi) + r0 * K, K, kTile, K, a.format, fp32, P, s.arec.data());
-    const int64_t rows = detail::live_rows(s.arec.data(), kTile, K * P);
+    const int64_t rows = detail::live_rows(s.arec.data(), kTile, K, P);
     auto mm = [&](int64_t kt0, int64_t kt1, float* dst) {
       kern.mvmul(s.arec.data() + kt0 * P * kTile, K * P, rows, in1.view(bb * K + kt0 * kTile), N, kt1 - kt0, P, fp32,
                  reinterpret_cast<uint32_t*>(dst), N);

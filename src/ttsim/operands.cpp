@@ -16,16 +16,20 @@ void decode_in0(const float* a, int64_t lda, int64_t rows, int64_t K, DataFormat
   simd::host_kernels().decode_in0(a, lda, rows, K, trunc, phases, out);
 }
 
-int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t per_row) {
+int64_t live_rows(const simd::ARec* rec, int64_t rows, int64_t K, int phases) {
+  // Phase 0's records: a datum is zero in every phase or in none.
+  const int64_t per_row = K * phases;
   for (int64_t r = rows; r > 0; --r)
-    for (int64_t i = 0; i < per_row; ++i)
-      if (rec[(r - 1) * per_row + i].exp != simd::dup16(simd::kZeroExp)) return r;
+    for (int64_t kt = 0; kt < K / 32; ++kt)
+      for (int64_t k = 0; k < 32; ++k)
+        if (rec[(r - 1) * per_row + kt * phases * 32 + k].exp != simd::dup16(simd::kZeroExp)) return r;
   return 0;
 }
 
 void In1Buffer::resize(int64_t K, int64_t N) {
-  ld = N;
-  const size_t n = static_cast<size_t>(K * N);
+  // 32 int16 columns are one cache line.
+  ld = N >= 256 && N % 64 == 0 ? N + 32 : N;
+  const size_t n = static_cast<size_t>(K * ld);
   for (auto* v : {&exp16, &pair16_hi, &pair16_lo})
     if (v->size() < n) v->resize(n);
 }

@@ -88,6 +88,22 @@ TEST(TtsimSdpa, FastEqualsOracleAcrossProgramConfigs) {
   for (const PrefillCase& c : cases) expect_fast_equals_oracle(c);
 }
 
+// 256 keys or more: K^T's decoded rows are padded to an odd number of cache
+// lines (operands.h), causal and not, at both Dst modes (a 16-bit Dst skips
+// the packer's identity pass on the matrix unit's results, an FP32 one
+// does not).
+TEST(TtsimSdpa, FastEqualsOracleWithPaddedKeyRows) {
+  std::vector<PrefillCase> cases;
+  for (bool fp32 : {false, true}) {
+    PrefillCase c{"256 keys", {1, 2, 256, 64}, {1, 1, 256, 64}, cfg(64, 128)};
+    c.cfg.compute.fp32_dest_acc_en = fp32;
+    c.cfg.compute.math_fidelity = fp32 ? MathFidelity::HiFi4 : MathFidelity::HiFi2;
+    cases.push_back(c);
+  }
+  cases.push_back({"512 keys, not causal", {1, 1, 64, 64}, {1, 1, 512, 64}, cfg(32, 256, false)});
+  for (const PrefillCase& c : cases) expect_fast_equals_oracle(c);
+}
+
 TEST(TtsimSdpa, FastEqualsOracleAcrossComputeConfigsAndFormats) {
   std::vector<PrefillCase> cases;
   for (MathFidelity f : {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4})

@@ -176,6 +176,34 @@ TEST(TtsimSimdExact, MatmulEveryPieceSignAndShift) {
       }
 }
 
+// in1 of 256 columns or more, whose decoded rows are padded to an odd
+// number of cache lines (operands.h; 256 and 512 are padded, 288 is not),
+// over K of several tiles (the kernel runs one tile a pass, storing and
+// reloading the Dst between them), mixed exponents and edge values.
+TEST(TtsimSimdExact, MatmulPaddedIn1RowsOverSeveralTiles) {
+  std::mt19937 rng(256);
+  ThreadPool pool(2);
+  int cases = 0;
+  for (simd::Isa isa : simd::vector_isas())
+    for (MathFidelity fid : kFidelities)
+      for (bool fp32 : {false, true})
+        for (int64_t N : {256, 288, 512}) {
+          const int64_t M = 40, K = 96;
+          std::vector<float> va = values(rng, M * K, cases % 2 ? 30 : 6, 0.03);
+          std::vector<float> vb = values(rng, K * N, cases % 2 ? 6 : 30, 0.03);
+          TileTensor a = to_tile_layout(va.data(), {M, K}, DataFormat::Bfloat16);
+          TileTensor b = to_tile_layout(vb.data(), {K, N}, cases % 3 ? DataFormat::Bfloat16 : DataFormat::Float32);
+          ComputeConfig cfg;
+          cfg.math_fidelity = fid;
+          cfg.fp32_dest_acc_en = fp32;
+          cfg.output = DataFormat::Float32;
+          ASSERT_TRUE(matmul_matches_scalar(a, b, cfg, isa, &pool))
+              << simd::isa_name(isa) << " " << fidelity_name(fid) << " fp32_dest=" << fp32 << " N " << N;
+          ++cases;
+        }
+  EXPECT_GE(cases, 24);
+}
+
 // A decode step's activation: a few real rows over a 32-row tile of zeros
 // (the vector path leaves trailing zero rows out of the kernel), with zero
 // rows in between too (kept), every value zero in one block, and K split

@@ -76,7 +76,8 @@ struct KernelTable {
   //   for kt, for phase p < phases, for face f < 2:
   //     dst = dot16(in0[r, k-face], in1[k-face, :], dst, p)
   // arec: row r's records at arec + r*arec_stride, (kt, p, k in tile) at
-  //   (kt*phases + p)*32 + k. ncols is a multiple of 32.
+  //   (kt*phases + p)*32 + k, read for p = 0 and 2 only (decode_in0).
+  //   ncols is a multiple of 32.
   void (*mvmul)(const ARec* arec, int64_t arec_stride, int64_t rows, const In1& b, int64_t ncols, int64_t Kt,
                 int phases, bool fp32, uint32_t* dst, int64_t ldd);
   // ELWMUL over `phases` with Dst zeroed first: out[i] = a[i] (SrcA) * b[i*bstep]

@@ -4,9 +4,9 @@ the device's values (block floats repacked as the device's kernels repack
 them, mha._core.move)."""
 import numbers
 
-from .. import Error, _core, op as mha_op
+from .. import Error, _core, _op as mha_op
 from .._arrays import torch_module
-from .tensor import Tensor, device_values, require_device
+from .tensor import Tensor, device_tensor, require_device
 from .types import (DataType, TILE_LAYOUT, bfloat16, compute_options, memory_option, not_modelled,
                     _dtype_by_name)
 
@@ -33,10 +33,11 @@ def run_op(op, name, tensors, *, memory_config=None, dtype=None, compute_kernel_
     opts.update(params or {})
     if dtype is not None and not isinstance(dtype, DataType):
         raise Error(f"ttnn.{op}: dtype: expected a ttnn dtype (ttnn.bfloat16, ...), found {dtype!r}")
-    out, report = mha_op(name, *[t.values() for t in tensors], dtypes=[t.dtype.name for t in tensors],
-                         output_dtype=None if dtype is None else dtype.name, scalar=scalar, info=True, **opts)
+    # The inputs' tiles as the earlier ops left them; the output stays tiles.
+    out, report = mha_op(name, [t._data() for t in tensors], None, [t.dtype.name for t in tensors],
+                         None if dtype is None else dtype.name, scalar, opts, keep=True)
     out_dtype = _dtype_by_name(report["output"]["dtype"])
-    return Tensor(out.contiguous(), out_dtype, TILE_LAYOUT, dev, memory_config or tensors[0].memory_config_)
+    return Tensor(None, out_dtype, TILE_LAYOUT, dev, memory_config or tensors[0].memory_config_, tiles=out)
 
 
 def _grid(core_grid):
@@ -139,7 +140,7 @@ def rand(shape, *, device=None, dtype=bfloat16, layout=TILE_LAYOUT, memory_confi
         u = u * (high - low) + low
     if memory_config is not None:
         memory_option("rand", memory_config)
-    return Tensor(device_values(u, dtype, "rand"), dtype, layout, device, memory_config)
+    return device_tensor(u, dtype, layout, device, memory_config, "rand")
 
 
 # --- data movement ---------------------------------------------------------

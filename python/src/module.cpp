@@ -132,16 +132,21 @@ py::tuple op(const std::string& name, const std::vector<py::object>& tensors,
 }
 
 // A data-movement op (permute, reshape, head split / concat): ttsim::tt_move.
-py::array move(const py::array& in, const std::string& in_format, const py::array& moved,
-               const std::string& out_format, const std::string& op) {
-  const Tensor a = to_tensor(in, op + " input"), b = to_tensor(moved, op + " result");
+// `keep`: the result stays on the device (Tiles), as an op's output.
+py::object move(const py::array& in, const std::string& in_format, const py::array& moved,
+                const std::string& out_format, const std::string& op, bool keep) {
+  // Read in place: both arrays outlive the call.
+  const Tensor a = to_tensor(in, op + " input", "", true), b = to_tensor(moved, op + " result", "", true);
   const ttsim::DataFormat fi = ttsim::format_from_name(in_format), fo = ttsim::format_from_name(out_format);
-  Tensor out;
+  ttsim::TileTensor out;
+  std::shared_ptr<const ttsim::DeviceTiles> kept;
   {
     py::gil_scoped_release release;
-    out = ttsim::tt_move(a, fi, b, fo, op);
+    out = ttsim::tt_move_tiles(a, fi, b, fo, op);
+    if (keep) kept = ttsim::keep_on_device(std::move(out));
   }
-  return to_array(out);
+  if (keep) return py::cast(Tiles{kept});
+  return to_array(ttsim::to_tensor(out));
 }
 
 nlohmann::json run_report(const PreparedRun& run, const RunReport& rep) {
@@ -290,7 +295,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("op", &op, py::arg("name"), py::arg("tensors"), py::arg("dtypes"), py::arg("options_json"),
         py::arg("output_dtype"), py::arg("scalar"), py::arg("keep") = false);
   m.def("move", &move, py::arg("input"), py::arg("input_format"), py::arg("moved"), py::arg("output_format"),
-        py::arg("op"));
+        py::arg("op"), py::arg("keep") = false);
   m.def("run", &run, py::arg("config_json"), py::arg("dir"), py::arg("file"), py::arg("inputs"), py::arg("weights"),
         py::arg("need_weights"), py::arg("collect_stages"), py::arg("warmup"), py::arg("iterations"));
   m.def("compare", &compare_arrays, py::arg("ref"), py::arg("ref_as"), py::arg("out"), py::arg("out_as"),

@@ -148,17 +148,16 @@ def rand(shape, *, device=None, dtype=bfloat16, layout=TILE_LAYOUT, memory_confi
 def moved(op, tensor, values, memory_config=None, layout=None, program=None):
     """tensor's values rearranged as `values`: bf16 and float32 move exactly;
     a block-float result is repacked on the device (mha._core.move)."""
-    torch = torch_module()
     if memory_config is not None:
         memory_option(op, memory_config)
+    memory_config = memory_config or tensor.memory_config_
     if tensor.dtype.block_float:
         # The repack reads only the moved values; they stand for the source
-        # too (a concat has several).
+        # too (a concat has several). The result stays as the device's tiles.
         v = values.contiguous().numpy()
-        out = _core.move(v, tensor.dtype.name, v, tensor.dtype.name, program or f"ttnn.{op}")
-        values = torch.from_numpy(out)
-    return Tensor(values.contiguous(), tensor.dtype, layout or tensor.layout, tensor._device,
-                  memory_config or tensor.memory_config_)
+        out = _core.move(v, tensor.dtype.name, v, tensor.dtype.name, program or f"ttnn.{op}", True)
+        return Tensor(None, tensor.dtype, layout or tensor.layout, tensor._device, memory_config, tiles=out)
+    return Tensor(values.contiguous(), tensor.dtype, layout or tensor.layout, tensor._device, memory_config)
 
 
 def reshape(input_tensor, shape, *args, memory_config=None, pad_value=None, **kwargs):

@@ -19,16 +19,19 @@ std::string scalar_ops() {
   return s;
 }
 
-// host_round_bf16 leaves every value as it is: the values are bfloat16
-// already, so only a NaN it makes 0xffff0000 differs. In blocks, with the
-// host's own rounding (vectorised), so the answer is the host's by
-// construction.
-bool bf16_host_exact(const std::vector<float>& v) {
+// host_quantize leaves the tiles as they are. to_tile_layout quantises each
+// padded row (values, then zero padding) with it, so with zero padding this
+// is exactly "converting the values gives these tiles". In blocks of whole
+// face rows (rows are multiples of 32 values), through the host's own
+// (vectorised) rounding.
+bool host_exact(const TileTensor& t) {
+  if (t.format == DataFormat::Float32) return true;  // host_quantize copies
   constexpr size_t kBlock = 1024;
   float buf[kBlock];
+  const std::vector<float>& v = t.data;
   for (size_t i = 0; i < v.size(); i += kBlock) {
     const size_t n = std::min(kBlock, v.size() - i);
-    host_quantize(v.data() + i, buf, static_cast<int64_t>(n), DataFormat::Bfloat16);
+    host_quantize(v.data() + i, buf, static_cast<int64_t>(n), t.format);
     if (std::memcmp(buf, v.data() + i, n * sizeof(float)) != 0) return false;
   }
   return true;
@@ -58,7 +61,7 @@ OpTiles input_tiles(const TtOpDesc& d, const OpRequest& req, const std::vector<O
   for (size_t i = 0; i < n; ++i) {
     const OpInput& in = req.inputs[i];
     const Shape s = d.device_shape ? d.device_shape(static_cast<int>(i), operands[i].dims) : operands[i].dims;
-    if (in.tiles && in.tiles->as_host && in.tiles->tiles.format == fmt[i] && in.tiles->tiles.shape == s) {
+    if (in.tiles && in.tiles->tiles.format == fmt[i] && in.tiles->tiles.shape == s && in.tiles->as_host()) {
       p[i] = &in.tiles->tiles;
       continue;
     }
@@ -76,12 +79,16 @@ OpTiles input_tiles(const TtOpDesc& d, const OpRequest& req, const std::vector<O
 
 }  // namespace
 
+bool DeviceTiles::as_host() const {
+  int found = as_host_.load();
+  if (found < 0) as_host_.store(found = host_exact(tiles) ? 1 : 0);
+  return found == 1;
+}
+
 std::shared_ptr<const DeviceTiles> keep_on_device(TileTensor t) {
   auto d = std::make_shared<DeviceTiles>();
   d->tiles = std::move(t);
   zero_padding(d->tiles);
-  d->as_host = d->tiles.format == DataFormat::Float32 ||
-               (d->tiles.format == DataFormat::Bfloat16 && bf16_host_exact(d->tiles.data));
   return d;
 }
 

@@ -4,6 +4,7 @@
 // layout), the op run with TT-NN's defaults for that op under the given
 // backend options, the result read back as ttnn.to_torch returns it.
 // Kernel writers use it to check one op's numerics without the device.
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,14 +25,20 @@ namespace mha::ttsim {
 // tensors), rather than read back to host values and converted again.
 struct DeviceTiles {
   TileTensor tiles;  // padding zero, as after ttnn.from_torch
+
   // Converting its values on the host (ttnn.from_torch) gives these tiles
-  // bit for bit, so an op takes them as is. Block floats, and a bfloat16 NaN
-  // the host rounding would change, are converted from their values instead.
-  bool as_host = false;
+  // bit for bit, so an op takes them as is; else (a NaN the host rounding
+  // makes 0xffff, a block-float row the host would encode otherwise) an op
+  // converts its values. Found on first use (the host rounding applied to
+  // the tiles, compared), once: many outputs never reach another op.
+  bool as_host() const;
+
+ private:
+  mutable std::atomic<int> as_host_{-1};  // -1: not found yet (ops may run on several threads)
 };
 
 // t kept on the device: padding zeroed (no op reads it as data; each op sees
-// zero padding, as after ttnn.from_torch), as_host found.
+// zero padding, as after ttnn.from_torch).
 std::shared_ptr<const DeviceTiles> keep_on_device(TileTensor t);
 
 struct OpInput {
@@ -39,7 +46,7 @@ struct OpInput {
   Tensor tensor;                    // any floating dtype; converted to float32 first
   std::optional<DataFormat> dtype;  // unset: the options' dtype, else bfloat16
   // Set: the input is on the device already and `tensor` is not read. Taken
-  // as is when as_host and its format and shape are the ones the op tiles
+  // as is when as_host() and its format and shape are the ones the op tiles
   // the input with, else converted from its values as `tensor` would be.
   std::shared_ptr<const DeviceTiles> tiles = nullptr;
 };

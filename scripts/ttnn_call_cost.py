@@ -9,8 +9,9 @@ inputs and weights, at the configs' tt_metal profile (2024) and on Blackhole (th
 CoreGrid(y=8, x=12) needs its 10 x 13 grid).
 
 Both sides are the process's CPU time (user + sys), so the figure holds on a loaded machine:
-  - mha.ttnn: one call of the pipeline on device tensors (each op converts its operands to tiles
-    and back, as the device tensors keep their values), after one call that fills the program cache;
+  - mha.ttnn: one call of the pipeline on device tensors (each op takes its operands' tiles as the
+    earlier op left them; values are read back only for the host-side data movement), after one
+    call that fills the program cache;
   - mha run: (a run with 1 + r cached passes) - (a run with 1), over r: one cached pass, inputs
     already on the device.
 It also checks that both give the same bits, so the two sides did the same work.

@@ -151,17 +151,22 @@ def op(name, *tensors, dtype=None, dtypes=None, output_dtype=None, scalar=None, 
     Returns the output (the device's values, float32); with info=True,
     (output, report) where report is `mha op --json`'s.
     """
+    out, report = _op(name, tensors, dtype, dtypes, output_dtype, scalar, options)
+    out = like(out, any(is_torch(t) for t in tensors))
+    return (out, report) if info else out
+
+
+def _op(name, tensors, dtype, dtypes, output_dtype, scalar, options, keep=False):
+    """op's call of the library: tensors may also be _core.Tiles (an earlier
+    op's output kept on the device, mha.ttnn's device tensors); keep: the
+    output stays _core.Tiles. Returns (output, report)."""
     name = name.replace("_", "-")
-    arrays, want_torch = [], False
-    for i, t in enumerate(tensors):
-        want_torch = want_torch or is_torch(t)
-        arrays.append(to_numpy(t, f"{name} input {i}")[0])
+    inputs = [t if isinstance(t, _core.Tiles) else to_numpy(t, f"{name} input {i}")[0]
+              for i, t in enumerate(tensors)]
     opts = {k: _option_value(k, v) for k, v in options.items() if v is not None}
     if dtype is not None:
         opts["dtype"] = getattr(dtype, "name", dtype)
     per_input = [None if d is None else getattr(d, "name", d) for d in (dtypes or [])]
     out_dt = None if output_dtype is None else getattr(output_dtype, "name", output_dtype)
-    out, report = _core.op(name, arrays, per_input, json.dumps(opts), out_dt,
-                           None if scalar is None else float(scalar))
-    out = like(out, want_torch)
-    return (out, report) if info else out
+    return _core.op(name, inputs, per_input, json.dumps(opts), out_dt, None if scalar is None else float(scalar),
+                    keep)

@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,20 +75,50 @@ py::array to_array(const Tensor& t0) {
 
 py::object json_to_py(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
 
-// mha op NAME INPUT... -o OUT: ttsim::run_tt_op on arrays.
-py::tuple op(const std::string& name, const std::vector<py::array>& tensors,
+// An op's output kept on the device (mha._core.Tiles): what a mha.ttnn
+// device tensor holds, so the next op takes it without a round trip through
+// host values. Opaque to Python but for its values, read back on demand.
+struct Tiles {
+  std::shared_ptr<const ttsim::DeviceTiles> d;
+};
+
+// ttsim::to_row_major straight into the numpy array (one copy, not two).
+py::array tiles_values(const Tiles& t) {
+  const ttsim::TileTensor& x = t.d->tiles;
+  py::array_t<float> out(std::vector<py::ssize_t>(x.shape.begin(), x.shape.end()));
+  float* o = out.mutable_data();
+  py::gil_scoped_release release;
+  for (int64_t b = 0; b < x.batch; ++b)
+    for (int64_t r = 0; r < x.rows; ++r)
+      std::memcpy(o + (b * x.rows + r) * x.cols, x.matrix(b) + r * x.pcols,
+                  static_cast<size_t>(x.cols) * sizeof(float));
+  return out;
+}
+
+// mha op NAME INPUT... -o OUT: ttsim::run_tt_op on arrays, or on Tiles an
+// earlier op kept on the device; `keep`: the output stays Tiles too.
+py::tuple op(const std::string& name, const std::vector<py::object>& tensors,
              const std::vector<std::optional<std::string>>& dtypes, const std::string& options_json,
-             const std::optional<std::string>& output_dtype, const std::optional<double>& scalar) {
+             const std::optional<std::string>& output_dtype, const std::optional<double>& scalar, bool keep) {
   ttsim::OpRequest req;
   req.op = ttsim::tt_op(name).name;
   req.options = nlohmann::ordered_json::parse(options_json);
   req.scalar = scalar;
+  req.keep_output = keep;
   if (output_dtype) req.output_dtype = ttsim::format_from_name(*output_dtype);
+  std::vector<py::array> arrays;  // the borrowed inputs' owners, alive until the op returns
+  arrays.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::string what = name + " input " + std::to_string(i);
-    // Read in place: `tensors` outlives req (a KV cache copied would cost
-    // as much as a decode step's own work).
-    ttsim::OpInput in{what, to_tensor(tensors[i], what, "", true), std::nullopt};
+    ttsim::OpInput in{what, Tensor(), std::nullopt, nullptr};
+    if (py::isinstance<Tiles>(tensors[i])) {
+      in.tiles = tensors[i].cast<const Tiles&>().d;
+    } else {
+      // Read in place (a KV cache copied would cost as much as a decode
+      // step's own work).
+      arrays.push_back(tensors[i].cast<py::array>());
+      in.tensor = to_tensor(arrays.back(), what, "", true);
+    }
     if (i < dtypes.size() && dtypes[i]) in.dtype = ttsim::format_from_name(*dtypes[i]);
     req.inputs.push_back(std::move(in));
   }
@@ -96,20 +127,26 @@ py::tuple op(const std::string& name, const std::vector<py::array>& tensors,
     py::gil_scoped_release release;
     res = ttsim::run_tt_op(req);
   }
-  return py::make_tuple(to_array(res.output), json_to_py(res.info));
+  py::object out = keep ? py::cast(Tiles{res.tiles}) : py::object(to_array(res.output));
+  return py::make_tuple(out, json_to_py(res.info));
 }
 
 // A data-movement op (permute, reshape, head split / concat): ttsim::tt_move.
-py::array move(const py::array& in, const std::string& in_format, const py::array& moved,
-               const std::string& out_format, const std::string& op) {
-  const Tensor a = to_tensor(in, op + " input"), b = to_tensor(moved, op + " result");
+// `keep`: the result stays on the device (Tiles), as an op's output.
+py::object move(const py::array& in, const std::string& in_format, const py::array& moved,
+                const std::string& out_format, const std::string& op, bool keep) {
+  // Read in place: both arrays outlive the call.
+  const Tensor a = to_tensor(in, op + " input", "", true), b = to_tensor(moved, op + " result", "", true);
   const ttsim::DataFormat fi = ttsim::format_from_name(in_format), fo = ttsim::format_from_name(out_format);
-  Tensor out;
+  ttsim::TileTensor out;
+  std::shared_ptr<const ttsim::DeviceTiles> kept;
   {
     py::gil_scoped_release release;
-    out = ttsim::tt_move(a, fi, b, fo, op);
+    out = ttsim::tt_move_tiles(a, fi, b, fo, op);
+    if (keep) kept = ttsim::keep_on_device(std::move(out));
   }
-  return to_array(out);
+  if (keep) return py::cast(Tiles{kept});
+  return to_array(ttsim::to_tensor(out));
 }
 
 nlohmann::json run_report(const PreparedRun& run, const RunReport& rep) {
@@ -250,10 +287,15 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(error.ptr(), e.what());
     }
   });
+  py::class_<Tiles>(m, "Tiles")
+      .def("values", &tiles_values)
+      .def_property_readonly("shape", [](const Tiles& t) { return py::tuple(py::cast(t.d->tiles.shape)); })
+      .def_property_readonly("dtype",
+                             [](const Tiles& t) { return std::string(mha::ttsim::format_name(t.d->tiles.format)); });
   m.def("op", &op, py::arg("name"), py::arg("tensors"), py::arg("dtypes"), py::arg("options_json"),
-        py::arg("output_dtype"), py::arg("scalar"));
+        py::arg("output_dtype"), py::arg("scalar"), py::arg("keep") = false);
   m.def("move", &move, py::arg("input"), py::arg("input_format"), py::arg("moved"), py::arg("output_format"),
-        py::arg("op"));
+        py::arg("op"), py::arg("keep") = false);
   m.def("run", &run, py::arg("config_json"), py::arg("dir"), py::arg("file"), py::arg("inputs"), py::arg("weights"),
         py::arg("need_weights"), py::arg("collect_stages"), py::arg("warmup"), py::arg("iterations"));
   m.def("compare", &compare_arrays, py::arg("ref"), py::arg("ref_as"), py::arg("out"), py::arg("out_as"),

@@ -117,6 +117,23 @@ def test_chained_ops_keep_device_bits(device, cli):
     assert_same_bits(out_of(got), want)
 
 
+@pytest.mark.parametrize("fmt", ["bfloat16", "float32"])
+def test_ops_pass_their_tiles_on(device, cli, fmt):
+    """An op's output reaches the next op as the tiles it left, without its
+    values read back, and that equals `mha op` on those values: a shape with
+    tile padding, which exp fills on the device (exp(0) = 1)."""
+    torch.manual_seed(6)
+    a = torch.randn(2, 40, 70)
+    e = ttnn.exp(dev_tensor(device, a, getattr(ttnn, fmt)))
+    s = ttnn.softmax(e)
+    got = ttnn.add(s, e)
+    assert e._values is None and s._values is None  # never read back
+    want_e = cli.op("exp", a, dtypes=[fmt])
+    want_s = cli.op("softmax", want_e, dtypes=[fmt])
+    assert_same_bits(out_of(got), cli.op("add", want_s, want_e, dtypes=[fmt, fmt]))
+    assert tuple(got.shape) == (2, 40, 70)
+
+
 def test_sdpa_prefill(device, cli):
     torch.manual_seed(6)
     q, k, v = torch.randn(1, 4, 128, 64), torch.randn(1, 2, 128, 64), torch.randn(1, 2, 128, 64)

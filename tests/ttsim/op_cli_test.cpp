@@ -364,3 +364,54 @@ TEST(OpCli, HelpListsEveryOpOfTheTable) {
       EXPECT_NE(r.out.find(std::string("--option ") + p.key + "="), std::string::npos) << d->name << " " << p.key;
   }
 }
+
+// An input on the device (mha.ttnn's tensors: an earlier op's output kept as
+// tiles) gives the op what converting its values gives: taken as is when
+// that conversion is the identity, else converted from its values.
+TEST(OpCli, DeviceInputEqualsItsValues) {
+  auto run = [](const std::string& op, std::vector<OpInput> in, bool keep = false) {
+    OpRequest req;
+    req.op = op;
+    req.inputs = std::move(in);
+    req.keep_output = keep;
+    return run_tt_op(req);
+  };
+  const Tensor a = randn({2, 40, 70}, 21), row = randn({1, 70}, 22);
+  TileTensor x = to_tile_layout(a, DataFormat::Bfloat16);
+  x.at(1, 45, 3) = 5.0f;  // padding an op left non-zero (exp of a zero pad is 1)
+  x.at(0, 3, 80) = -7.0f;
+  const auto kept = keep_on_device(x);
+  EXPECT_TRUE(kept->as_host());
+  EXPECT_EQ(kept->tiles.at(1, 45, 3), 0.0f);
+  EXPECT_EQ(kept->tiles.at(0, 3, 80), 0.0f);
+  const Tensor values = to_tensor(x);
+  const auto bf16 = DataFormat::Bfloat16;
+  const OpResult want = run("softmax", {{"x", values, bf16, nullptr}});
+  const OpResult got = run("softmax", {{"x", Tensor(), bf16, kept}});
+  EXPECT_TRUE(same_bits(got.output, want.output));
+  EXPECT_EQ(got.info["inputs"], want.info["inputs"]);
+  // A NaN the host rounding changes (to 0xffff0000): converted from its values.
+  const uint32_t nan = 0x7fc00000u;
+  std::memcpy(&x.at(0, 0, 0), &nan, sizeof nan);
+  const auto with_nan = keep_on_device(x);
+  EXPECT_FALSE(with_nan->as_host());
+  const auto r = keep_on_device(to_tile_layout(row, bf16));
+  EXPECT_TRUE(same_bits(run("add", {{"x", Tensor(), bf16, with_nan}, {"r", Tensor(), bf16, r}}).output,
+                        run("add", {{"x", to_tensor(x), bf16, nullptr}, {"r", row, bf16, nullptr}}).output));
+  // Block floats the host encoding gives are taken as is; a value it would
+  // not give is converted from its values.
+  TileTensor q = to_tile_layout(a, DataFormat::Bfp8_b);
+  EXPECT_TRUE(keep_on_device(q)->as_host());
+  const uint32_t odd = 0x3f400001u;  // 0.75 and a low bit no bfp8 value has
+  std::memcpy(&q.at(0, 0, 3), &odd, sizeof odd);
+  const auto off = keep_on_device(q);
+  EXPECT_FALSE(off->as_host());
+  EXPECT_TRUE(same_bits(run("softmax", {{"x", Tensor(), DataFormat::Bfp8_b, off}}).output,
+                        run("softmax", {{"x", to_tensor(q), DataFormat::Bfp8_b, nullptr}}).output));
+  EXPECT_TRUE(keep_on_device(to_tile_layout(a, DataFormat::Float32))->as_host());
+  // keep_output: the output as tiles, the same values.
+  const OpResult tiles = run("softmax", {{"x", values, bf16, nullptr}}, true);
+  ASSERT_TRUE(tiles.tiles);
+  EXPECT_TRUE(same_bits(to_tensor(tiles.tiles->tiles), want.output));
+  EXPECT_EQ(tiles.output.numel(), 0);
+}

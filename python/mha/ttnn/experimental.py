@@ -101,13 +101,14 @@ def paged_fused_update_cache(cache_tensor1, input_tensor1, cache_tensor2, input_
     out = run_op(op, "paged-fused-update-cache", [cache_tensor1, input_tensor1, cache_tensor2, input_tensor2],
                  compute_kernel_config=compute_kernel_config, params=params)
     both = out.values()
-    cache_tensor1._values, cache_tensor2._values = both[0].contiguous(), both[1].contiguous()
+    cache_tensor1._assign(both[0].contiguous())
+    cache_tensor2._assign(both[1].contiguous())
     return cache_tensor1, cache_tensor2
 
 
 def _write_back(cache, out):
     """The cache ops write the cache in place, as on the device."""
-    cache._values = out.values()
+    cache._assign(out._values, out._tiles)
     return cache
 
 

@@ -4,9 +4,9 @@ the device's values (block floats repacked as the device's kernels repack
 them, mha._core.move)."""
 import numbers
 
-from .. import Error, _core, op as mha_op
+from .. import Error, _core, _op as mha_op
 from .._arrays import torch_module
-from .tensor import Tensor, device_values, require_device
+from .tensor import Tensor, device_tensor, require_device
 from .types import (DataType, TILE_LAYOUT, bfloat16, compute_options, memory_option, not_modelled,
                     _dtype_by_name)
 
@@ -33,10 +33,11 @@ def run_op(op, name, tensors, *, memory_config=None, dtype=None, compute_kernel_
     opts.update(params or {})
     if dtype is not None and not isinstance(dtype, DataType):
         raise Error(f"ttnn.{op}: dtype: expected a ttnn dtype (ttnn.bfloat16, ...), found {dtype!r}")
-    out, report = mha_op(name, *[t.values() for t in tensors], dtypes=[t.dtype.name for t in tensors],
-                         output_dtype=None if dtype is None else dtype.name, scalar=scalar, info=True, **opts)
+    # The inputs' tiles as the earlier ops left them; the output stays tiles.
+    out, report = mha_op(name, [t._data() for t in tensors], None, [t.dtype.name for t in tensors],
+                         None if dtype is None else dtype.name, scalar, opts, keep=True)
     out_dtype = _dtype_by_name(report["output"]["dtype"])
-    return Tensor(out.contiguous(), out_dtype, TILE_LAYOUT, dev, memory_config or tensors[0].memory_config_)
+    return Tensor(None, out_dtype, TILE_LAYOUT, dev, memory_config or tensors[0].memory_config_, tiles=out)
 
 
 def _grid(core_grid):
@@ -139,7 +140,7 @@ def rand(shape, *, device=None, dtype=bfloat16, layout=TILE_LAYOUT, memory_confi
         u = u * (high - low) + low
     if memory_config is not None:
         memory_option("rand", memory_config)
-    return Tensor(device_values(u, dtype, "rand"), dtype, layout, device, memory_config)
+    return device_tensor(u, dtype, layout, device, memory_config, "rand")
 
 
 # --- data movement ---------------------------------------------------------
@@ -147,17 +148,16 @@ def rand(shape, *, device=None, dtype=bfloat16, layout=TILE_LAYOUT, memory_confi
 def moved(op, tensor, values, memory_config=None, layout=None, program=None):
     """tensor's values rearranged as `values`: bf16 and float32 move exactly;
     a block-float result is repacked on the device (mha._core.move)."""
-    torch = torch_module()
     if memory_config is not None:
         memory_option(op, memory_config)
+    memory_config = memory_config or tensor.memory_config_
     if tensor.dtype.block_float:
         # The repack reads only the moved values; they stand for the source
-        # too (a concat has several).
+        # too (a concat has several). The result stays as the device's tiles.
         v = values.contiguous().numpy()
-        out = _core.move(v, tensor.dtype.name, v, tensor.dtype.name, program or f"ttnn.{op}")
-        values = torch.from_numpy(out)
-    return Tensor(values.contiguous(), tensor.dtype, layout or tensor.layout, tensor._device,
-                  memory_config or tensor.memory_config_)
+        out = _core.move(v, tensor.dtype.name, v, tensor.dtype.name, program or f"ttnn.{op}", True)
+        return Tensor(None, tensor.dtype, layout or tensor.layout, tensor._device, memory_config, tiles=out)
+    return Tensor(values.contiguous(), tensor.dtype, layout or tensor.layout, tensor._device, memory_config)
 
 
 def reshape(input_tensor, shape, *args, memory_config=None, pad_value=None, **kwargs):

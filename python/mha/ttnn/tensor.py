@@ -1,15 +1,20 @@
 """ttnn.Tensor on tt-sim, and host transfer (from_torch / to_torch).
 
-A tensor holds the device's values exactly: a float32 torch tensor of its
-logical shape whose every value is representable in its dtype as the device
-stores it (block-float values already share their face row's exponent),
-with its dtype, layout, device and memory config. Giving it to the next op
-converts it to tiles again, which reproduces the same bits: tt-sim's host
+A tensor holds the device's values exactly, with its dtype, layout, device
+and memory config. An op's output, and ttnn.from_torch's, stays as the op's
+tiles (mha._core.Tiles, the device's copy): the next op takes them as they
+are, without a round trip through host values, and the values (a float32
+torch tensor of the logical shape whose every value is representable in its
+dtype as the device stores it) are read back only when Python needs them
+(to_torch, the data-movement ops, which run on the host). Both give the same
+bits: an op given values converts them to tiles again, and tt-sim's host
 conversion of a value that is already exact in the format is the identity
-(tests/python/test_ttnn_ops.py checks it for every dtype). Tile padding is
-not kept: each op sees zero padding, as after a fresh ttnn.from_torch.
+(tests/python/test_ttnn_ops.py checks it for every dtype); tiles whose
+conversion would not be (block floats, a NaN) are converted from their
+values as before. Tile padding is not kept: each op sees zero padding, as
+after a fresh ttnn.from_torch.
 """
-from .. import Error, op as mha_op
+from .. import Error, _op as mha_op
 from .._arrays import torch_module
 from .types import (DataType, Layout, MemoryConfig, TILE_LAYOUT, ROW_MAJOR_LAYOUT, bfloat16, float32, int32,
                     memory_option, not_modelled, uint32)
@@ -24,8 +29,9 @@ class Shape(tuple):
 
 
 class Tensor:
-    def __init__(self, values, dtype, layout, device=None, memory_config=None):
-        self._values = values
+    def __init__(self, values, dtype, layout, device=None, memory_config=None, tiles=None):
+        # One of values and tiles at least; both once the values were read.
+        self._values, self._tiles = values, tiles
         self.dtype, self.layout = dtype, layout
         self._device = device
         self.memory_config_ = memory_config
@@ -34,7 +40,8 @@ class Tensor:
     # --- TT-NN's tensor API --------------------------------------------------
     @property
     def shape(self):
-        return Shape(self.values().shape)
+        self._alive()
+        return Shape(self._values.shape if self._values is not None else self._tiles.shape)
 
     @property
     def padded_shape(self):
@@ -99,9 +106,24 @@ class Tensor:
     # --- mha.ttnn internals --------------------------------------------------
     def values(self):
         """The device's values (float32 torch tensor; integers for int dtypes)."""
+        self._alive()
+        if self._values is None:
+            self._values = torch_module().from_numpy(self._tiles.values())
+        return self._values
+
+    def _alive(self):
         if self._deallocated:
             raise Error("ttnn: the tensor was deallocated (ttnn.deallocate) and is used again")
-        return self._values
+
+    def _data(self):
+        """What an op takes: the tiles when the tensor has them, else the values."""
+        self._alive()
+        return self._tiles if self._tiles is not None else self._values
+
+    def _assign(self, values=None, tiles=None):
+        """The tensor now holds other data (an op that writes in place)."""
+        self._alive()
+        self._values, self._tiles = values, tiles
 
 
 def require_device(op, *tensors):
@@ -110,7 +132,7 @@ def require_device(op, *tensors):
     for t in tensors:
         if not isinstance(t, Tensor):
             raise Error(f"ttnn.{op}: expected a ttnn.Tensor, found {type(t).__name__}")
-        t.values()
+        t._alive()
         if t._device is None:
             raise Error(f"ttnn.{op}: the tensor is on the host; move it with ttnn.to_device first")
         if dev is not None and t._device is not dev:
@@ -133,18 +155,20 @@ def _from_torch_dtype(t):
     return _TORCH_TO_TTNN[t.dtype]
 
 
-def device_values(x, dtype, op="from_torch"):
+def device_tensor(x, dtype, layout, device, memory_config, op="from_torch"):
     """x (torch) as the device holds it in dtype: tt-sim's host conversion
-    (`mha op to-device`), float32 values exact in the format."""
+    (`mha op to-device`), kept as its tiles."""
     torch = torch_module()
     if dtype.integer:
         if x.is_floating_point() and not torch.equal(x, x.round()):
             raise Error(f"ttnn.{op}: a {dtype.name} tensor takes integers, found non-integer values")
-        return x.to(torch.int64 if dtype.name == "uint32" else torch.int32).contiguous()
+        values = x.to(torch.int64 if dtype.name == "uint32" else torch.int32).contiguous()
+        return Tensor(values, dtype, layout, device, memory_config)
     if x.numel() == 0 or x.dim() == 0:
         raise Error(f"ttnn.{op}: expected a tensor with at least one dimension and one element, found shape "
                     f"{tuple(x.shape)}")
-    return mha_op("to-device", x.to(torch.float32), dtype=dtype.name).contiguous()
+    tiles, _ = mha_op("to-device", [x.to(torch.float32)], dtype.name, None, None, None, {}, keep=True)
+    return Tensor(None, dtype, layout, device, memory_config, tiles=tiles)
 
 
 def from_torch(tensor, dtype=None, *, spec=None, tile=None, layout=ROW_MAJOR_LAYOUT, device=None, memory_config=None,
@@ -168,8 +192,7 @@ def from_torch(tensor, dtype=None, *, spec=None, tile=None, layout=ROW_MAJOR_LAY
         raise Error("ttnn.from_torch: memory_config needs a device")
     if memory_config is not None:
         memory_option("from_torch", memory_config)
-    values = device_values(tensor.detach().cpu(), dtype)
-    return Tensor(values, dtype, layout, device, memory_config if device is not None else None)
+    return device_tensor(tensor.detach().cpu(), dtype, layout, device, memory_config if device is not None else None)
 
 
 def to_torch(tensor, dtype=None, *, torch_rank=None, mesh_composer=None, device=None, cq_id=None):
@@ -198,13 +221,14 @@ def to_torch(tensor, dtype=None, *, torch_rank=None, mesh_composer=None, device=
 def to_device(tensor, device, memory_config=None, cq_id=None):
     if memory_config is not None:
         memory_option("to_device", memory_config)
-    tensor.values()
-    return Tensor(tensor._values, tensor.dtype, tensor.layout, device, memory_config or tensor.memory_config_)
+    tensor._alive()
+    return Tensor(tensor._values, tensor.dtype, tensor.layout, device, memory_config or tensor.memory_config_,
+                  tiles=tensor._tiles)
 
 
 def from_device(tensor, blocking=True, cq_id=None):
-    tensor.values()
-    return Tensor(tensor._values, tensor.dtype, tensor.layout, None, None)
+    tensor._alive()
+    return Tensor(tensor._values, tensor.dtype, tensor.layout, None, None, tiles=tensor._tiles)
 
 
 def to_layout(tensor, layout, dtype=None, memory_config=None, sub_core_grids=None):
@@ -214,20 +238,22 @@ def to_layout(tensor, layout, dtype=None, memory_config=None, sub_core_grids=Non
         not_modelled("to_layout", "the argument sub_core_grids")
     if not isinstance(layout, Layout):
         raise Error(f"ttnn.to_layout: layout: expected ttnn.TILE_LAYOUT or ttnn.ROW_MAJOR_LAYOUT, found {layout!r}")
-    v = tensor.values()
+    tensor._alive()
     out_dtype = tensor.dtype if dtype is None else dtype
     if out_dtype.block_float and layout != TILE_LAYOUT:
         raise Error(f"ttnn.to_layout: a {out_dtype.name} tensor cannot be untilized to ROW_MAJOR_LAYOUT")
     if memory_config is not None:
         memory_option("to_layout", memory_config)
+    memory_config = memory_config or tensor.memory_config_
     if out_dtype is not tensor.dtype:
-        v = device_values(v, out_dtype, "to_layout")
-    return Tensor(v, out_dtype, layout, tensor._device, memory_config or tensor.memory_config_)
+        return device_tensor(tensor.values(), out_dtype, layout, tensor._device, memory_config, "to_layout")
+    return Tensor(tensor._values, out_dtype, layout, tensor._device, memory_config, tiles=tensor._tiles)
 
 
 def deallocate(tensor, force=True):
     """Frees the tensor: using it again raises (as a freed device buffer)."""
     tensor._deallocated = True
+    tensor._values = tensor._tiles = None
 
 
 __all__ = ["Tensor", "Shape", "from_torch", "to_torch", "to_device", "from_device", "to_layout", "deallocate",

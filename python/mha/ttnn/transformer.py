@@ -70,7 +70,8 @@ def attention_softmax_(input_tensor, *, head_size=None, attention_mask=None, pro
     if attention_mask is not None:
         x = add(x, attention_mask)
     out = softmax(x, dim=-1, memory_config=memory_config)
-    input_tensor._values, input_tensor.dtype = out.values(), out.dtype
+    input_tensor._assign(out._values, out._tiles)
+    input_tensor.dtype = out.dtype
     return input_tensor
 
 

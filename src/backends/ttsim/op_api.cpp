@@ -8,6 +8,11 @@ namespace mha::ttsim {
 
 Tensor tt_move(const Tensor& in, DataFormat in_format, const Tensor& moved, DataFormat out_format,
                const std::string& op) {
+  return to_tensor(tt_move_tiles(in, in_format, moved, out_format, op));
+}
+
+TileTensor tt_move_tiles(const Tensor& in, DataFormat in_format, const Tensor& moved, DataFormat out_format,
+                         const std::string& op) {
   if (in.numel() != moved.numel())
     throw InputError(op + ": the result " + shape_str(moved.shape()) + " holds " + std::to_string(moved.numel()) +
                      " values, the input " + shape_str(in.shape()) + " " + std::to_string(in.numel()));
@@ -20,7 +25,7 @@ Tensor tt_move(const Tensor& in, DataFormat in_format, const Tensor& moved, Data
   DataMovementAttributes attrs;
   attrs.output = out_format;
   attrs.shape = dst.shape();
-  return to_tensor(run_data_movement(dev, op, t, std::vector<float>(v, v + dst.numel()), attrs));
+  return run_data_movement(dev, op, t, std::vector<float>(v, v + dst.numel()), attrs);
 }
 
 }  // namespace mha::ttsim

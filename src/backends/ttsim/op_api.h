@@ -8,6 +8,7 @@
 
 #include "tensor/tensor.h"
 #include "ttsim/formats.h"
+#include "ttsim/tile.h"
 
 namespace mha::ttsim {
 
@@ -20,5 +21,8 @@ namespace mha::ttsim {
 // ("ttnn.permute"). Returns the result's values (float32, logical shape).
 Tensor tt_move(const Tensor& in, DataFormat in_format, const Tensor& moved, DataFormat out_format,
                const std::string& op);
+// The same result as the device's tiles (kept on the device by mha.ttnn).
+TileTensor tt_move_tiles(const Tensor& in, DataFormat in_format, const Tensor& moved, DataFormat out_format,
+                         const std::string& op);
 
 }  // namespace mha::ttsim

@@ -4,6 +4,8 @@
 // layout), the op run with TT-NN's defaults for that op under the given
 // backend options, the result read back as ttnn.to_torch returns it.
 // Kernel writers use it to check one op's numerics without the device.
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,10 +21,34 @@ namespace mha::ttsim {
 // The ops themselves (names, operands, defaults, run) are the descriptors
 // of op_table.h.
 
+// An op's output kept on the device for the next op (mha.ttnn's device
+// tensors), rather than read back to host values and converted again.
+struct DeviceTiles {
+  TileTensor tiles;  // padding zero, as after ttnn.from_torch
+
+  // Converting its values on the host (ttnn.from_torch) gives these tiles
+  // bit for bit, so an op takes them as is; else (a NaN the host rounding
+  // makes 0xffff, a block-float row the host would encode otherwise) an op
+  // converts its values. Found on first use (the host rounding applied to
+  // the tiles, compared), once: many outputs never reach another op.
+  bool as_host() const;
+
+ private:
+  mutable std::atomic<int> as_host_{-1};  // -1: not found yet (ops may run on several threads)
+};
+
+// t kept on the device: padding zeroed (no op reads it as data; each op sees
+// zero padding, as after ttnn.from_torch).
+std::shared_ptr<const DeviceTiles> keep_on_device(TileTensor t);
+
 struct OpInput {
   std::string name;                 // for messages and the report (the file spec)
   Tensor tensor;                    // any floating dtype; converted to float32 first
   std::optional<DataFormat> dtype;  // unset: the options' dtype, else bfloat16
+  // Set: the input is on the device already and `tensor` is not read. Taken
+  // as is when as_host() and its format and shape are the ones the op tiles
+  // the input with, else converted from its values as `tensor` would be.
+  std::shared_ptr<const DeviceTiles> tiles = nullptr;
 };
 
 struct OpRequest {
@@ -36,10 +62,12 @@ struct OpRequest {
   nlohmann::ordered_json options = nlohmann::ordered_json::object();
   std::optional<DataFormat> output_dtype;  // unset: input 0's dtype
   std::optional<double> scalar;            // multiply: ttnn.multiply(a, float)
+  bool keep_output = false;                // the output stays on the device (OpResult::tiles)
 };
 
 struct OpResult {
   Tensor output;       // float32, the op's logical shape: the device values exactly
+  std::shared_ptr<const DeviceTiles> tiles;  // keep_output: the output instead of `output`
   nlohmann::json info; // op, inputs, output, compute config, memory, program cache
 };
 

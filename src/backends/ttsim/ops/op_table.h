@@ -65,12 +65,33 @@ std::vector<OpParam> op_params_of(Attrs a) {
   return v.params;
 }
 
+// An input as an op's check sees it: its shape, never its values (an input
+// already on the device, an earlier op's output, has no host values).
+struct OpOperand {
+  Shape dims;
+  const Shape& shape() const { return dims; }
+  int ndim() const { return static_cast<int>(dims.size()); }
+  int64_t numel() const { return shape_numel(dims); }
+};
+
 // What an op's check sees before any input is converted.
 struct OpCheck {
-  const std::vector<Tensor>& inputs;       // host tensors, the op's order
+  const std::vector<OpOperand>& inputs;    // the op's order
   const std::vector<std::string>& names;   // their file specs, for messages
   const nlohmann::ordered_json& params;    // the op's own --option keys only
   bool scalar;                             // --scalar given
+};
+
+// An op's input tiles: each converted from host values, or an earlier op's
+// output taken as is (not copied: a KV cache is most of a step's data).
+class OpTiles {
+ public:
+  explicit OpTiles(std::vector<const TileTensor*> p) : p_(std::move(p)) {}
+  const TileTensor& operator[](size_t i) const { return *p_[i]; }
+  size_t size() const { return p_.size(); }
+
+ private:
+  std::vector<const TileTensor*> p_;
 };
 
 // What an op's run gets: inputs already converted as ttnn.from_torch
@@ -80,7 +101,7 @@ struct OpCheck {
 struct OpCall {
   TtDevice& dev;
   const TtOptions& opt;
-  const std::vector<TileTensor>& in;
+  const OpTiles& in;
   DataFormat out_format;                  // --output-dtype, else input 0's dtype
   const nlohmann::ordered_json& params;
   std::optional<double> scalar;

@@ -74,6 +74,15 @@ struct RowPrefetch {
   }
 };
 
+// The 2x2 block of tile products both passes run: accumulators 0-3 +=
+// A tiles 4, 5 (rows) times B tiles 6, 7 (columns).
+[[gnu::always_inline]] inline void products_2x2() {
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
 // The three truncated bfloat16 pieces of 16 floats, each as the float whose
 // low 16 bits are zero (x = p[0] + p[1] + p[2] exactly).
 [[gnu::always_inline]] inline void split3(__m512 x, __m512i p[kPieces]) {
@@ -274,10 +283,7 @@ void block_scores(const LatentAmxTask& t, const uint16_t* c, int64_t ldc, int64_
             const uint32_t* b = s.qp.data() + ((hp * nc + k) * kPieces + i) * 512;
             _tile_loadd(6, b, 64);
             _tile_loadd(7, b + 256, 64);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_dpbf16ps(2, 5, 6);
-            _tile_dpbf16ps(3, 5, 7);
+            products_2x2();
           }
           if (u < steps) work->step(u++);
           pf.tick(4 * kPieces);
@@ -310,10 +316,7 @@ void block_pv(const LatentAmxTask& t, int64_t nhp, Scratch& s, RowPrefetch& pf) 
           const uint32_t* a = s.pa.data() + ((hp * nks + ks) * kPieces + i) * 512;
           _tile_loadd(4, a, 64);
           _tile_loadd(5, a + 256, 64);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(1, 4, 7);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
+          products_2x2();
         }
       }
       pf.tick(4 * kPieces * nks);

@@ -88,10 +88,7 @@ py::array tiles_values(const Tiles& t) {
   py::array_t<float> out(std::vector<py::ssize_t>(x.shape.begin(), x.shape.end()));
   float* o = out.mutable_data();
   py::gil_scoped_release release;
-  for (int64_t b = 0; b < x.batch; ++b)
-    for (int64_t r = 0; r < x.rows; ++r)
-      std::memcpy(o + (b * x.rows + r) * x.cols, x.matrix(b) + r * x.pcols,
-                  static_cast<size_t>(x.cols) * sizeof(float));
+  ttsim::to_row_major(x, o);
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "ttsim/tile.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "util/error.h"
@@ -80,10 +81,14 @@ TileTensor to_tile_layout(const Tensor& t, DataFormat format, float pad_value) {
 
 std::vector<float> to_row_major(const TileTensor& t) {
   std::vector<float> out(static_cast<size_t>(t.batch * t.rows * t.cols));
+  to_row_major(t, out.data());
+  return out;
+}
+
+void to_row_major(const TileTensor& t, float* out) {
   for (int64_t b = 0; b < t.batch; ++b)
     for (int64_t r = 0; r < t.rows; ++r)
-      for (int64_t c = 0; c < t.cols; ++c) out[(b * t.rows + r) * t.cols + c] = t.at(b, r, c);
-  return out;
+      std::memcpy(out + (b * t.rows + r) * t.cols, t.matrix(b) + r * t.pcols, static_cast<size_t>(t.cols) * 4);
 }
 
 Tensor to_tensor(const TileTensor& t) { return Tensor::from_f32(t.shape, to_row_major(t)); }

@@ -56,6 +56,8 @@ void to_tile_layout(const float* values, const Shape& shape, DataFormat format, 
 
 // Back to a row-major logical array (ttnn.to_torch): padding dropped.
 std::vector<float> to_row_major(const TileTensor& t);
+// The same into out (batch * rows * cols floats), e.g. a caller's array.
+void to_row_major(const TileTensor& t, float* out);
 Tensor to_tensor(const TileTensor& t);  // float32 Tensor of the logical shape
 
 // Re-quantises in place with the host rules (e.g. after a host-side edit).
